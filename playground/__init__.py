@@ -1,0 +1,1 @@
+"""Speculative Decoding Playground: a lossless speculative decoder and the views around it."""

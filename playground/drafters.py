@@ -1,0 +1,141 @@
+"""Draft sources behind one small protocol.
+
+A drafter proposes up to k tokens after the current sequence and is told how many the
+target kept. Like transformers' candidate generators (get_candidates /
+update_candidate_strategy), but two methods and a reset.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from playground.sampling import SamplingParams, choose
+
+
+@dataclass
+class Draft:
+    tokens: torch.Tensor  # (k',) long, k' <= k (a drafter may stop early)
+    logits: torch.Tensor | None  # (k', V) raw draft logits, None for a deterministic drafter
+
+
+class Drafter(Protocol):
+    name: str
+
+    def reset(self) -> None:
+        """Forget everything: a new sequence starts."""
+
+    def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
+        """Up to k tokens to follow ids (1, L)."""
+
+    def observe(self, num_accepted: int) -> None:
+        """The target kept the first num_accepted tokens of the last proposal."""
+
+
+def crop_cache(cache: DynamicCache, length: int) -> None:
+    """Cut a KV cache back to its first `length` positions."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+class ModelDrafter:
+    """The classic setup: a small causal LM drafts k tokens, one forward each, with its own KV cache.
+
+    confidence > 0 stops a draft early when the draft's top probability falls under it
+    (the draft is likely to be rejected there anyway).
+    """
+
+    def __init__(self, model: PreTrainedModel, confidence: float = 0.0):
+        self.model = model
+        self.name = "draft model"
+        self.confidence = confidence
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+        self.cached = 0  # positions of the sequence held in the cache
+        self.proposal_start = 0
+
+    @torch.inference_mode()
+    def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
+        if k == 0:
+            return Draft(ids.new_empty(0), None)
+        length = ids.shape[1]
+        feed = ids[:, self.cached :]
+        tokens, logits = [], []
+        for _ in range(k):
+            out = self.model(input_ids=feed, cache=self.cache, use_cache=True, logits_to_keep=1)
+            step_logits = out.logits[0, -1]
+            token = choose(step_logits, params, generator)
+            tokens.append(token)
+            logits.append(step_logits)
+            feed = token.view(1, 1)
+            if self.confidence > 0 and len(tokens) < k:
+                top = torch.softmax(step_logits.float(), -1).max()
+                if top.item() < self.confidence:  # a host sync, only when the threshold is on
+                    break
+        # The cache now holds the sequence plus all proposed tokens but the last.
+        self.cached = length + len(tokens) - 1
+        self.proposal_start = length
+        return Draft(torch.stack(tokens), torch.stack(logits))
+
+    def observe(self, num_accepted: int) -> None:
+        keep = min(self.cached, self.proposal_start + num_accepted)
+        crop_cache(self.cache, keep)
+        self.cached = keep
+
+
+class PromptLookupDrafter:
+    """No second model: find the latest earlier occurrence of the sequence's last n-gram
+    and propose the tokens that followed it (Saxena 2023, "prompt lookup decoding").
+
+    Deterministic, so the acceptance rule treats p as one-hot on each proposed token.
+    """
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        self.name = "prompt lookup"
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+
+    def reset(self) -> None:
+        pass
+
+    def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
+        seq = ids[0].tolist()
+        return Draft(torch.tensor(lookup(seq, k, self.max_ngram, self.min_ngram), dtype=torch.long, device=ids.device), None)
+
+    def observe(self, num_accepted: int) -> None:
+        pass
+
+
+def lookup(seq: list[int], k: int, max_ngram: int = 3, min_ngram: int = 1) -> list[int]:
+    """Up to k tokens that followed the latest earlier match of seq's final n-gram (longest n first)."""
+    if k <= 0:
+        return []
+    for n in range(min(max_ngram, len(seq) - 1), min_ngram - 1, -1):
+        tail = seq[-n:]
+        for start in range(len(seq) - n - 1, -1, -1):
+            if seq[start : start + n] == tail:
+                follow = seq[start + n : start + n + k]
+                if follow:
+                    return follow
+    return []
+
+
+class NoDrafter:
+    """Proposes nothing: every round is one plain target step. This is the autoregressive
+    baseline, run through the same loop and instrumentation as speculative decoding."""
+
+    name = "target alone"
+
+    def reset(self) -> None:
+        pass
+
+    def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
+        return Draft(ids.new_empty(0), None)
+
+    def observe(self, num_accepted: int) -> None:
+        pass

@@ -1,0 +1,229 @@
+"""The one decoding loop: draft, verify in one target pass, keep the accepted prefix.
+
+Used by the UI, the benchmark and the tests alike. The autoregressive baseline is the
+same loop with a drafter that proposes nothing, so both are timed the same way.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from playground.drafters import Drafter, crop_cache
+from playground.errors import PlaygroundError
+from playground.sampling import SamplingParams, logits_to_probs, verify_greedy, verify_sampling
+
+K_MIN, K_MAX = 1, 16
+MAX_NEW_TOKENS = 1024
+
+
+@dataclass
+class DecodeConfig:
+    max_new_tokens: int = 64
+    k: int = 4  # draft length; with adaptive, the starting value
+    adaptive: bool = False  # +2 after a fully accepted round, -1 otherwise, within [K_MIN, K_MAX]
+    temperature: float = 0.0  # 0 = greedy
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    record: bool = True  # compute p and q of every draft token for the views
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_k, self.top_p)
+
+    def validate(self) -> None:
+        """Raise PlaygroundError with a readable message for any value out of range."""
+        def is_int(x) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool) or (isinstance(x, float) and x.is_integer())
+
+        if not is_int(self.k) or not K_MIN <= self.k <= K_MAX:
+            raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {self.k!r}.")
+        if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}.")
+        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) or not 0 <= self.temperature <= 2:
+            raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {self.temperature!r}.")
+        if not isinstance(self.top_p, (int, float)) or not math.isfinite(self.top_p) or not 0 < self.top_p <= 1:
+            raise PlaygroundError(f"top_p must be in (0, 1], got {self.top_p!r}.")
+        if not is_int(self.top_k) or self.top_k < 0:
+            raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k!r}.")
+        if not is_int(self.seed) or not 0 <= self.seed < 2**63:
+            raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {self.seed!r}.")
+        self.k, self.max_new_tokens, self.top_k, self.seed = int(self.k), int(self.max_new_tokens), int(self.top_k), int(self.seed)
+        self.temperature, self.top_p = float(self.temperature), float(self.top_p)
+
+
+@dataclass
+class RoundRecord:
+    """One draft/verify round, as it happened."""
+
+    round: int
+    k: int  # tokens drafted this round (0 for a plain target step)
+    draft_tokens: list[int]
+    accepted: int  # n: how many of draft_tokens the target kept
+    token: int  # the target's own token after the kept prefix
+    token_kind: str  # "correction" (n < k), "bonus" (n == k > 0) or "target" (k == 0)
+    new_tokens: list[int]  # appended to the output this round (cut at EOS / the token limit)
+    draft_s: float
+    verify_s: float
+    total_new: int  # output length after this round
+    p: list[float] = field(default_factory=list)  # draft prob of each draft token
+    q: list[float] = field(default_factory=list)  # target prob of each draft token
+    u: list[float] = field(default_factory=list)  # uniform draws of the rule (sampling only)
+    token_q: float = float("nan")  # target prob of `token`
+    stop: str = ""  # "eos", "length" when this round ended the run
+
+
+class KSchedule:
+    """Draft length per round: fixed, or transformers' "heuristic" schedule."""
+
+    def __init__(self, k: int, adaptive: bool):
+        self.k, self.adaptive = k, adaptive
+
+    def update(self, drafted: int, accepted: int) -> None:
+        if not self.adaptive or drafted == 0:
+            return
+        self.k = min(K_MAX, self.k + 2) if accepted == drafted else max(K_MIN, self.k - 1)
+
+
+def _clock(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+class SpeculativeDecoder:
+    """State of one generation: both KV caches, the sequence, the k schedule.
+
+    `step()` runs one round and returns its record; iterating runs to the end.
+    Invariant between rounds: each cache holds every position of `ids` but the last.
+    """
+
+    def __init__(
+        self,
+        target: PreTrainedModel,
+        drafter: Drafter,
+        input_ids: torch.Tensor,
+        config: DecodeConfig,
+        eos_token_ids: set[int] | None = None,
+    ):
+        config.validate()
+        if input_ids.ndim != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] == 0:
+            raise PlaygroundError("The prompt is empty: type something to continue.")
+        window = getattr(target.config, "max_position_embeddings", None)
+        if window and input_ids.shape[1] + config.max_new_tokens > window:
+            raise PlaygroundError(
+                f"Prompt ({input_ids.shape[1]} tokens) plus max_new_tokens ({config.max_new_tokens}) "
+                f"exceeds the model's context window of {window} tokens."
+            )
+        self.target, self.drafter, self.config = target, drafter, config
+        self.device = target.device
+        self.ids = input_ids.to(self.device)
+        self.prompt_len = input_ids.shape[1]
+        if eos_token_ids is None:  # default: what the target's generation config says
+            eos = target.generation_config.eos_token_id
+            eos_token_ids = {eos} if isinstance(eos, int) else set(eos or ())
+        self.eos = set(eos_token_ids)
+        self.params = config.sampling
+        self.schedule = KSchedule(config.k, config.adaptive)
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.cache = DynamicCache(config=target.config)
+        self.cached = 0
+        self.rounds: list[RoundRecord] = []
+        self.done = False
+        drafter.reset()
+
+    @property
+    def new_tokens(self) -> list[int]:
+        return self.ids[0, self.prompt_len :].tolist()
+
+    def __iter__(self) -> Iterator[RoundRecord]:
+        while not self.done:
+            yield self.step()
+
+    @torch.inference_mode()
+    def step(self) -> RoundRecord:
+        if self.done:
+            raise RuntimeError("generation already finished")
+        cfg, params = self.config, self.params
+        length = self.ids.shape[1]
+        generated = length - self.prompt_len
+        budget = cfg.max_new_tokens - generated  # >= 1
+        k = min(self.schedule.k, budget - 1)  # a round yields at most k + 1 tokens
+
+        t0 = _clock(self.device)
+        draft = self.drafter.propose(self.ids, k, params, self.generator)
+        t1 = _clock(self.device)
+
+        drafted = draft.tokens.shape[0]
+        feed = torch.cat([self.ids[:, self.cached :], draft.tokens.view(1, -1)], dim=1)
+        logits = self.target(input_ids=feed, cache=self.cache, use_cache=True, logits_to_keep=drafted + 1).logits[0]
+        if params.greedy:
+            verdict = verify_greedy(draft.tokens, logits)
+            q_probs = p_probs = None
+        else:
+            q_probs = logits_to_probs(logits, params)
+            p_probs = None if draft.logits is None else logits_to_probs(draft.logits, params)
+            verdict = verify_sampling(draft.tokens, p_probs, q_probs, self.generator)
+        ints = torch.cat([verdict.num_accepted.view(1), verdict.next_token.view(1), draft.tokens]).tolist()  # the host sync
+        n, token, draft_tokens = ints[0], ints[1], ints[2:]
+        record = RoundRecord(
+            round=len(self.rounds), k=drafted, draft_tokens=draft_tokens, accepted=n, token=token,
+            token_kind="target" if drafted == 0 else ("bonus" if n == drafted else "correction"),
+            new_tokens=[], draft_s=t1 - t0, verify_s=0.0, total_new=0,
+        )
+        if cfg.record:
+            self._record_probs(record, draft, logits, p_probs, q_probs, verdict)
+        t2 = _clock(self.device)
+        record.verify_s = t2 - t1
+
+        new = draft_tokens[:n] + [token]
+        for i, t in enumerate(new):
+            if t in self.eos:
+                new, record.stop = new[: i + 1], "eos"
+                break
+        self.ids = torch.cat([self.ids, torch.tensor([new], dtype=self.ids.dtype, device=self.device)], dim=1)
+        record.new_tokens = new
+        record.total_new = self.ids.shape[1] - self.prompt_len
+        if not record.stop and record.total_new >= cfg.max_new_tokens:
+            record.stop = "length"
+        self.done = bool(record.stop)
+
+        # Keep the caches to the accepted prefix: drop the rejected drafts, never recompute.
+        self.cached = length + n
+        crop_cache(self.cache, self.cached)
+        self.drafter.observe(n)
+        self.schedule.update(drafted, n)
+        self.rounds.append(record)
+        return record
+
+    def _record_probs(self, record, draft, logits, p_probs, q_probs, verdict) -> None:
+        """p and q of each draft token (and q of the target's token) for the views."""
+        k = record.k
+        if q_probs is None:
+            q_probs = torch.softmax(logits.float(), -1)
+        if p_probs is None and draft.logits is not None:
+            p_probs = torch.softmax(draft.logits.float(), -1)
+        idx = torch.arange(k, device=self.device)
+        tokens = draft.tokens
+        q = q_probs[idx, tokens]
+        p = p_probs[idx, tokens] if p_probs is not None else torch.ones_like(q)
+        token_q = q_probs[verdict.num_accepted, verdict.next_token].view(1)
+        u = verdict.u if verdict.u is not None else q.new_empty(0)
+        floats = torch.cat([p, q, token_q, u.float()]).tolist()
+        record.p, record.q, record.token_q, record.u = floats[:k], floats[k : 2 * k], floats[2 * k], floats[2 * k + 1 :]
+
+
+def generate(
+    target: PreTrainedModel,
+    drafter: Drafter,
+    input_ids: torch.Tensor,
+    config: DecodeConfig,
+    eos_token_ids: set[int] | None = None,
+) -> Iterator[RoundRecord]:
+    """Stream the rounds of one generation."""
+    return iter(SpeculativeDecoder(target, drafter, input_ids, config, eos_token_ids))

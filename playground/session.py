@@ -1,0 +1,54 @@
+"""Glue shared by the UI, the benchmark and the tests: prompt -> ids, drafter by name,
+a decoder ready to run. No decoding here: that is engine.SpeculativeDecoder."""
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from playground.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter
+from playground.engine import DecodeConfig, SpeculativeDecoder
+from playground.errors import PlaygroundError
+from playground.models import LoadedPair
+
+DRAFT_MODEL, PROMPT_LOOKUP, TARGET_ALONE = "draft model", "prompt lookup", "target alone"
+DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
+MAX_PROMPT_CHARS = 20_000
+
+
+def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0) -> Drafter:
+    if kind == DRAFT_MODEL:
+        if pair.draft is None:
+            raise PlaygroundError("The 'draft model' drafter needs a pair with a draft model.")
+        return ModelDrafter(pair.draft, confidence)
+    if kind == PROMPT_LOOKUP:
+        return PromptLookupDrafter()
+    if kind == TARGET_ALONE:
+        return NoDrafter()
+    raise PlaygroundError(f"Unknown drafter {kind!r}; choose one of: {', '.join(DRAFTERS + (TARGET_ALONE,))}.")
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, chat: bool = True) -> torch.Tensor:
+    """The prompt as ids (1, L). Instruct models with a chat template get it applied
+    (one user turn), others see the raw text."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise PlaygroundError("The prompt is empty: type something to continue.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PlaygroundError(f"The prompt is too long ({len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}).")
+    if chat and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+    else:
+        ids = tokenizer(prompt, return_tensors="pt").input_ids
+    if ids.shape[1] == 0:
+        raise PlaygroundError("The prompt encodes to no tokens: type something else.")
+    return ids
+
+
+def decoder(pair: LoadedPair, kind: str, prompt: str, config: DecodeConfig, chat: bool = True,
+            confidence: float = 0.0) -> SpeculativeDecoder:
+    """A ready-to-run decoder for one prompt; iterate it for the round records."""
+    config.validate()
+    ids = encode_prompt(pair.tokenizer, prompt, chat)
+    return SpeculativeDecoder(pair.target, make_drafter(kind, pair, confidence), ids, config, pair.eos)

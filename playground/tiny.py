@@ -1,0 +1,85 @@
+"""Tiny random model pairs, built and saved locally: for tests, the browser test and
+offline demos of the UI mechanics. No weights are downloaded."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+CORPUS = [
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n",
+    "Once upon a time there was a little fox who lived in the forest near a river.",
+    "The quick brown fox jumps over the lazy dog. Speculative decoding drafts tokens and the target verifies them.",
+    "Question: what is the capital of France? Answer: Paris is the capital of France.",
+    "for i in range(10):\n    print(i * i)\nimport numpy as np\nx = np.zeros(3)\n",
+] * 20
+
+
+def build_tokenizer(folder: Path, vocab_size: int = 320) -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    fast.save_pretrained(folder)
+    return fast
+
+
+def build_model(folder: Path, vocab_size: int, eos: int, seed: int, layers: int = 2, hidden: int = 64,
+                base: LlamaForCausalLM | None = None, noise: float = 0.0) -> LlamaForCausalLM:
+    """A random Llama; with `base`, a copy of it with Gaussian noise added to the LM head (a draft that agrees often, not always)."""
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.3,
+        eos_token_id=eos, bos_token_id=eos, pad_token_id=eos, tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    if base is not None:
+        model.load_state_dict(base.state_dict())
+        with torch.no_grad():
+            head = model.lm_head.weight  # perturb the head only: the draft then agrees often, not always
+            head.add_(noise * head.std() * torch.randn_like(head))
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = eos
+    model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
+def build_pair(root: Path) -> dict[str, Path]:
+    """root/target, root/draft (a noisy copy), root/twin (identical to target), root/small-draft (unrelated)."""
+    root = Path(root)
+    folders = {name: root / name for name in ("target", "draft", "twin", "other")}
+    tok = build_tokenizer(folders["target"])
+    eos = tok.eos_token_id
+    target = build_model(folders["target"], len(tok), eos, seed=0)
+    build_model(folders["draft"], len(tok), eos, seed=1, base=target, noise=0.3)
+    build_model(folders["twin"], len(tok), eos, seed=0, base=target, noise=0.3)
+    other_tok = build_tokenizer(folders["other"], vocab_size=280)
+    build_model(folders["other"], len(other_tok), other_tok.eos_token_id, seed=2, layers=1, hidden=32)
+    for name in ("draft", "twin"):
+        tok.save_pretrained(folders[name])
+    return folders
+
+
+def write_pairs_file(root: Path) -> Path:
+    """A PLAYGROUND_PAIRS_FILE naming the tiny pairs."""
+    folders = build_pair(root)
+    pairs = [
+        {"name": "tiny (test)", "draft": str(folders["draft"]), "target": str(folders["target"])},
+        {"name": "tiny twin (test)", "draft": str(folders["twin"]), "target": str(folders["target"])},
+    ]
+    path = Path(root) / "pairs.json"
+    path.write_text(json.dumps(pairs, indent=1))
+    return path
+
+
+if __name__ == "__main__":  # python -m playground.tiny DIR
+    print(write_pairs_file(Path(sys.argv[1])))

@@ -215,7 +215,8 @@ class SpeculativeDecoder:
         token_q = q_probs[verdict.num_accepted, verdict.next_token].view(1)
         u = verdict.u if verdict.u is not None else q.new_empty(0)
         floats = torch.cat([p, q, token_q, u.float()]).tolist()
-        record.p, record.q, record.token_q, record.u = floats[:k], floats[k : 2 * k], floats[2 * k], floats[2 * k + 1 :]
+        record.p, record.q, record.token_q = floats[:k], floats[k : 2 * k], floats[2 * k]
+        record.u = floats[2 * k + 1 :][: record.accepted + 1]  # the draws that decided: accepts, then the reject
 
 
 def generate(

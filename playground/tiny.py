@@ -61,7 +61,7 @@ def build_pair(root: Path) -> dict[str, Path]:
     eos = tok.eos_token_id
     target = build_model(folders["target"], len(tok), eos, seed=0)
     build_model(folders["draft"], len(tok), eos, seed=1, base=target, noise=0.3)
-    build_model(folders["twin"], len(tok), eos, seed=0, base=target, noise=0.3)
+    build_model(folders["twin"], len(tok), eos, seed=0, base=target, noise=0.0)
     other_tok = build_tokenizer(folders["other"], vocab_size=280)
     build_model(folders["other"], len(other_tok), other_tok.eos_token_id, seed=2, layers=1, hidden=32)
     for name in ("draft", "twin"):

@@ -1,0 +1,179 @@
+"""The decoding loop: lossless greedy output, caches, k schedule, limits, seeding."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from playground import session
+from playground.drafters import ModelDrafter, NoDrafter, PromptLookupDrafter, lookup
+from playground.engine import K_MAX, K_MIN, DecodeConfig, KSchedule, SpeculativeDecoder
+
+PROMPTS = [
+    "def fibonacci(n):",
+    "Once upon a time",
+    "The quick brown fox",
+    "Question: what is the capital of France? Answer:",
+    "for i in range(10):\n    print(i",
+    "x",
+    "import numpy as np\nx = np.zeros(3)\nimport numpy as np\nx =",
+    "<|endoftext|> & <script>",
+]
+
+
+def target_greedy(target, ids, max_new_tokens, eos):
+    """The reference: HF generate, greedy. With no EOS ids it runs to the budget."""
+    stop = sorted(eos) if eos else [target.config.vocab_size + 1]  # an id the model cannot emit
+    out = target.generate(ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=stop,
+                          pad_token_id=0)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def run(pair, drafter, ids, eos=None, **cfg):
+    dec = SpeculativeDecoder(pair.target, drafter, ids, DecodeConfig(**cfg), eos if eos is not None else pair.eos)
+    rounds = list(dec)
+    return dec, rounds
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 16])
+@pytest.mark.parametrize("kind", [session.DRAFT_MODEL, session.PROMPT_LOOKUP])
+def test_greedy_output_equals_target_generate(tiny_pair, k, kind):
+    for i, prompt in enumerate(PROMPTS):
+        ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
+        max_new = [1, 2, 7, 40][i % 4]  # 1 and 2 leave less budget than k
+        drafter = session.make_drafter(kind, tiny_pair)
+        dec, rounds = run(tiny_pair, drafter, ids, max_new_tokens=max_new, k=k)
+        assert dec.new_tokens == target_greedy(tiny_pair.target, ids, max_new, tiny_pair.eos), (prompt, k)
+        assert sum(r.k for r in rounds) > 0 or max_new == 1 or kind == session.PROMPT_LOOKUP
+
+
+def test_greedy_adaptive_k_equals_target_generate(tiny_pair):
+    for prompt in PROMPTS:
+        ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
+        dec, _ = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=50, k=3, adaptive=True)
+        assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 50, tiny_pair.eos)
+
+
+def test_baseline_is_target_greedy_and_one_token_per_round(tiny_pair):
+    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
+    dec, rounds = run(tiny_pair, NoDrafter(), ids, max_new_tokens=30)
+    assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 30, tiny_pair.eos)
+    assert all(r.k == 0 and r.token_kind == "target" and len(r.new_tokens) == 1 for r in rounds)
+
+
+def test_eos_inside_a_draft_stops_there(twin_pair):
+    """Make a token the target emits mid-sequence the EOS: with a twin draft (all accepted)
+    and k=8 it lands inside a draft; nothing after it may be emitted."""
+    ids = session.encode_prompt(twin_pair.tokenizer, PROMPTS[1])
+    free = target_greedy(twin_pair.target, ids, 30, set())
+    pos = next(i for i in range(5, 30) if free[i] not in free[:i])  # first occurrence at i >= 5
+    eos = {free[pos]}
+    dec, rounds = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=eos, max_new_tokens=30, k=8)
+    assert dec.new_tokens == free[: pos + 1] == target_greedy(twin_pair.target, ids, 30, eos)
+    assert rounds[-1].stop == "eos"
+    last = rounds[-1]
+    assert last.accepted == last.k and len(last.new_tokens) < last.k + 1  # cut inside the draft
+
+
+def test_never_emits_past_max_new_tokens(tiny_pair, twin_pair):
+    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[2])
+    for pair in (tiny_pair, twin_pair):
+        for max_new in (1, 3, 9, 17):
+            for k in (1, 4, 16):
+                for temperature in (0.0, 1.0):
+                    dec, rounds = run(pair, ModelDrafter(pair.draft), ids, eos=set(), max_new_tokens=max_new,
+                                      k=k, temperature=temperature)
+                    assert len(dec.new_tokens) == max_new
+                    assert rounds[-1].stop == "length"
+                    assert sum(len(r.new_tokens) for r in rounds) == max_new
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_identical_draft_is_accepted_every_time(twin_pair, temperature):
+    ids = session.encode_prompt(twin_pair.tokenizer, PROMPTS[0])
+    dec, rounds = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=60, k=5,
+                      temperature=temperature, seed=3)
+    drafted = sum(r.k for r in rounds)
+    assert drafted > 0 and sum(r.accepted for r in rounds) == drafted
+    assert all(r.token_kind == "bonus" for r in rounds if r.k > 0)
+
+
+def _check_caches(dec: SpeculativeDecoder, drafter: ModelDrafter) -> None:
+    """Both caches hold exactly the kept prefix, and what they hold equals a fresh recompute."""
+    ids = dec.ids
+    assert dec.cache.get_seq_length() == dec.cached == ids.shape[1] - 1
+    assert drafter.cache.get_seq_length() == drafter.cached <= ids.shape[1]
+    for model, cache, cached in ((dec.target, dec.cache, dec.cached), (drafter.model, drafter.cache, drafter.cached)):
+        with torch.inference_mode():
+            fresh = model(input_ids=ids).logits[0, cached:]
+            probe = copy.deepcopy(cache)
+            incremental = model(input_ids=ids[:, cached:], cache=probe, use_cache=True).logits[0]
+        torch.testing.assert_close(incremental, fresh, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_caches_stay_consistent_after_rejections(tiny_pair, temperature):
+    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[3])
+    drafter = ModelDrafter(tiny_pair.draft)
+    dec = SpeculativeDecoder(tiny_pair.target, drafter, ids, DecodeConfig(max_new_tokens=40, k=6,
+                             temperature=temperature, seed=1), set())
+    rejections = 0
+    for record in dec:
+        rejections += record.accepted < record.k
+        _check_caches(dec, drafter)
+    assert rejections >= 2  # the check ran after real rejections
+
+
+def test_adaptive_k_stays_within_bounds(tiny_pair, twin_pair):
+    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
+    _, grown = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=200, k=1, adaptive=True)
+    ks = [r.k for r in grown[:-1]]  # the last round may be cut by the budget
+    assert ks[:3] == [1, 3, 5] and max(ks) == K_MAX and all(K_MIN <= k <= K_MAX for k in ks)
+    _, shrunk = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=120, k=16, adaptive=True)
+    assert all(K_MIN <= r.k <= K_MAX for r in shrunk[:-1]) and min(r.k for r in shrunk) < 16
+
+
+def test_k_schedule_rule():
+    s = KSchedule(4, adaptive=True)
+    s.update(4, 4); assert s.k == 6
+    s.update(6, 2); assert s.k == 5
+    for _ in range(20):
+        s.update(s.k, s.k)
+    assert s.k == K_MAX
+    for _ in range(30):
+        s.update(s.k, 0)
+    assert s.k == K_MIN
+    fixed = KSchedule(4, adaptive=False)
+    fixed.update(4, 4); fixed.update(4, 0)
+    assert fixed.k == 4
+
+
+def test_sampling_is_seeded(tiny_pair):
+    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[1])
+    outs = [run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=30, k=4,
+                temperature=1.0, top_p=0.9, seed=s)[0].new_tokens for s in (7, 7, 8)]
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+
+
+def test_records_carry_probabilities_and_times(tiny_pair):
+    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
+    _, rounds = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=30, k=4, temperature=0.8, seed=2)
+    for r in rounds:
+        assert len(r.p) == len(r.q) == len(r.draft_tokens) == r.k
+        assert all(0 <= x <= 1 for x in r.p + r.q) and r.draft_s >= 0 and r.verify_s > 0
+        assert len(r.u) == min(r.k, r.accepted + 1)  # one uniform per evaluated draft token
+        for i, u in enumerate(r.u):  # accepted exactly when u < min(1, q/p)
+            assert (u * r.p[i] < r.q[i]) == (i < r.accepted)
+        assert r.new_tokens[: r.accepted] == r.draft_tokens[: r.accepted] or r.stop
+    assert [r.total_new for r in rounds] == list(torch.tensor([len(r.new_tokens) for r in rounds]).cumsum(0))
+
+
+def test_prompt_lookup_drafts_from_the_text_so_far():
+    seq = [1, 2, 3, 4, 5, 9, 2, 3]
+    assert lookup(seq, 3) == [4, 5, 9]  # matches "2 3" earlier
+    assert lookup([1, 2, 3], 2) == []
+    assert lookup([5, 5], 4) == [5]
+    drafter = PromptLookupDrafter()
+    draft = drafter.propose(torch.tensor([seq]), 2, session.DecodeConfig().sampling, None)
+    assert draft.tokens.tolist() == [4, 5] and draft.logits is None

@@ -162,6 +162,9 @@ def convert_pack(pack: Pack, progress: Progress = _quiet) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     tmp.replace(folder)
     del model
+    if gguf.is_relative_to(cache_dir()):  # the joined copy is no longer needed; the chunks stay installed
+        gguf.unlink(missing_ok=True)
+        gguf.with_suffix(".ok").unlink(missing_ok=True)
     return folder
 
 
@@ -354,3 +357,30 @@ def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _qu
         draft, draft_tok = MODELS.get(draft_spec, progress)
         check_compatible(draft_tok, tokenizer)
     return LoadedPair(draft, target, tokenizer, eos_ids(target, tokenizer))
+
+
+def print_progress(message: str, fraction: float) -> None:
+    """A Progress for terminals: one line per message change."""
+    if message != getattr(print_progress, "last", None):
+        print(f"[{fraction:4.0%}] {message}", flush=True)
+        print_progress.last = message
+
+
+if __name__ == "__main__":  # python -m playground.models --prepare: assemble and convert the offline packs
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Prepare the offline model packs (assemble, verify, convert).")
+    parser.add_argument("--prepare", action="store_true", help="convert every installed pack into the cache")
+    args = parser.parse_args()
+    if args.prepare:
+        failed = 0
+        for pack in PACKS.values():
+            try:
+                print(f"{pack.name}: ready at {convert_pack(pack, print_progress)}", flush=True)
+            except PlaygroundError as exc:
+                print(f"{pack.name}: {exc}", flush=True)
+                failed += 1
+        raise SystemExit(1 if failed else 0)
+    else:
+        for name, pair in pairs().items():
+            print(f"{name}: {pair.draft} -> {pair.target}")

@@ -1,0 +1,144 @@
+"""Loading and bad input: every failure is a PlaygroundError with a message a user can act on."""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+from playground import models, session
+from playground.engine import DecodeConfig
+from playground.errors import PlaygroundError
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("k", 0, "k (draft length)"), ("k", 17, "k (draft length)"), ("k", 2.5, "k (draft length)"),
+    ("temperature", -1.0, "temperature"), ("temperature", float("nan"), "temperature"),
+    ("top_p", 0.0, "top_p"), ("top_p", 1.5, "top_p"),
+    ("max_new_tokens", 0, "max_new_tokens"), ("max_new_tokens", 2000, "max_new_tokens"),
+    ("seed", -1, "seed"), ("seed", 2**70, "seed"),
+])
+def test_config_out_of_range_is_refused(field, value, words):
+    with pytest.raises(PlaygroundError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        DecodeConfig(**{field: value}).validate()
+
+
+def test_config_in_range_is_normalised():
+    cfg = DecodeConfig(k=3.0, max_new_tokens=10.0, temperature=1, top_p=1, seed=5.0)
+    cfg.validate()
+    assert (cfg.k, cfg.max_new_tokens, cfg.seed) == (3, 10, 5) and isinstance(cfg.temperature, float)
+
+
+@pytest.mark.parametrize("prompt", ["", "   \n\t", None])
+def test_empty_prompt_is_refused(tiny_pair, prompt):
+    with pytest.raises(PlaygroundError, match="empty"):
+        session.encode_prompt(tiny_pair.tokenizer, prompt)
+
+
+def test_huge_prompt_is_refused(tiny_pair):
+    with pytest.raises(PlaygroundError, match="too long"):
+        session.encode_prompt(tiny_pair.tokenizer, "x" * 100_000)
+
+
+def test_prompt_plus_budget_beyond_context_is_refused(tiny_pair):
+    prompt = "the quick brown fox " * 100  # ~400 tokens; the tiny models hold 512 positions
+    with pytest.raises(PlaygroundError, match="context"):
+        session.decoder(tiny_pair, session.DRAFT_MODEL, prompt, DecodeConfig(max_new_tokens=200))
+
+
+def test_unknown_pair_and_drafter_are_refused(tiny_pair):
+    with pytest.raises(PlaygroundError, match="Unknown model pair 'nope'"):
+        models.get_pair("nope")
+    with pytest.raises(PlaygroundError, match="Unknown drafter"):
+        session.make_drafter("magic", tiny_pair)
+
+
+def test_incompatible_tokenizers_name_the_mismatch(tiny_models):
+    with pytest.raises(PlaygroundError, match="incompatible.*vocabulary sizes differ"):
+        models.load_pair(str(tiny_models["other"]), str(tiny_models["target"]))
+
+
+@pytest.mark.parametrize("spec", ["../../etc", "/etc", "/", "~/.ssh", "./secrets/../../etc"])
+def test_paths_outside_the_model_roots_are_refused(tiny_models, spec):
+    with pytest.raises(PlaygroundError, match="allowed model roots"):
+        models.resolve(spec)
+
+
+@pytest.mark.parametrize("spec", ["", "a b c", "x" * 300, "<script>alert(1)</script>", "owner/name/extra"])
+def test_malformed_ids_are_refused(spec):
+    with pytest.raises(PlaygroundError):
+        models.resolve(spec)
+
+
+def test_hub_id_offline_gives_a_clear_error():
+    with pytest.raises(PlaygroundError, match="Hub cannot be reached|not in the local cache"):
+        models.load_model("nobody-here/no-such-model-xyz")
+
+
+def test_local_folder_inside_roots_loads(tiny_models):
+    model, tok = models.load_model(str(tiny_models["target"]))
+    assert model.config.vocab_size == len(tok)
+
+
+def test_truncated_weights_file_is_reported(tiny_models, tmp_path, monkeypatch):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in tiny_models["target"].iterdir():
+        data = f.read_bytes()
+        (broken / f.name).write_bytes(data[: len(data) // 2] if f.suffix == ".safetensors" else data)
+    monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
+    with pytest.raises(PlaygroundError, match="Could not load"):
+        models.load_model(str(broken))
+
+
+def test_missing_pack_package_is_reported():
+    pack = models.Pack("ghost", (("no-such-distribution-xyz", "x/part01.bin"),), "0" * 64)
+    with pytest.raises(PlaygroundError, match="missing its chunk package 'no-such-distribution-xyz'"):
+        models.assemble_pack(pack)
+
+
+def _installed_file() -> tuple[str, str, bytes]:
+    """A real installed distribution file to use as a pack chunk (pytest's own __init__.py)."""
+    dist = importlib.metadata.distribution("pytest")
+    rel = next(str(f) for f in dist.files if str(f).endswith("pytest/__init__.py"))
+    return "pytest", rel, Path(dist.locate_file(rel)).read_bytes()
+
+
+def test_corrupt_pack_is_refused_and_nothing_is_left(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
+    name, rel, _ = _installed_file()
+    pack = models.Pack("corrupt", ((name, rel), (name, rel)), "f" * 64)
+    with pytest.raises(PlaygroundError, match="corrupt: sha256"):
+        models.assemble_pack(pack)
+    assert not list((tmp_path / "gguf").glob("corrupt*"))
+
+
+def test_pack_with_right_checksum_but_not_gguf_is_reported(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
+    name, rel, data = _installed_file()
+    pack = models.Pack("not-gguf", ((name, rel), (name, rel)), hashlib.sha256(data + data).hexdigest())
+    assert models.assemble_pack(pack).read_bytes() == data + data
+    with pytest.raises(PlaygroundError, match="could not be read as GGUF"):
+        models.convert_pack(pack)
+
+
+def test_catalog_and_default_pair():
+    catalog = models.pairs()
+    assert models.DEFAULT_PAIR in catalog and len(catalog) >= 6
+    default = catalog[models.DEFAULT_PAIR]
+    assert default.draft.startswith("pack:") and default.target.startswith("pack:")
+    for pair in catalog.values():
+        for spec in (pair.draft, pair.target):
+            models.resolve(spec)  # every catalog entry is a well-formed spec
+
+
+def test_device_and_dtype_follow_the_hardware(monkeypatch):
+    import torch
+    monkeypatch.delenv("PLAYGROUND_DEVICE", raising=False)
+    monkeypatch.delenv("PLAYGROUND_DTYPE", raising=False)
+    device = models.choose_device()
+    assert device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert models.choose_dtype(torch.device("cpu")) == torch.float32
+    monkeypatch.setenv("PLAYGROUND_DTYPE", "bfloat16")
+    assert models.choose_dtype(torch.device("cpu")) == torch.bfloat16

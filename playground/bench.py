@@ -1,0 +1,280 @@
+"""`python -m playground.bench`: speculative decoding vs the target alone vs HF assisted generation.
+
+Every configuration runs in one process on the same prompts; the baseline (target alone) goes
+through the same engine and instrumentation, so speedups are ratios of like with like:
+
+    speedup    = tokens/s of the configuration / tokens/s of the target alone (same prompt, temperature)
+    vs HF      = tokens/s of our engine / tokens/s of HF `generate(assistant_model=...)`, same pair and k
+
+Examples:
+    python -m playground.bench                                  # default pair, k 2 4 6 adaptive, greedy
+    python -m playground.bench --k 4 --temps 0 1 --compare-hf --json out.json
+    python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)"
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from playground import models, session, theory, trace
+from playground.engine import DecodeConfig, K_MAX, K_MIN
+from playground.errors import PlaygroundError
+
+PROMPTS = {
+    "code": "Write a Python function `is_prime(n)` that checks whether n is a prime number, with a docstring.",
+    "story": "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "qa": "What causes the seasons on Earth? Explain briefly.",
+    "summarisation": (
+        "Summarise in two sentences: Speculative decoding speeds up large language model inference. "
+        "A small draft model proposes several tokens, and the large target model checks them all in "
+        "a single forward pass. Accepted tokens are kept, and the first rejected token is replaced by "
+        "the target's own choice, so the output matches what the target alone would produce."
+    ),
+    "translation": "Translate into French: The weather is nice today, so we are going to the beach with our friends.",
+    "math": "Solve step by step: a train travels 120 km in 1.5 hours. What is its average speed in km/h?",
+}
+
+
+@dataclass
+class Result:
+    pair: str
+    category: str
+    method: str  # "target alone", "draft model", "prompt lookup", "hf assisted", "hf prompt lookup", "hf target alone"
+    k: str  # "4", "adaptive", "" for baselines
+    temperature: float
+    tokens: int
+    wall_s: float
+    tokens_per_s: float
+    speedup: float = float("nan")  # over our target-alone run of the same prompt and temperature
+    alpha: float = float("nan")
+    alpha_eval: float = float("nan")
+    mean_accepted: float = float("nan")
+    c: float = float("nan")
+    theory_speedup: float = float("nan")
+    greedy_equal: bool | None = None  # temperature 0: output == target-alone output
+    new_tokens: list[int] = field(default_factory=list)
+
+
+def load_prompts(path: str | None) -> dict[str, str]:
+    """Built-in prompts, or a JSON file: {"category": "prompt"} or [{"category", "prompt"}]."""
+    if not path:
+        return dict(PROMPTS)
+    data = json.loads(Path(path).read_text())
+    if isinstance(data, dict):
+        return {str(k): str(v) for k, v in data.items()}
+    return {str(item.get("category", f"prompt {i}")): str(item["prompt"]) for i, item in enumerate(data)}
+
+
+def run_engine(pair: models.LoadedPair, kind: str, prompt: str, config: DecodeConfig) -> tuple[list, list[int], float]:
+    """One generation through the engine; returns (rounds, new tokens, wall seconds incl. prefill)."""
+    start = time.perf_counter()
+    dec = session.decoder(pair, kind, prompt, config)
+    rounds = list(dec)
+    if pair.target.device.type == "cuda":
+        torch.cuda.synchronize()
+    return rounds, dec.new_tokens, time.perf_counter() - start
+
+
+def run_hf(pair: models.LoadedPair, method: str, prompt: str, config: DecodeConfig) -> tuple[list[int], float]:
+    """The peer: HF transformers generate, target alone or assisted (draft model / prompt lookup)."""
+    ids = session.encode_prompt(pair.tokenizer, prompt).to(pair.target.device)
+    kwargs: dict = dict(max_new_tokens=config.max_new_tokens, pad_token_id=pair.tokenizer.eos_token_id)
+    if config.temperature > 0:
+        kwargs.update(do_sample=True, temperature=config.temperature, top_p=config.top_p, top_k=config.top_k or None)
+    else:
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    if method == "hf assisted":
+        kwargs.update(assistant_model=pair.draft)
+        if config.adaptive:
+            pair.draft.generation_config.num_assistant_tokens_schedule = "heuristic"
+        else:
+            pair.draft.generation_config.num_assistant_tokens_schedule = "constant"
+        pair.draft.generation_config.num_assistant_tokens = config.k
+        pair.draft.generation_config.assistant_confidence_threshold = 0.0
+    elif method == "hf prompt lookup":
+        kwargs.update(prompt_lookup_num_tokens=config.k)
+    torch.manual_seed(config.seed)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = pair.target.generate(ids, **kwargs)
+    if pair.target.device.type == "cuda":
+        torch.cuda.synchronize()
+    return out[0, ids.shape[1]:].tolist(), time.perf_counter() - start
+
+
+def k_config(k: str, temperature: float, max_new_tokens: int, seed: int) -> DecodeConfig:
+    adaptive = k == "adaptive"
+    return DecodeConfig(max_new_tokens=max_new_tokens, k=4 if adaptive else int(k), adaptive=adaptive,
+                        temperature=temperature, seed=seed)
+
+
+def bench(pair_names: list[str], prompts: dict[str, str], ks: list[str], temps: list[float], drafters: list[str],
+          max_new_tokens: int = 64, compare_hf: bool = False, seed: int = 0, record: bool = True,
+          progress: bool = True) -> list[Result]:
+    """Run the grid; the baseline of each (pair, prompt, temperature) runs first."""
+    results: list[Result] = []
+    per_prompt = len(temps) * (1 + len(ks) * len(drafters) * (2 if compare_hf else 1) + (1 if compare_hf else 0))
+    bar = tqdm(total=len(pair_names) * len(prompts) * per_prompt, disable=not progress, file=sys.stderr,
+               desc="bench", unit="run")
+    for name in pair_names:
+        spec = models.get_pair(name)
+        pair = models.load_pair(spec.draft, spec.target, models.print_progress if progress else models._quiet)
+        warm = DecodeConfig(max_new_tokens=4, k=2)
+        for kind in [session.TARGET_ALONE] + [d for d in drafters if d != session.TARGET_ALONE]:
+            run_engine(pair, kind, "Hello", warm)  # first calls pay one-time costs: keep them out of the numbers
+        if compare_hf:
+            run_hf(pair, "hf assisted", "Hello", warm)
+        for category, prompt in prompts.items():
+            for temperature in temps:
+                base_cfg = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, record=record)
+                rounds, base_tokens, wall = run_engine(pair, session.TARGET_ALONE, prompt, base_cfg)
+                base_tps = len(base_tokens) / wall
+                results.append(Result(name, category, session.TARGET_ALONE, "", temperature, len(base_tokens), wall,
+                                      base_tps, speedup=1.0, new_tokens=base_tokens))
+                bar.update()
+                if compare_hf:
+                    tokens, wall = run_hf(pair, "hf target alone", prompt, base_cfg)
+                    results.append(Result(name, category, "hf target alone", "", temperature, len(tokens), wall,
+                                          len(tokens) / wall, speedup=len(tokens) / wall / base_tps,
+                                          greedy_equal=(tokens == base_tokens) if temperature == 0 else None,
+                                          new_tokens=tokens))
+                    bar.update()
+                for kind in drafters:
+                    for k in ks:
+                        cfg = k_config(k, temperature, max_new_tokens, seed)
+                        cfg.record = record
+                        rounds, tokens, wall = run_engine(pair, kind, prompt, cfg)
+                        s = trace.summarize(rounds)
+                        tps = len(tokens) / wall
+                        mean_k = s["mean_k"] or 1
+                        results.append(Result(
+                            name, category, kind, k, temperature, len(tokens), wall, tps, tps / base_tps,
+                            s["alpha"], s["alpha_eval"], s["mean_accepted"], s["c"],
+                            theory.speedup(s["alpha_eval"], max(1, round(mean_k)), s["c"])
+                            if not math.isnan(s["c"]) and not math.isnan(s["alpha_eval"]) else float("nan"),
+                            (tokens == base_tokens) if temperature == 0 else None, tokens,
+                        ))
+                        bar.update()
+                        if compare_hf:
+                            method = "hf assisted" if kind == session.DRAFT_MODEL else "hf prompt lookup"
+                            tokens, wall = run_hf(pair, method, prompt, cfg)
+                            results.append(Result(name, category, method, k, temperature, len(tokens), wall,
+                                                  len(tokens) / wall, len(tokens) / wall / base_tps,
+                                                  greedy_equal=(tokens == base_tokens) if temperature == 0 else None,
+                                                  new_tokens=tokens))
+                            bar.update()
+    bar.close()
+    return results
+
+
+def fmt(x, digits: int = 2) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return "yes" if x else "NO"
+    if isinstance(x, float):
+        return "" if math.isnan(x) else f"{x:.{digits}f}"
+    return str(x)
+
+
+COLUMNS = ["pair", "category", "method", "k", "temperature", "tokens", "tokens_per_s", "speedup", "vs_hf",
+           "alpha", "mean_accepted", "c", "theory_speedup", "greedy_equal"]
+
+
+def vs_hf(results: list[Result]) -> dict[int, float]:
+    """Our tokens/s over HF's for the same pair, prompt, temperature, k and drafter family."""
+    peer = {"draft model": "hf assisted", "prompt lookup": "hf prompt lookup", "target alone": "hf target alone"}
+    index = {(r.pair, r.category, r.method, r.k, r.temperature): r for r in results}
+    out = {}
+    for i, r in enumerate(results):
+        other = index.get((r.pair, r.category, peer.get(r.method, ""), r.k, r.temperature))
+        if other is not None:
+            out[i] = r.tokens_per_s / other.tokens_per_s
+    return out
+
+
+def table(results: list[Result]) -> str:
+    """A Markdown table, one row per run."""
+    ratios = vs_hf(results)
+    rows = [COLUMNS, ["---"] * len(COLUMNS)]
+    for i, r in enumerate(results):
+        d = asdict(r) | {"vs_hf": ratios.get(i, float("nan"))}
+        rows.append([fmt(d[c]) for c in COLUMNS])
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
+
+
+def environment() -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = ""
+    device = models.choose_device()
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit,
+        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else f"CPU, {os.cpu_count()} cores",
+        "dtype": str(models.choose_dtype(device)).replace("torch.", ""),
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "processor": platform.processor() or platform.machine(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--pairs", nargs="+", default=[models.default_pair()], help="catalog pair names")
+    parser.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"], help=f"draft lengths {K_MIN}..{K_MAX} and/or 'adaptive'")
+    parser.add_argument("--temps", nargs="+", type=float, default=[0.0])
+    parser.add_argument("--drafters", nargs="+", default=[session.DRAFT_MODEL], choices=list(session.DRAFTERS))
+    parser.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
+    parser.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compare-hf", action="store_true", help="add HF generate(assistant_model=...) on the same runs")
+    parser.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")
+    parser.add_argument("--json", help="write every result and the environment to this file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    try:
+        for k in args.k:
+            if k != "adaptive" and not (k.isdigit() and K_MIN <= int(k) <= K_MAX):
+                raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or 'adaptive', got {k!r}.")
+        prompts = load_prompts(args.prompts)
+        if args.categories:
+            unknown = set(args.categories) - set(prompts)
+            if unknown:
+                raise PlaygroundError(f"Unknown categories {sorted(unknown)}; the prompt set has {sorted(prompts)}.")
+            prompts = {c: prompts[c] for c in args.categories}
+        results = bench(args.pairs, prompts, args.k, args.temps, args.drafters, args.max_new_tokens,
+                        args.compare_hf, args.seed, not args.no_record, not args.quiet)
+    except PlaygroundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    env = environment()
+    print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  {env['dtype']}  torch {env['torch']}\n")
+    print(table(results))
+    if args.json:
+        ratios = vs_hf(results)
+        doc = {"environment": env, "args": vars(args),
+               "results": [asdict(r) | {"vs_hf": ratios.get(i)} for i, r in enumerate(results)]}
+        Path(args.json).write_text(json.dumps(doc, indent=1, default=str))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

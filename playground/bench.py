@@ -60,7 +60,8 @@ class Result:
     alpha: float = float("nan")
     alpha_eval: float = float("nan")
     mean_accepted: float = float("nan")
-    c: float = float("nan")
+    c: float = float("nan")  # draft time per token / one target step
+    v: float = float("nan")  # verify time per round / one target step (Leviathan et al. assume 1)
     theory_speedup: float = float("nan")
     greedy_equal: bool | None = None  # temperature 0: output == target-alone output
     new_tokens: list[int] = field(default_factory=list)
@@ -140,6 +141,7 @@ def bench(pair_names: list[str], prompts: dict[str, str], ks: list[str], temps: 
                 base_cfg = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, record=record)
                 rounds, base_tokens, wall = run_engine(pair, session.TARGET_ALONE, prompt, base_cfg)
                 base_tps = len(base_tokens) / wall
+                base_step_tps = trace.summarize(rounds)["tokens_per_s"]  # engine time only: one target step per token
                 results.append(Result(name, category, session.TARGET_ALONE, "", temperature, len(base_tokens), wall,
                                       base_tps, speedup=1.0, new_tokens=base_tokens))
                 bar.update()
@@ -155,12 +157,12 @@ def bench(pair_names: list[str], prompts: dict[str, str], ks: list[str], temps: 
                         cfg = k_config(k, temperature, max_new_tokens, seed)
                         cfg.record = record
                         rounds, tokens, wall = run_engine(pair, kind, prompt, cfg)
-                        s = trace.summarize(rounds)
+                        s = trace.summarize(rounds, base_step_tps)
                         tps = len(tokens) / wall
                         mean_k = s["mean_k"] or 1
                         results.append(Result(
                             name, category, kind, k, temperature, len(tokens), wall, tps, tps / base_tps,
-                            s["alpha"], s["alpha_eval"], s["mean_accepted"], s["c"],
+                            s["alpha"], s["alpha_eval"], s["mean_accepted"], s["c"], s["v"],
                             theory.speedup(s["alpha_eval"], max(1, round(mean_k)), s["c"])
                             if not math.isnan(s["c"]) and not math.isnan(s["alpha_eval"]) else float("nan"),
                             (tokens == base_tokens) if temperature == 0 else None, tokens,
@@ -189,7 +191,7 @@ def fmt(x, digits: int = 2) -> str:
 
 
 COLUMNS = ["pair", "category", "method", "k", "temperature", "tokens", "tokens_per_s", "speedup", "vs_hf",
-           "alpha", "mean_accepted", "c", "theory_speedup", "greedy_equal"]
+           "alpha", "mean_accepted", "c", "v", "theory_speedup", "greedy_equal"]
 
 
 def vs_hf(results: list[Result]) -> dict[int, float]:

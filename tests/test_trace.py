@@ -30,7 +30,10 @@ def test_summary_numbers_by_hand():
     assert s["mean_accepted"] == 5 / 3
     assert math.isclose(s["wall_s"], 0.33)
     assert math.isclose(s["tokens_per_s"], 8 / 0.33)
-    assert math.isclose(s["c"], (0.03 / 12) / (0.3 / 3))
+    assert math.isclose(s["c"], (0.03 / 12) / (1 / 10.0))  # one target step = the baseline's time per token
+    assert math.isclose(s["v"], 0.1 / (1 / 10.0))
+    alone = trace.summarize(ROUNDS)  # no baseline: the verify round stands in for a target step
+    assert math.isclose(alone["c"], (0.03 / 12) / 0.1) and math.isclose(alone["v"], 1.0)
     assert math.isclose(s["speedup"], 8 / 0.33 / 10.0)
     assert math.isclose(s["theory_speedup"], theory.speedup(5 / 7, 4, s["c"]))
     assert s["best_k"] == theory.best_k(5 / 7, s["c"])

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from playground import models, session, theory, trace
+from playground import models, session, speed, theory, trace
 from playground.engine import DecodeConfig, K_MAX, K_MIN
 from playground.errors import PlaygroundError
 
@@ -77,10 +77,11 @@ def load_prompts(path: str | None) -> dict[str, str]:
     return {str(item.get("category", f"prompt {i}")): str(item["prompt"]) for i, item in enumerate(data)}
 
 
-def run_engine(pair: models.LoadedPair, kind: str, prompt: str, config: DecodeConfig) -> tuple[list, list[int], float]:
+def run_engine(pair: models.LoadedPair, kind: str, prompt: str, config: DecodeConfig,
+               precision: str = "fp32") -> tuple[list, list[int], float]:
     """One generation through the engine; returns (rounds, new tokens, wall seconds incl. prefill)."""
     start = time.perf_counter()
-    dec = session.decoder(pair, kind, prompt, config)
+    dec = session.decoder(pair, kind, prompt, config, precision=precision)
     rounds = list(dec)
     if pair.target.device.type == "cuda":
         torch.cuda.synchronize()
@@ -120,62 +121,83 @@ def k_config(k: str, temperature: float, max_new_tokens: int, seed: int) -> Deco
                         temperature=temperature, seed=seed)
 
 
+def split_drafter(name: str) -> tuple[str, str]:
+    """"draft model:int8" -> ("draft model", "int8"); plain names use fp32."""
+    kind, _, precision = name.partition(":")
+    return kind, precision or "fp32"
+
+
 def bench(pair_names: list[str], prompts: dict[str, str], ks: list[str], temps: list[float], drafters: list[str],
           max_new_tokens: int = 64, compare_hf: bool = False, seed: int = 0, record: bool = True,
-          progress: bool = True) -> list[Result]:
-    """Run the grid; the baseline of each (pair, prompt, temperature) runs first."""
-    results: list[Result] = []
-    per_prompt = len(temps) * (1 + len(ks) * len(drafters) * (2 if compare_hf else 1) + (1 if compare_hf else 0))
+          progress: bool = True, fast_verify: bool = True) -> list[Result]:
+    """Run the grid; the baseline of each (pair, prompt, temperature) runs first.
+
+    HF runs always use the stock kernels (speed.fast_verify off), ours use `fast_verify`."""
+    families = {split_drafter(d)[0] for d in drafters}
+    per_prompt = len(temps) * (1 + len(ks) * (len(drafters) + (len(families) if compare_hf else 0)) + compare_hf)
     bar = tqdm(total=len(pair_names) * len(prompts) * per_prompt, disable=not progress, file=sys.stderr,
                desc="bench", unit="run")
+    results: list[Result] = []
     for name in pair_names:
         spec = models.get_pair(name)
         pair = models.load_pair(spec.draft, spec.target, models.print_progress if progress else models._quiet)
+
+        def ours(kind, prompt, cfg, precision="fp32"):
+            speed.fast_verify(pair.target, fast_verify)
+            return run_engine(pair, kind, prompt, cfg, precision)
+
+        def peer(method, prompt, cfg):
+            speed.fast_verify(pair.target, False)
+            return run_hf(pair, method, prompt, cfg)
+
         warm = DecodeConfig(max_new_tokens=4, k=2)
-        for kind in [session.TARGET_ALONE] + [d for d in drafters if d != session.TARGET_ALONE]:
-            run_engine(pair, kind, "Hello", warm)  # first calls pay one-time costs: keep them out of the numbers
+        ours(session.TARGET_ALONE, "Hello", warm)  # first calls pay one-time costs: keep them out of the numbers
+        for d in drafters:
+            ours(split_drafter(d)[0], "Hello", warm, split_drafter(d)[1])
         if compare_hf:
-            run_hf(pair, "hf assisted", "Hello", warm)
+            peer("hf assisted", "Hello", warm)
         for category, prompt in prompts.items():
             for temperature in temps:
                 base_cfg = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, record=record)
-                rounds, base_tokens, wall = run_engine(pair, session.TARGET_ALONE, prompt, base_cfg)
+                rounds, base_tokens, wall = ours(session.TARGET_ALONE, prompt, base_cfg)
                 base_tps = len(base_tokens) / wall
                 base_step_tps = trace.summarize(rounds)["tokens_per_s"]  # engine time only: one target step per token
+                equal = (lambda tokens: tokens == base_tokens) if temperature == 0 else (lambda tokens: None)
                 results.append(Result(name, category, session.TARGET_ALONE, "", temperature, len(base_tokens), wall,
                                       base_tps, speedup=1.0, new_tokens=base_tokens))
                 bar.update()
                 if compare_hf:
-                    tokens, wall = run_hf(pair, "hf target alone", prompt, base_cfg)
+                    tokens, wall = peer("hf target alone", prompt, base_cfg)
                     results.append(Result(name, category, "hf target alone", "", temperature, len(tokens), wall,
-                                          len(tokens) / wall, speedup=len(tokens) / wall / base_tps,
-                                          greedy_equal=(tokens == base_tokens) if temperature == 0 else None,
-                                          new_tokens=tokens))
+                                          len(tokens) / wall, len(tokens) / wall / base_tps,
+                                          greedy_equal=equal(tokens), new_tokens=tokens))
                     bar.update()
-                for kind in drafters:
-                    for k in ks:
-                        cfg = k_config(k, temperature, max_new_tokens, seed)
-                        cfg.record = record
-                        rounds, tokens, wall = run_engine(pair, kind, prompt, cfg)
+                for k in ks:
+                    cfg = k_config(k, temperature, max_new_tokens, seed)
+                    cfg.record = record
+                    for d in drafters:
+                        kind, precision = split_drafter(d)
+                        rounds, tokens, wall = ours(kind, prompt, cfg, precision)
                         s = trace.summarize(rounds, base_step_tps)
                         tps = len(tokens) / wall
-                        mean_k = s["mean_k"] or 1
+                        theory_speedup = float("nan")
+                        if not math.isnan(s["c"]) and not math.isnan(s["alpha_eval"]):
+                            theory_speedup = theory.speedup(s["alpha_eval"], max(1, round(s["mean_k"])), s["c"])
                         results.append(Result(
-                            name, category, kind, k, temperature, len(tokens), wall, tps, tps / base_tps,
-                            s["alpha"], s["alpha_eval"], s["mean_accepted"], s["c"], s["v"],
-                            theory.speedup(s["alpha_eval"], max(1, round(mean_k)), s["c"])
-                            if not math.isnan(s["c"]) and not math.isnan(s["alpha_eval"]) else float("nan"),
-                            (tokens == base_tokens) if temperature == 0 else None, tokens,
+                            name, category, d, k, temperature, len(tokens), wall, tps, tps / base_tps,
+                            s["alpha"], s["alpha_eval"], s["mean_accepted"], s["c"], s["v"], theory_speedup,
+                            equal(tokens), tokens,
                         ))
                         bar.update()
-                        if compare_hf:
-                            method = "hf assisted" if kind == session.DRAFT_MODEL else "hf prompt lookup"
-                            tokens, wall = run_hf(pair, method, prompt, cfg)
+                    if compare_hf:
+                        for family in sorted(families):
+                            method = "hf assisted" if family == session.DRAFT_MODEL else "hf prompt lookup"
+                            tokens, wall = peer(method, prompt, cfg)
                             results.append(Result(name, category, method, k, temperature, len(tokens), wall,
                                                   len(tokens) / wall, len(tokens) / wall / base_tps,
-                                                  greedy_equal=(tokens == base_tokens) if temperature == 0 else None,
-                                                  new_tokens=tokens))
+                                                  greedy_equal=equal(tokens), new_tokens=tokens))
                             bar.update()
+        speed.fast_verify(pair.target, False)
     bar.close()
     return results
 
@@ -200,7 +222,7 @@ def vs_hf(results: list[Result]) -> dict[int, float]:
     index = {(r.pair, r.category, r.method, r.k, r.temperature): r for r in results}
     out = {}
     for i, r in enumerate(results):
-        other = index.get((r.pair, r.category, peer.get(r.method, ""), r.k, r.temperature))
+        other = index.get((r.pair, r.category, peer.get(split_drafter(r.method)[0], ""), r.k, r.temperature))
         if other is not None:
             out[i] = r.tokens_per_s / other.tokens_per_s
     return out
@@ -241,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", nargs="+", default=[models.default_pair()], help="catalog pair names")
     parser.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"], help=f"draft lengths {K_MIN}..{K_MAX} and/or 'adaptive'")
     parser.add_argument("--temps", nargs="+", type=float, default=[0.0])
-    parser.add_argument("--drafters", nargs="+", default=[session.DRAFT_MODEL], choices=list(session.DRAFTERS))
+    parser.add_argument("--drafters", nargs="+", default=[session.DRAFT_MODEL],
+                        help="'draft model', 'prompt lookup'; 'draft model:int8' / ':bf16' for a cheaper draft")
+    parser.add_argument("--stock-kernels", action="store_true", help="our engine without the CPU verify kernel (speed.fast_verify)")
     parser.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
     parser.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -252,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
+        for d in args.drafters:
+            kind, precision = split_drafter(d)
+            if kind not in session.DRAFTERS or precision not in speed.DRAFT_PRECISIONS:
+                raise PlaygroundError(f"Unknown drafter {d!r}: use {list(session.DRAFTERS)}, "
+                                      f"optionally with :{'/:'.join(speed.DRAFT_PRECISIONS)} for the draft model.")
         for k in args.k:
             if k != "adaptive" and not (k.isdigit() and K_MIN <= int(k) <= K_MAX):
                 raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or 'adaptive', got {k!r}.")
@@ -262,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise PlaygroundError(f"Unknown categories {sorted(unknown)}; the prompt set has {sorted(prompts)}.")
             prompts = {c: prompts[c] for c in args.categories}
         results = bench(args.pairs, prompts, args.k, args.temps, args.drafters, args.max_new_tokens,
-                        args.compare_hf, args.seed, not args.no_record, not args.quiet)
+                        args.compare_hf, args.seed, not args.no_record, not args.quiet, not args.stock_kernels)
     except PlaygroundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

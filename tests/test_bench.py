@@ -19,7 +19,7 @@ def test_bench_cli_writes_every_run(tmp_path, monkeypatch, capsys):
     doc = json.loads(out.read_text())
     results = doc["results"]
     # per prompt and temperature: 2 baselines + 2 drafters x 2 k x (ours + HF)
-    assert len(results) == 2 * 2 * (2 + 2 * 2 * 2)
+    assert len(results) == 2 * 2 * (2 + 2 * 2 * 2)  # per prompt x temperature: 2 baselines, 2 k x 2 drafters x (ours + HF)
     greedy = [r for r in results if r["temperature"] == 0 and r["method"] != "target alone"]
     assert greedy and all(r["greedy_equal"] for r in greedy)  # ours and HF's all equal the target alone
     ours = [r for r in results if r["method"] == "draft model"]

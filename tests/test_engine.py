@@ -177,3 +177,19 @@ def test_prompt_lookup_drafts_from_the_text_so_far():
     drafter = PromptLookupDrafter()
     draft = drafter.propose(torch.tensor([seq]), 2, session.DecodeConfig().sampling, None)
     assert draft.tokens.tolist() == [4, 5] and draft.logits is None
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
+def test_speed_levers_keep_greedy_output_equal_to_target(tiny_pair, precision):
+    """A cheaper draft and the CPU verify kernel change speed, never the output."""
+    from playground import speed
+    speed.fast_verify(tiny_pair.target, True)
+    try:
+        for prompt in PROMPTS[:4]:
+            ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
+            drafter = session.make_drafter(session.DRAFT_MODEL, tiny_pair, precision=precision)
+            dec, rounds = run(tiny_pair, drafter, ids, max_new_tokens=30, k=6)
+            assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 30, tiny_pair.eos)
+            assert sum(r.accepted for r in rounds) > 0
+    finally:
+        speed.fast_verify(tiny_pair.target, False)

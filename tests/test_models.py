@@ -142,3 +142,43 @@ def test_device_and_dtype_follow_the_hardware(monkeypatch):
     assert models.choose_dtype(torch.device("cpu")) == torch.float32
     monkeypatch.setenv("PLAYGROUND_DTYPE", "bfloat16")
     assert models.choose_dtype(torch.device("cpu")) == torch.bfloat16
+
+
+def test_memory_budget_evicts_idle_models_and_refuses_what_cannot_fit(tiny_models, monkeypatch):
+    cache = models.ModelCache()
+    size = models.estimate_bytes(str(tiny_models["target"]))
+    assert size and size > 0
+    monkeypatch.setenv("PLAYGROUND_MEMORY_GB", str(2.5 * size / 2**30))  # room for two tiny models
+    target, draft, twin = (str(tiny_models[n]) for n in ("target", "draft", "twin"))
+    first = cache.get(target)
+    assert cache.get(target) is first  # cached: the same objects
+    cache.get(draft)
+    cache.get(twin)  # over budget: the least recently used idle model (target) goes
+    assert cache.loaded() == [draft, twin]
+    with cache.using(draft, twin):
+        with pytest.raises(PlaygroundError, match="Not enough memory"):
+            cache.get(target)  # both held by a running generation: refused, nothing evicted
+        assert cache.loaded() == [draft, twin]
+    cache.get(target)
+    assert len(cache.loaded()) == 2 and cache.loaded()[-1] == target
+
+
+def test_a_model_bigger_than_the_budget_is_refused_before_loading(tiny_models, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_MEMORY_GB", "0.00001")
+    with pytest.raises(PlaygroundError, match="Not enough memory .* needs about"):
+        models.ModelCache().get(str(tiny_models["target"]))
+
+
+def test_concurrent_requests_for_one_model_load_it_once(tiny_models, monkeypatch):
+    import threading
+    calls = []
+    real = models.load_model
+    monkeypatch.setattr(models, "load_model", lambda spec, **kw: calls.append(spec) or real(spec, **kw))
+    cache = models.ModelCache()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get(str(tiny_models["target"])))) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and all(r is results[0] for r in results)

@@ -116,9 +116,10 @@ def run_hf(pair: models.LoadedPair, method: str, prompt: str, config: DecodeConf
 
 
 def k_config(k: str, temperature: float, max_new_tokens: int, seed: int) -> DecodeConfig:
-    adaptive = k == "adaptive"
+    """k: a number, "adaptive" (the heuristic schedule) or "theory" (the theory-driven policy)."""
+    adaptive = k in ("adaptive", "theory")
     return DecodeConfig(max_new_tokens=max_new_tokens, k=4 if adaptive else int(k), adaptive=adaptive,
-                        temperature=temperature, seed=seed)
+                        policy="theory" if k == "theory" else "heuristic", temperature=temperature, seed=seed)
 
 
 def split_drafter(name: str) -> tuple[str, str]:
@@ -261,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--pairs", nargs="+", default=[models.default_pair()], help="catalog pair names")
-    parser.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"], help=f"draft lengths {K_MIN}..{K_MAX} and/or 'adaptive'")
+    parser.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"], help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' (heuristic schedule), 'theory' (theory-driven k)")
     parser.add_argument("--temps", nargs="+", type=float, default=[0.0])
     parser.add_argument("--drafters", nargs="+", default=[session.DRAFT_MODEL],
                         help="'draft model', 'prompt lookup'; 'draft model:int8' / ':bf16' for a cheaper draft")
@@ -282,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise PlaygroundError(f"Unknown drafter {d!r}: use {list(session.DRAFTERS)}, "
                                       f"optionally with :{'/:'.join(speed.DRAFT_PRECISIONS)} for the draft model.")
         for k in args.k:
-            if k != "adaptive" and not (k.isdigit() and K_MIN <= int(k) <= K_MAX):
-                raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or 'adaptive', got {k!r}.")
+            if k not in ("adaptive", "theory") and not (k.isdigit() and K_MIN <= int(k) <= K_MAX):
+                raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' or 'theory', got {k!r}.")
         prompts = load_prompts(args.prompts)
         if args.categories:
             unknown = set(args.categories) - set(prompts)

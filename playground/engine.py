@@ -18,6 +18,7 @@ from playground.errors import PlaygroundError
 from playground.sampling import SamplingParams, logits_to_probs, verify_greedy, verify_sampling
 
 K_MIN, K_MAX = 1, 16
+K_POLICIES = ("heuristic", "theory")
 MAX_NEW_TOKENS = 1024
 
 
@@ -25,7 +26,8 @@ MAX_NEW_TOKENS = 1024
 class DecodeConfig:
     max_new_tokens: int = 64
     k: int = 4  # draft length; with adaptive, the starting value
-    adaptive: bool = False  # +2 after a fully accepted round, -1 otherwise, within [K_MIN, K_MAX]
+    adaptive: bool = False  # let the k policy change k between rounds
+    policy: str = "heuristic"  # with adaptive: "heuristic" or "theory" (see KSchedule)
     temperature: float = 0.0  # 0 = greedy
     top_k: int = 0
     top_p: float = 1.0
@@ -49,6 +51,8 @@ class DecodeConfig:
             raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {self.temperature!r}.")
         if not isinstance(self.top_p, (int, float)) or not math.isfinite(self.top_p) or not 0 < self.top_p <= 1:
             raise PlaygroundError(f"top_p must be in (0, 1], got {self.top_p!r}.")
+        if self.policy not in K_POLICIES:
+            raise PlaygroundError(f"The k policy must be one of {', '.join(K_POLICIES)}, got {self.policy!r}.")
         if not is_int(self.top_k) or self.top_k < 0:
             raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k!r}.")
         if not is_int(self.seed) or not 0 <= self.seed < 2**63:
@@ -79,15 +83,50 @@ class RoundRecord:
 
 
 class KSchedule:
-    """Draft length per round: fixed, or transformers' "heuristic" schedule."""
+    """Draft length per round.
 
-    def __init__(self, k: int, adaptive: bool):
-        self.k, self.adaptive = k, adaptive
+    - fixed (adaptive off): always k.
+    - "heuristic": transformers' schedule, +2 after a fully accepted round, -1 otherwise.
+    - "theory": the k that maximises Leviathan et al.'s expected tokens per unit of time,
+      E(alpha, k) / (k * d + V(k + 1)), from what this run measured so far: alpha (accepted /
+      evaluated, with a uniform prior), d (draft seconds per token) and V(n) (seconds to verify n
+      tokens at once). V is measured per n because on CPUs it is not flat (MKL's kernels change
+      at 4 rows); an n not measured yet borrows the nearest measured one.
+    All stay within [K_MIN, K_MAX].
+    """
 
-    def update(self, drafted: int, accepted: int) -> None:
+    def __init__(self, k: int, adaptive: bool, policy: str = "heuristic"):
+        self.k, self.adaptive, self.policy = k, adaptive, policy
+        self.accepted = self.evaluated = 0
+        self.draft_s = 0.0
+        self.drafted = 0
+        self.verify_s: dict[int, float] = {}  # n verified -> EMA of seconds
+
+    def update(self, drafted: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0.0) -> None:
         if not self.adaptive or drafted == 0:
             return
-        self.k = min(K_MAX, self.k + 2) if accepted == drafted else max(K_MIN, self.k - 1)
+        if self.policy != "theory":
+            self.k = min(K_MAX, self.k + 2) if accepted == drafted else max(K_MIN, self.k - 1)
+            return
+        self.accepted += accepted
+        self.evaluated += min(drafted, accepted + 1)
+        self.draft_s += draft_s
+        self.drafted += drafted
+        n = drafted + 1
+        old = self.verify_s.get(n)
+        self.verify_s[n] = verify_s if old is None else 0.7 * old + 0.3 * verify_s
+        alpha = (self.accepted + 1) / (self.evaluated + 2)
+        d = self.draft_s / self.drafted
+
+        def verify_cost(n: int) -> float:
+            nearest = min(self.verify_s, key=lambda m: (abs(m - n), -m))
+            return self.verify_s[nearest]
+
+        def rate(k: int) -> float:
+            expected = (k + 1) if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
+            return expected / (k * d + verify_cost(k + 1))
+
+        self.k = max(range(K_MIN, K_MAX + 1), key=rate)
 
 
 def _clock(device: torch.device) -> float:
@@ -129,7 +168,7 @@ class SpeculativeDecoder:
             eos_token_ids = {eos} if isinstance(eos, int) else set(eos or ())
         self.eos = set(eos_token_ids)
         self.params = config.sampling
-        self.schedule = KSchedule(config.k, config.adaptive)
+        self.schedule = KSchedule(config.k, config.adaptive, config.policy)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.cache = DynamicCache(config=target.config)
         self.cached = 0
@@ -197,7 +236,7 @@ class SpeculativeDecoder:
         self.cached = length + n
         crop_cache(self.cache, self.cached)
         self.drafter.observe(n)
-        self.schedule.update(drafted, n)
+        self.schedule.update(drafted, n, record.draft_s, record.verify_s)
         self.rounds.append(record)
         return record
 

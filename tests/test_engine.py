@@ -193,3 +193,26 @@ def test_speed_levers_keep_greedy_output_equal_to_target(tiny_pair, precision):
             assert sum(r.accepted for r in rounds) > 0
     finally:
         speed.fast_verify(tiny_pair.target, False)
+
+
+def test_theory_k_policy_follows_the_measured_costs():
+    """Flat verify cost and good drafts -> long drafts; verify cost growing per token -> short ones."""
+    flat = KSchedule(4, adaptive=True, policy="theory")
+    for _ in range(10):
+        flat.update(flat.k, flat.k - 1 if flat.k > 1 else 1, draft_s=0.01 * flat.k, verify_s=0.5)
+    assert flat.k >= 10
+    steep = KSchedule(4, adaptive=True, policy="theory")
+    for _ in range(10):
+        k = steep.k
+        steep.update(k, k // 2, draft_s=0.2 * k, verify_s=0.5 * (k + 1))  # checking costs as much as stepping
+    assert steep.k <= 2
+    assert K_MIN <= flat.k <= K_MAX
+
+
+def test_theory_k_policy_is_lossless_and_in_bounds(tiny_pair):
+    for prompt in PROMPTS[:4]:
+        ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
+        dec, rounds = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, k=4, adaptive=True,
+                          policy="theory")
+        assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 40, tiny_pair.eos)
+        assert all(K_MIN <= r.k <= K_MAX for r in rounds[:-1])

@@ -17,7 +17,7 @@ from playground.errors import PlaygroundError
     ("temperature", -1.0, "temperature"), ("temperature", float("nan"), "temperature"),
     ("top_p", 0.0, "top_p"), ("top_p", 1.5, "top_p"),
     ("max_new_tokens", 0, "max_new_tokens"), ("max_new_tokens", 2000, "max_new_tokens"),
-    ("seed", -1, "seed"), ("seed", 2**70, "seed"),
+    ("seed", -1, "seed"), ("seed", 2**70, "seed"), ("policy", "magic", "k policy"),
 ])
 def test_config_out_of_range_is_refused(field, value, words):
     with pytest.raises(PlaygroundError, match=words.replace("(", r"\(").replace(")", r"\)")):

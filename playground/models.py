@@ -466,6 +466,10 @@ def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _qu
         with MODELS.using(target_spec):  # loading the draft must not evict the target
             draft, draft_tok = MODELS.get(draft_spec, progress)
         check_compatible(draft_tok, tokenizer)
+    if os.environ.get("PLAYGROUND_FAST_VERIFY", "1") != "0":
+        from playground.speed import fast_verify
+
+        fast_verify(target)  # CPU only: the verify kernel for k + 1 rows (playground/speed.py)
     return LoadedPair(draft, target, tokenizer, eos_ids(target, tokenizer), draft_spec, target_spec)
 
 

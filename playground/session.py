@@ -2,6 +2,8 @@
 a decoder ready to run. No decoding here: that is engine.SpeculativeDecoder."""
 from __future__ import annotations
 
+import os
+
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -9,15 +11,28 @@ from playground.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDr
 from playground.engine import DecodeConfig, SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
-from playground.speed import draft_variant
+from playground.speed import DRAFT_PRECISIONS, draft_variant
 
 DRAFT_MODEL, PROMPT_LOOKUP, TARGET_ALONE = "draft model", "prompt lookup", "target alone"
 DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
 MAX_PROMPT_CHARS = 20_000
 
 
-def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0, precision: str = "fp32") -> Drafter:
-    """precision: the draft model's ("fp32", "bf16", "int8"; see playground.speed)."""
+def default_precision(pair: LoadedPair) -> str:
+    """The draft precision the app and the benchmark use by default: int8 on CPU (measured 1.1-1.3x
+    faster end to end than fp32 there, docs/benchmarks.md), the loaded dtype on GPU.
+    $PLAYGROUND_DRAFT_PRECISION overrides."""
+    env = os.environ.get("PLAYGROUND_DRAFT_PRECISION")
+    if env:
+        return env
+    return "int8" if pair.target.device.type == "cpu" else "fp32"
+
+
+def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0, precision: str | None = None) -> Drafter:
+    """precision: the draft model's ("fp32", "bf16", "int8"; see playground.speed); None = default_precision."""
+    precision = precision or default_precision(pair)
+    if precision not in DRAFT_PRECISIONS:
+        raise PlaygroundError(f"Draft precision must be one of {', '.join(DRAFT_PRECISIONS)}, got {precision!r}.")
     if kind == DRAFT_MODEL:
         if pair.draft is None:
             raise PlaygroundError("The 'draft model' drafter needs a pair with a draft model.")
@@ -49,7 +64,7 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, chat: bool = 
 
 
 def decoder(pair: LoadedPair, kind: str, prompt: str, config: DecodeConfig, chat: bool = True,
-            confidence: float = 0.0, precision: str = "fp32") -> SpeculativeDecoder:
+            confidence: float = 0.0, precision: str | None = None) -> SpeculativeDecoder:
     """A ready-to-run decoder for one prompt; iterate it for the round records."""
     config.validate()
     ids = encode_prompt(pair.tokenizer, prompt, chat)

@@ -14,7 +14,7 @@ def test_bench_cli_writes_every_run(tmp_path, monkeypatch, capsys):
     out = tmp_path / "bench.json"
     rc = bench.main(["--pairs", "tiny (test)", "--k", "3", "adaptive", "--temps", "0", "1", "--drafters",
                      "draft model", "prompt lookup", "--prompts", str(prompts), "--max-new-tokens", "12",
-                     "--compare-hf", "--json", str(out), "--quiet"])
+                     "--compare-hf", "--json", str(out), "--report", str(tmp_path / "docs" / "bench.md"), "--quiet"])
     assert rc == 0
     doc = json.loads(out.read_text())
     results = doc["results"]
@@ -27,6 +27,9 @@ def test_bench_cli_writes_every_run(tmp_path, monkeypatch, capsys):
     assert all(0 <= r["alpha"] <= 1 for r in ours)
     assert doc["environment"]["commit"] is not None
     assert "| tiny (test) | code | draft model | 3 |" in capsys.readouterr().out
+    md = (tmp_path / "docs" / "bench.md").read_text()
+    assert "## Mean over prompts" in md and "| draft model | 3 | 0.00 |" in md
+    assert (tmp_path / "docs" / "figures" / "speedup_vs_k.html").stat().st_size > 1000
 
 
 def test_bench_rejects_bad_arguments(capsys):

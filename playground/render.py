@@ -1,0 +1,157 @@
+"""Round records -> HTML: one <span> per token, coloured by what happened to it.
+
+Pure functions (records + tokenizer in, an HTML string out). Every piece of text that
+comes from the user or the model goes through html.escape; newlines stay visible.
+Styling lives in assets/style.css (classes `tok-*`), so the markup carries no colour.
+"""
+from __future__ import annotations
+
+import html
+import math
+from typing import Iterable, Sequence
+
+from transformers import PreTrainedTokenizerBase
+
+from playground.engine import RoundRecord
+
+# What each class means; the legend and the tests read this.
+KINDS = {
+    "accepted": "accepted draft token",
+    "rejected": "rejected draft token (the first one the target disagreed with)",
+    "unevaluated": "draft token after a rejection (never evaluated)",
+    "correction": "target's correction (replaces the rejected token)",
+    "bonus": "bonus token (all drafts accepted; the target adds one more)",
+    "target": "target token (target alone, no draft)",
+}
+# Okabe-Ito colours, for the legend swatches and the charts (the CSS uses the same values).
+COLORS = {
+    "accepted": "#009E73",
+    "rejected": "#D55E00",
+    "unevaluated": "#D55E00",
+    "correction": "#0072B2",
+    "bonus": "#E69F00",
+    "target": "#999999",
+}
+LEGEND_LABELS = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft (struck through)",
+    "unevaluated": "not evaluated (faded)",
+    "correction": "target correction (boxed)",
+    "bonus": "bonus token (underlined)",
+    "target": "target alone",
+}
+_CONTEXT = 6  # tokens of left context used to decode one token's text
+
+
+def piece_text(tokenizer: PreTrainedTokenizerBase, context: Sequence[int], token: int) -> str:
+    """The text `token` adds after `context` (byte-level tokenizers need the left context to
+    decode spaces and multi-byte characters right). An incomplete character decodes as ''."""
+    tail = list(context[-_CONTEXT:])
+    before = tokenizer.decode(tail, skip_special_tokens=False).rstrip("\ufffd") if tail else ""
+    after = tokenizer.decode(tail + [token], skip_special_tokens=False)
+    if after.startswith(before):
+        text = after[len(before):]
+    else:  # the tokenizer merged across the boundary: fall back to the token alone
+        text = tokenizer.decode([token], skip_special_tokens=False)
+    return text.rstrip("\ufffd")  # an incomplete character: the token that completes it shows it
+
+
+def escape_text(text: str) -> str:
+    """HTML-escaped token text with visible line breaks (a ↵ mark, then the real newline)."""
+    return html.escape(text, quote=True).replace("\n", '<span class="tok-nl">↵</span>\n')
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def tooltip(kind: str, token: int, text: str, p: float | None = None, q: float | None = None,
+            u: float | None = None) -> str:
+    """The hover text of one token: what it is, p (draft), q (target), min(1, q/p), u."""
+    lines = [f"{KINDS[kind]}", f"token {token}: {text!r}"]
+    if p is not None:
+        lines.append(f"p (draft) = {_num(p)}")
+    if q is not None:
+        lines.append(f"q (target) = {_num(q)}")
+    if p is not None and q is not None and p > 0 and not math.isnan(q):
+        lines.append(f"min(1, q/p) = {_num(min(1.0, q / p))}")
+    if u is not None:
+        lines.append(f"u = {_num(u)} ({'accept' if kind == 'accepted' else 'reject'}: u {'<' if kind == 'accepted' else '>='} min(1, q/p))")
+    return "\n".join(lines)
+
+
+def token_span(kind: str, token: int, text: str, title: str) -> str:
+    """One token as a span; text and title are escaped here."""
+    return (f'<span class="tok tok-{kind}" data-kind="{kind}" data-token="{int(token)}" '
+            f'title="{html.escape(title, quote=True)}">{escape_text(text)}</span>')
+
+
+def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: list[int]) -> str:
+    """The spans of one round, in reading order: kept drafts, rejected drafts where they were
+    proposed, then the target's token. `context` is the output before this round (ids);
+    it is extended with what the round appended."""
+    def at(values: list[float], i: int) -> float | None:
+        return values[i] if i < len(values) else None
+
+    spans, kept = [], record.new_tokens
+    shown = 0
+    for i in range(min(record.accepted, len(kept))):  # kept drafts (the EOS cut may stop early)
+        tok = record.draft_tokens[i]
+        text = piece_text(tokenizer, context, tok)
+        spans.append(token_span("accepted", tok, text, tooltip("accepted", tok, text, at(record.p, i), at(record.q, i), at(record.u, i))))
+        context.append(tok)
+        shown += 1
+    if record.accepted < record.k and shown == record.accepted:  # the rejected ones, not in the output
+        scratch = list(context)
+        for i in range(record.accepted, record.k):
+            tok = record.draft_tokens[i]
+            kind = "rejected" if i == record.accepted else "unevaluated"
+            text = piece_text(tokenizer, scratch, tok)
+            if kind == "rejected":
+                title = tooltip(kind, tok, text, at(record.p, i), at(record.q, i), at(record.u, i))
+            else:
+                title = tooltip(kind, tok, text, at(record.p, i), at(record.q, i))
+            spans.append(token_span(kind, tok, text, title))
+            scratch.append(tok)
+    if len(kept) > shown:  # the target's own token: correction, bonus or plain
+        tok = kept[shown]
+        kind = record.token_kind
+        text = piece_text(tokenizer, context, tok)
+        spans.append(token_span(kind, tok, text, tooltip(kind, tok, text, q=record.token_q)))
+        context.append(tok)
+    return "".join(spans)
+
+
+def prompt_span(prompt: str) -> str:
+    return f'<span class="tok-prompt" title="prompt">{escape_text(prompt)}</span>' if prompt else ""
+
+
+def wrap(body: str, prompt: str = "") -> str:
+    """The output box around the token spans (the prompt first, dimmed)."""
+    return f'<div class="tok-output">{prompt_span(prompt)}{body}</div>'
+
+
+def render_rounds(records: Iterable[RoundRecord], tokenizer: PreTrainedTokenizerBase, prompt: str = "") -> str:
+    """All rounds of a run as one HTML block."""
+    context: list[int] = []
+    return wrap("".join(round_spans(r, tokenizer, context) for r in records), prompt)
+
+
+def plain_text(records: Iterable[RoundRecord], tokenizer: PreTrainedTokenizerBase) -> str:
+    """The generated text (no markup, not escaped)."""
+    ids = [t for r in records for t in r.new_tokens]
+    return tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def legend(kinds: Sequence[str] = ("accepted", "rejected", "unevaluated", "correction", "bonus", "target")) -> str:
+    """Sample spans of each kind with their meaning."""
+    items = "".join(
+        f'<span class="legend-item"><span class="tok tok-{k}" title="{html.escape(KINDS[k])}">tok</span> '
+        f'{html.escape(LEGEND_LABELS[k])}</span>'
+        for k in kinds
+    )
+    return f'<div class="tok-legend">{items}<span class="legend-item legend-hint">hover a token for p, q, min(1, q/p), u</span></div>'
+
+
+def empty_output(message: str = "The generated text appears here, token by token.") -> str:
+    return f'<div class="tok-output tok-empty">{html.escape(message)}</div>'

@@ -1,0 +1,162 @@
+"""The real app in a real browser: python app.py on tiny random models, driven by Playwright.
+
+Needs a system chromium (apt-get install -y chromium); skipped when there is none.
+The screenshot goes to $PLAYGROUND_SCREENSHOT (e.g. assets/screenshot.png), else to the test's tmp folder.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+BUSY = "#status .status-busy"
+IDLE = "#status .status-ok, #status .status-info, #status .status-error"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    from playground import tiny
+
+    root = tmp_path_factory.mktemp("browser-models")
+    pairs = tiny.write_pairs_file(root)
+    port = free_port()
+    env = dict(os.environ, PLAYGROUND_PAIRS_FILE=str(pairs), PLAYGROUND_MODEL_ROOTS=str(root),
+               PLAYGROUND_DEFAULT_PAIR="tiny (test)", GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
+               HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
+    log = open(root / "app.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with {proc.returncode}:\n{(root / 'app.log').read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("app.py did not start in 120 s:\n" + (root / "app.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no chromium (apt-get install -y chromium)")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        page.goto(app_url)
+        page.wait_for_selector("#generate")
+        yield page
+        browser.close()
+
+
+def set_number(page, elem_id: str, value: int) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def status(page) -> str:
+    return page.locator("#status").inner_text()
+
+
+def test_generate_shows_tokens_charts_and_summary(page):
+    page.locator("#prompt textarea").fill("Once upon a time <b>there</b> was a fox")
+    set_number(page, "max-new", 48)
+    page.locator("#compare-box input[type=checkbox]").check()
+    page.click("#generate")
+    page.wait_for_selector("#tokens .tok-accepted, #tokens .tok-correction")
+    page.wait_for_selector("#status .status-ok")
+    assert "Done" in status(page)
+    spans = page.locator("#tokens .tok")
+    assert spans.count() > 10
+    assert "q (target)" in (spans.first.get_attribute("title") or "")
+    assert page.locator("#tokens b").count() == 0  # the prompt's markup is text, not HTML
+    assert "<b>there</b>" in page.locator("#tokens .tok-prompt").inner_text()
+    page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
+    summary = page.locator("#summary").inner_text()
+    assert re.search(r"tokens/s\s+[\d.]+", summary) and re.search(r"speedup\s+[\d.]+×", summary)
+    assert re.search(r"best k[^\n]*\s+\d+", summary)
+    assert "Identical outputs" in page.locator("#compare").inner_text()
+    assert page.locator("#compare .tok-target").count() > 10
+    assert page.locator("#download-csv").is_enabled()
+
+
+def test_stop_mid_run_then_run_again(page):
+    page.locator("#compare-box input[type=checkbox]").uncheck()
+    set_number(page, "k", 1)
+    set_number(page, "max-new", 400)
+    page.click("#generate")
+    page.wait_for_function(
+        "() => /round ([3-9]|\\d\\d+),/.test(document.querySelector('#status').innerText)", timeout=60_000)
+    page.click("#stop")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('Stopped')", timeout=20_000)
+    time.sleep(1.0)  # nothing streams in after the stop
+    assert "Stopped" in status(page)
+    shown = page.locator("#tokens .tok").count()
+    assert 0 < shown < 400
+    # idle again: the next run works
+    set_number(page, "max-new", 24)
+    set_number(page, "k", 4)
+    page.click("#generate")
+    page.wait_for_selector("#status .status-ok")
+    assert "Done: 24 tokens" in status(page)
+
+
+def test_empty_prompt_shows_message(page):
+    page.locator("#prompt textarea").fill("")
+    page.click("#generate")
+    page.wait_for_selector("#status .status-error")
+    assert "The prompt is empty" in status(page)
+    assert page.locator("#tokens .tok").count() > 0  # the last output stays
+
+
+def test_screenshot(page, tmp_path):
+    page.locator("#prompt textarea").fill("Once upon a time there was a little fox")
+    set_number(page, "max-new", 64)
+    page.locator("#compare-box input[type=checkbox]").check()
+    page.click("#generate")
+    page.wait_for_selector("#status .status-ok")
+    page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
+    time.sleep(0.5)
+    out = Path(os.environ.get("PLAYGROUND_SCREENSHOT") or tmp_path / "screenshot.png")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 10_000

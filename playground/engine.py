@@ -6,6 +6,7 @@ same loop with a drafter that proposes nothing, so both are timed the same way.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -19,7 +20,7 @@ from playground.sampling import SamplingParams, logits_to_probs, verify_greedy, 
 
 K_MIN, K_MAX = 1, 16
 K_POLICIES = ("heuristic", "theory")
-MAX_NEW_TOKENS = 1024
+MAX_NEW_TOKENS = int(os.environ.get("PLAYGROUND_MAX_NEW_TOKENS", 1024))  # the largest max_new_tokens accepted
 
 
 @dataclass

@@ -15,7 +15,7 @@ from playground.speed import DRAFT_PRECISIONS, draft_variant
 
 DRAFT_MODEL, PROMPT_LOOKUP, TARGET_ALONE = "draft model", "prompt lookup", "target alone"
 DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
-MAX_PROMPT_CHARS = 20_000
+MAX_PROMPT_CHARS = int(os.environ.get("PLAYGROUND_MAX_PROMPT_CHARS", 20_000))
 
 
 def default_precision(pair: LoadedPair) -> str:

@@ -184,6 +184,13 @@ def model_specs(pair_name: str, draft_id: str, target_id: str, drafter: str) -> 
     return draft, target
 
 
+def checked_by_us(component: gr.components.Component) -> gr.components.Component:
+    """Let out-of-range API values through Gradio's own range check (whose message does not name the field)
+    to DecodeConfig.validate, which names it. The browser keeps the slider's bounds."""
+    component.preprocess = lambda payload: payload
+    return component
+
+
 # ---------------------------------------------------------------- callbacks
 
 def generate(pair_name: str, draft_id: str, target_id: str, drafter: str, k: float, adaptive: str | bool,
@@ -329,14 +336,14 @@ def build_demo() -> gr.Blocks:
                     target_id = gr.Textbox(label="Target model id", placeholder="owner/name or a local folder", elem_id="target-id")
                 drafter = gr.Radio(list(session.DRAFTERS), value=session.DRAFT_MODEL, label="Drafter", elem_id="drafter",
                                    info="prompt lookup copies n-grams from the prompt: no draft model")
-                k = gr.Slider(engine.K_MIN, engine.K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k")
+                k = checked_by_us(gr.Slider(engine.K_MIN, engine.K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k"))
                 adaptive = gr.Radio(list(K_POLICY_CHOICES), value=FIXED_K, label="k policy", elem_id="adaptive",
                                     info="heuristic: +2 after a fully accepted round, −1 otherwise; theory: the k "
                                          "with the best expected speed for the measured α and costs")
-                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
-                top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p")
-                max_new = gr.Slider(1, engine.MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens", elem_id="max-new")
-                seed = gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed")
+                temperature = checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"))
+                top_p = checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p"))
+                max_new = checked_by_us(gr.Slider(1, engine.MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens", elem_id="max-new"))
+                seed = checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed"))
                 compare = gr.Checkbox(False, label="Compare with target alone", elem_id="compare-box")
             with gr.Column(scale=3, min_width=480):
                 prompt = gr.Textbox(label="Prompt", lines=4, max_lines=12, elem_id="prompt",

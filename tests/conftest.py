@@ -37,3 +37,67 @@ def tiny_pair(tiny_models) -> models.LoadedPair:
 @pytest.fixture(scope="session")
 def twin_pair(tiny_models) -> models.LoadedPair:
     return models.load_pair(str(tiny_models["twin"]), str(tiny_models["target"]))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_server(app_process) -> str:
+    """The URL of `python app.py` running on the tiny pairs."""
+    return app_process[0]
+
+
+@pytest.fixture(scope="session")
+def app_models(app_process):
+    """The folder of that app's tiny models (target, draft, twin, other)."""
+    return app_process[1]
+
+
+@pytest.fixture(scope="session")
+def app_process(tmp_path_factory):
+    """`python app.py` on the tiny pairs, on a free localhost port: (url, model folder)."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    root_dir = Path(__file__).resolve().parents[1]
+    root = tmp_path_factory.mktemp("app-models")
+    pairs = tiny.write_pairs_file(root)
+    port = free_port()
+    env = dict(os.environ, PLAYGROUND_PAIRS_FILE=str(pairs), PLAYGROUND_MODEL_ROOTS=str(root),
+               PLAYGROUND_DEFAULT_PAIR="tiny (test)", GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
+               HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
+    log = open(root / "app.log", "w")
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with {proc.returncode}:\n{(root / 'app.log').read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("app.py did not start in 120 s:\n" + (root / "app.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield url, root
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -34,6 +34,7 @@ class DecodeConfig:
     top_p: float = 1.0
     seed: int = 0
     record: bool = True  # compute p and q of every draft token for the views
+    explain: int = 0  # > 0: also record that many top alternatives per position and the residual (step-through)
 
     @property
     def sampling(self) -> SamplingParams:
@@ -80,6 +81,11 @@ class RoundRecord:
     q: list[float] = field(default_factory=list)  # target prob of each draft token
     u: list[float] = field(default_factory=list)  # uniform draws of the rule (sampling only)
     token_q: float = float("nan")  # target prob of `token`
+    # With DecodeConfig.explain: per position 0..k, [(token, p, q)], the position's own token first
+    # (the draft token; at position k, the bonus), then the likeliest others under p or q;
+    # and the residual norm(max(0, q - p)) at the rejected position, [(token, r)], when sampling.
+    alternatives: list[list[tuple[int, float, float]]] = field(default_factory=list)
+    residual: list[tuple[int, float]] = field(default_factory=list)
     stop: str = ""  # "eos", "length" when this round ended the run
 
 
@@ -257,6 +263,29 @@ class SpeculativeDecoder:
         floats = torch.cat([p, q, token_q, u.float()]).tolist()
         record.p, record.q, record.token_q = floats[:k], floats[k : 2 * k], floats[2 * k]
         record.u = floats[2 * k + 1 :][: record.accepted + 1]  # the draws that decided: accepts, then the reject
+        if self.config.explain:
+            self._explain(record, q_probs, p_probs, self.config.explain)
+
+    def _explain(self, record, q_probs, p_probs, top: int) -> None:
+        """The step-through view's numbers: alternatives per position and the residual (one host copy)."""
+        k, n = record.k, record.accepted
+        p_all = p_probs if p_probs is not None else torch.zeros_like(q_probs[:k])
+        if p_probs is None and k:  # a deterministic drafter: p is one-hot on its proposal
+            p_all[torch.arange(k, device=self.device), torch.tensor(record.draft_tokens, device=self.device)] = 1.0
+        p_all = torch.cat([p_all, torch.zeros_like(q_probs[:1])])  # position k: no draft
+        record.alternatives = []
+        for i in range(n + 1):  # the positions the target evaluated: the kept drafts and the deciding one
+            first = ([record.draft_tokens[i]] if i < k else []) + ([record.token] if i == n else [])
+            first = list(dict.fromkeys(first))
+            likely = torch.topk(torch.maximum(p_all[i], q_probs[i]), min(top + len(first), q_probs.shape[1])).indices.tolist()
+            ids = first + [t for t in likely if t not in first][:top]
+            pq = torch.stack([p_all[i, ids], q_probs[i, ids]]).tolist()
+            record.alternatives.append([(t, pq[0][j], pq[1][j]) for j, t in enumerate(ids)])
+        if n < k and p_probs is not None and self.params.temperature > 0:
+            r = (q_probs[n] - p_probs[n]).clamp_min(0)
+            r = r / r.sum()
+            values, ids = torch.topk(r, min(top, r.shape[0]))
+            record.residual = list(zip(ids.tolist(), values.tolist()))
 
 
 def generate(

@@ -7,14 +7,14 @@ import os
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from playground.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter
+from playground.drafters import Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, default_exit_layer, early_exit_model
 from playground.engine import DecodeConfig, SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
 from playground.speed import DRAFT_PRECISIONS, draft_variant
 
-DRAFT_MODEL, PROMPT_LOOKUP, TARGET_ALONE = "draft model", "prompt lookup", "target alone"
-DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
+DRAFT_MODEL, PROMPT_LOOKUP, EARLY_EXIT, TARGET_ALONE = "draft model", "prompt lookup", "early exit", "target alone"
+DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP, EARLY_EXIT)
 MAX_PROMPT_CHARS = int(os.environ.get("PLAYGROUND_MAX_PROMPT_CHARS", 20_000))
 
 
@@ -28,8 +28,10 @@ def default_precision(pair: LoadedPair) -> str:
     return "int8" if pair.target.device.type == "cpu" else "fp32"
 
 
-def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0, precision: str | None = None) -> Drafter:
-    """precision: the draft model's ("fp32", "bf16", "int8"; see playground.speed); None = default_precision."""
+def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0, precision: str | None = None,
+                 exit_layer: int | None = None) -> Drafter:
+    """precision: the draft model's ("fp32", "bf16", "int8"; see playground.speed); None = default_precision.
+    exit_layer: how many of the target's layers the early-exit drafter runs; None or 0 = default_exit_layer."""
     precision = precision or default_precision(pair)
     if precision not in DRAFT_PRECISIONS:
         raise PlaygroundError(f"Draft precision must be one of {', '.join(DRAFT_PRECISIONS)}, got {precision!r}.")
@@ -39,6 +41,10 @@ def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0, precision
         return ModelDrafter(draft_variant(pair.draft, precision), confidence)
     if kind == PROMPT_LOOKUP:
         return PromptLookupDrafter()
+    if kind == EARLY_EXIT:  # shares the target's weights: full precision, no copy
+        drafter = ModelDrafter(early_exit_model(pair.target, exit_layer or default_exit_layer(pair.target)), confidence)
+        drafter.name = EARLY_EXIT
+        return drafter
     if kind == TARGET_ALONE:
         return NoDrafter()
     raise PlaygroundError(f"Unknown drafter {kind!r}; choose one of: {', '.join(DRAFTERS + (TARGET_ALONE,))}.")
@@ -64,8 +70,9 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, chat: bool = 
 
 
 def decoder(pair: LoadedPair, kind: str, prompt: str, config: DecodeConfig, chat: bool = True,
-            confidence: float = 0.0, precision: str | None = None) -> SpeculativeDecoder:
+            confidence: float = 0.0, precision: str | None = None, exit_layer: int | None = None) -> SpeculativeDecoder:
     """A ready-to-run decoder for one prompt; iterate it for the round records."""
     config.validate()
     ids = encode_prompt(pair.tokenizer, prompt, chat)
-    return SpeculativeDecoder(pair.target, make_drafter(kind, pair, confidence, precision), ids, config, pair.eos)
+    drafter = make_drafter(kind, pair, confidence, precision, exit_layer)
+    return SpeculativeDecoder(pair.target, drafter, ids, config, pair.eos)

@@ -9,6 +9,7 @@ import torch
 from playground import session
 from playground.drafters import ModelDrafter, NoDrafter, PromptLookupDrafter, lookup
 from playground.engine import K_MAX, K_MIN, DecodeConfig, KSchedule, SpeculativeDecoder
+from playground.errors import PlaygroundError
 
 PROMPTS = [
     "def fibonacci(n):",
@@ -37,7 +38,7 @@ def run(pair, drafter, ids, eos=None, **cfg):
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 16])
-@pytest.mark.parametrize("kind", [session.DRAFT_MODEL, session.PROMPT_LOOKUP])
+@pytest.mark.parametrize("kind", [session.DRAFT_MODEL, session.PROMPT_LOOKUP, session.EARLY_EXIT])
 def test_greedy_output_equals_target_generate(tiny_pair, k, kind):
     for i, prompt in enumerate(PROMPTS):
         ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
@@ -218,3 +219,24 @@ def test_theory_k_policy_is_lossless_and_in_bounds(tiny_pair):
                           policy="theory")
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 40, tiny_pair.eos)
         assert all(K_MIN <= r.k <= K_MAX for r in rounds[:-1])
+
+
+def test_early_exit_draft_is_the_targets_first_layers_and_shares_its_weights(tiny_pair):
+    from playground.drafters import early_exit_model
+
+    target = tiny_pair.target
+    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[2])
+    with torch.inference_mode():
+        before = target(ids).logits
+        full = target(ids, output_hidden_states=True)
+        shallow = early_exit_model(target, 1)
+        expected = target.lm_head(target.model.norm(full.hidden_states[1]))  # hidden_states[1] = after layer 1
+        got = shallow(ids).logits
+        after = target(ids).logits
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert not torch.allclose(got, before, atol=1e-3)  # one layer is not the whole target
+    assert torch.equal(before, after) and target.config.num_hidden_layers == 2  # the target is untouched
+    assert shallow.lm_head.weight.data_ptr() == target.lm_head.weight.data_ptr()  # shared, not copied
+    for bad in (0, 2, 1.5, True):
+        with pytest.raises(PlaygroundError, match="early-exit layer must be a whole number from 1 to 1"):
+            early_exit_model(target, bad)

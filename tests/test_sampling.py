@@ -131,7 +131,7 @@ def _exact_two_token_distribution(pair, ids, params) -> torch.Tensor:
     return joint.flatten()
 
 
-@pytest.mark.parametrize("kind", [session.DRAFT_MODEL, session.PROMPT_LOOKUP])
+@pytest.mark.parametrize("kind", [session.DRAFT_MODEL, session.PROMPT_LOOKUP, session.EARLY_EXIT])
 def test_engine_two_token_distribution_equals_target(tiny_pair, kind):
     """End to end through the real loop on the tiny pair: the joint law of the first two tokens,
     over 2,000 seeds, equals the target's (top-k 4 keeps the table small enough to fill)."""

@@ -78,10 +78,14 @@ def load_prompts(path: str | None) -> dict[str, str]:
 
 
 def run_engine(pair: models.LoadedPair, kind: str, prompt: str, config: DecodeConfig,
-               precision: str | None = "fp32") -> tuple[list, list[int], float]:
-    """One generation through the engine; returns (rounds, new tokens, wall seconds incl. prefill)."""
+               option: str | None = "fp32") -> tuple[list, list[int], float]:
+    """One generation through the engine; returns (rounds, new tokens, wall seconds incl. prefill).
+    option: the draft precision, or for the early-exit drafter its layer ("" = the default layer)."""
     start = time.perf_counter()
-    dec = session.decoder(pair, kind, prompt, config, precision=precision)
+    if kind == session.EARLY_EXIT:
+        dec = session.decoder(pair, kind, prompt, config, exit_layer=int(option) if option and option.isdigit() else None)
+    else:
+        dec = session.decoder(pair, kind, prompt, config, precision=option)
     rounds = list(dec)
     if pair.target.device.type == "cuda":
         torch.cuda.synchronize()
@@ -123,24 +127,26 @@ def k_config(k: str, temperature: float, max_new_tokens: int, seed: int) -> Deco
 
 
 def split_drafter(name: str) -> tuple[str, str]:
-    """"draft model:int8" -> ("draft model", "int8"); plain names use fp32 (the stock setup)."""
-    kind, _, precision = name.partition(":")
-    return kind, precision or "fp32"
+    """"draft model:int8" -> ("draft model", "int8"); plain names use fp32 (the stock setup).
+    "early exit:8" -> ("early exit", "8"), the layer; plain "early exit" -> ("early exit", "")."""
+    kind, _, option = name.partition(":")
+    return kind, option or ("" if kind == session.EARLY_EXIT else "fp32")
 
 
-def bench(pair_names: list[str], prompts: dict[str, str], ks: list[str], temps: list[float], drafters: list[str],
+def bench(pair_names: list, prompts: dict[str, str], ks: list[str], temps: list[float], drafters: list[str],
           max_new_tokens: int = 64, compare_hf: bool = False, seed: int = 0, record: bool = True,
           progress: bool = True, fast_verify: bool = True) -> list[Result]:
     """Run the grid; the baseline of each (pair, prompt, temperature) runs first.
 
     HF runs always use the stock kernels (speed.fast_verify off), ours use `fast_verify`."""
-    families = {split_drafter(d)[0] for d in drafters}
+    families = {split_drafter(d)[0] for d in drafters} - {session.EARLY_EXIT}  # HF peers: assisted, prompt lookup
     per_prompt = len(temps) * (1 + len(ks) * (len(drafters) + (len(families) if compare_hf else 0)) + compare_hf)
     bar = tqdm(total=len(pair_names) * len(prompts) * per_prompt, disable=not progress, file=sys.stderr,
                desc="bench", unit="run")
     results: list[Result] = []
     for name in pair_names:
-        spec = models.get_pair(name)
+        spec = name if isinstance(name, models.Pair) else models.get_pair(name)  # a catalog name or a custom pair
+        name = spec.name
         pair = models.load_pair(spec.draft, spec.target, models.print_progress if progress else models._quiet)
 
         def ours(kind, prompt, cfg, precision="fp32"):
@@ -389,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"], help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' (heuristic schedule), 'theory' (theory-driven k)")
     parser.add_argument("--temps", nargs="+", type=float, default=[0.0])
     parser.add_argument("--drafters", nargs="+", default=[session.DRAFT_MODEL],
-                        help="'draft model', 'prompt lookup'; 'draft model:int8' / ':bf16' for a cheaper draft")
+                        help="'draft model', 'prompt lookup', 'early exit'; 'draft model:int8' / ':bf16' for a "
+                             "cheaper draft; 'early exit:L' to exit after layer L")
     parser.add_argument("--stock-kernels", action="store_true", help="our engine without the CPU verify kernel (speed.fast_verify)")
     parser.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
     parser.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
@@ -405,10 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         for d in args.drafters:
-            kind, precision = split_drafter(d)
-            if kind not in session.DRAFTERS or precision not in speed.DRAFT_PRECISIONS:
-                raise PlaygroundError(f"Unknown drafter {d!r}: use {list(session.DRAFTERS)}, "
-                                      f"optionally with :{'/:'.join(speed.DRAFT_PRECISIONS)} for the draft model.")
+            kind, option = split_drafter(d)
+            ok = option == "" or option.isdigit() if kind == session.EARLY_EXIT else option in speed.DRAFT_PRECISIONS
+            if kind not in session.DRAFTERS or not ok:
+                raise PlaygroundError(f"Unknown drafter {d!r}: use {list(session.DRAFTERS)}, optionally with "
+                                      f":{'/:'.join(speed.DRAFT_PRECISIONS)} for the draft model, :L (a layer) for early exit.")
         for k in args.k:
             if k not in ("adaptive", "theory") and not (k.isdigit() and K_MIN <= int(k) <= K_MAX):
                 raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' or 'theory', got {k!r}.")

@@ -15,7 +15,7 @@ GREEN, VERMILLION, BLUE, ORANGE, SKY, GREY = "#009E73", "#D55E00", "#0072B2", "#
 GRID = "rgba(128,128,128,0.25)"
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
+def layout(fig: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, font=dict(size=14)), height=300, margin=dict(l=50, r=15, t=45, b=45),
         paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font=dict(color="#888888", size=12),
@@ -27,7 +27,7 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
     return fig
 
 
-def _note(fig: go.Figure, text: str) -> go.Figure:
+def note(fig: go.Figure, text: str) -> go.Figure:
     fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5, font=dict(size=13))
     return fig
 
@@ -48,8 +48,8 @@ def acceptance_chart(df: pd.DataFrame) -> go.Figure:
         fig.add_scatter(x=rounds["round"], y=running, name="running average", mode="lines",
                         line=dict(color=BLUE, width=2.5))
     else:
-        _note(fig, "No draft rounds yet")
-    return _layout(fig, "Acceptance rate per round", "round", "accepted / drafted", yaxis_range=[0, 1.05])
+        note(fig, "No draft rounds yet")
+    return layout(fig, "Acceptance rate per round", "round", "accepted / drafted", yaxis_range=[0, 1.05])
 
 
 def latency_chart(df: pd.DataFrame) -> go.Figure:
@@ -59,8 +59,8 @@ def latency_chart(df: pd.DataFrame) -> go.Figure:
         fig.add_bar(x=df["round"], y=df["draft_s"] * 1000, name="draft", marker_color=ORANGE)
         fig.add_bar(x=df["round"], y=df["verify_s"] * 1000, name="verify", marker_color=BLUE)
     else:
-        _note(fig, "No rounds yet")
-    return _layout(fig, "Latency per round", "round", "ms", barmode="stack")
+        note(fig, "No rounds yet")
+    return layout(fig, "Latency per round", "round", "ms", barmode="stack")
 
 
 def accepted_histogram(df: pd.DataFrame) -> go.Figure:
@@ -73,8 +73,8 @@ def accepted_histogram(df: pd.DataFrame) -> go.Figure:
         fig.add_bar(x=list(counts.index), y=list(counts.values), name="rounds", marker_color=SKY,
                     hovertemplate="%{y} rounds kept %{x} drafts<extra></extra>")
     else:
-        _note(fig, "No draft rounds yet")
-    fig = _layout(fig, "Accepted tokens per round", "accepted draft tokens", "rounds", bargap=0.15)
+        note(fig, "No draft rounds yet")
+    fig = layout(fig, "Accepted tokens per round", "accepted draft tokens", "rounds", bargap=0.15)
     return fig.update_xaxes(dtick=1)
 
 
@@ -86,8 +86,8 @@ def position_chart(df: pd.DataFrame) -> go.Figure:
         fig.add_bar(x=list(range(1, len(rates) + 1)), y=rates, name="acceptance", marker_color=GREEN,
                     hovertemplate="position %{x}: %{y:.2f}<extra></extra>")
     else:
-        _note(fig, "No draft rounds yet")
-    fig = _layout(fig, "Acceptance by draft position", "draft position", "kept / reached", yaxis_range=[0, 1.05])
+        note(fig, "No draft rounds yet")
+    fig = layout(fig, "Acceptance by draft position", "draft position", "kept / reached", yaxis_range=[0, 1.05])
     return fig.update_xaxes(dtick=1)
 
 

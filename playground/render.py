@@ -61,7 +61,7 @@ def escape_text(text: str) -> str:
     return html.escape(text, quote=True).replace("\n", '<span class="tok-nl">↵</span>\n')
 
 
-def _num(x: float | None) -> str:
+def num(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
@@ -70,13 +70,13 @@ def tooltip(kind: str, token: int, text: str, p: float | None = None, q: float |
     """The hover text of one token: what it is, p (draft), q (target), min(1, q/p), u."""
     lines = [f"{KINDS[kind]}", f"token {token}: {text!r}"]
     if p is not None:
-        lines.append(f"p (draft) = {_num(p)}")
+        lines.append(f"p (draft) = {num(p)}")
     if q is not None:
-        lines.append(f"q (target) = {_num(q)}")
+        lines.append(f"q (target) = {num(q)}")
     if p is not None and q is not None and p > 0 and not math.isnan(q):
-        lines.append(f"min(1, q/p) = {_num(min(1.0, q / p))}")
+        lines.append(f"min(1, q/p) = {num(min(1.0, q / p))}")
     if u is not None:
-        lines.append(f"u = {_num(u)} ({'accept' if kind == 'accepted' else 'reject'}: u {'<' if kind == 'accepted' else '>='} min(1, q/p))")
+        lines.append(f"u = {num(u)} ({'accept' if kind == 'accepted' else 'reject'}: u {'<' if kind == 'accepted' else '>='} min(1, q/p))")
     return "\n".join(lines)
 
 

@@ -92,7 +92,7 @@ def summarize(rounds: list[RoundRecord], baseline_tokens_per_s: float | None = N
 
 def to_csv(rounds: list[RoundRecord]) -> str:
     df = frame(rounds)
-    for col in ("draft_tokens", "new_tokens", "p", "q", "u"):
+    for col in ("draft_tokens", "new_tokens", "p", "q", "u", "alternatives", "residual"):
         df[col] = df[col].map(json.dumps)
     return df.to_csv(index=False)
 

@@ -101,3 +101,21 @@ def app_process(tmp_path_factory):
             proc.kill()
             proc.wait()
         log.close()
+
+
+TINY_PAIR, TWIN_PAIR = "tiny (test)", "tiny twin (test)"
+
+
+@pytest.fixture
+def tiny_catalog(tiny_models, tmp_path, monkeypatch):
+    """The catalog with the tiny pairs added (PLAYGROUND_PAIRS_FILE), the tiny pair as the default."""
+    import json
+
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps([
+        {"name": TINY_PAIR, "draft": str(tiny_models["draft"]), "target": str(tiny_models["target"])},
+        {"name": TWIN_PAIR, "draft": str(tiny_models["twin"]), "target": str(tiny_models["target"])},
+    ]))
+    monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(path))
+    monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", TINY_PAIR)
+    return path

@@ -13,19 +13,12 @@ SKIP = gr.skip()
 PAIR = "tiny (test)"
 
 
-@pytest.fixture
-def tiny_catalog(tiny_models, tmp_path, monkeypatch):
-    path = tmp_path / "pairs.json"
-    path.write_text(json.dumps([{"name": PAIR, "draft": str(tiny_models["draft"]), "target": str(tiny_models["target"])}]))
-    monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(path))
-    monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", PAIR)
-    return path
 
 
 def call(prompt="Once upon a time", draft_id="", target_id="", drafter=session.DRAFT_MODEL, k=4, adaptive=False,
-         temperature=0.0, top_p=1.0, max_new=12, seed=0, compare=False, pair=PAIR, state=None) -> list[ui.View]:
+         temperature=0.0, top_p=1.0, max_new=12, seed=0, compare=False, pair=PAIR, state=None, exit_layer=0) -> list[ui.View]:
     return list(ui.generate(pair, draft_id, target_id, drafter, k, adaptive, temperature, top_p, max_new, seed,
-                            prompt, compare, state if state is not None else ui.Session()))
+                            prompt, compare, exit_layer, state if state is not None else ui.Session()))
 
 
 def only_status(views: list[ui.View]) -> str:
@@ -104,7 +97,7 @@ def test_prompt_lookup_needs_no_draft(tiny_catalog):
 
 def test_stop_shows_partial_run(tiny_catalog):
     state = ui.Session()
-    stream = ui.generate(PAIR, "", "", session.DRAFT_MODEL, 2, False, 0.0, 1.0, 200, 0, "Once upon a time", True, state)
+    stream = ui.generate(PAIR, "", "", session.DRAFT_MODEL, 2, False, 0.0, 1.0, 200, 0, "Once upon a time", True, 0, state)
     for _ in range(4):  # loading + 3 rounds
         next(stream)
     stream.close()  # what cancelling does to the generator
@@ -128,6 +121,7 @@ def test_build_demo(tiny_catalog):
     demo = ui.build_demo()
     assert isinstance(demo, gr.Blocks)
     ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
-    assert {"prompt", "generate", "stop", "tokens", "summary", "status", "charts"} <= ids
+    assert {"prompt", "generate", "stop", "tokens", "summary", "status", "charts", "step-start", "step-next",
+            "chart-theory", "sweep-run", "cmp-run", "export-run", "exit-layer"} <= ids
     dropdown = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "pair")
     assert dropdown.value == PAIR

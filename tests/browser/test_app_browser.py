@@ -134,3 +134,48 @@ def test_screenshot(page, tmp_path):
     out.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(out), full_page=True)
     assert out.stat().st_size > 10_000
+
+
+def shot(page, tmp_path, suffix: str) -> None:
+    """A screenshot next to $PLAYGROUND_SCREENSHOT (name-SUFFIX.png), else in tmp_path."""
+    main = Path(os.environ.get("PLAYGROUND_SCREENSHOT") or tmp_path / "screenshot.png")
+    out = main.with_name(f"{main.stem}-{suffix}.png")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 10_000
+
+
+def test_step_through_rounds_one_at_a_time(page, tmp_path):
+    page.locator("#prompt textarea").fill("Once upon a time")
+    set_number(page, "k", 4)
+    set_number(page, "temperature", 1)
+    page.get_by_role("tab", name="Step through").click()
+    page.click("#step-start")
+    page.wait_for_function("() => document.querySelector('#step-status').innerText.includes('Next round')")
+    for n in (1, 2, 3):
+        page.click("#step-next")
+        page.wait_for_function(f"() => document.querySelector('#step-status').innerText.includes('Round {n}:')")
+    explain = page.locator("#step-round .explain")
+    assert explain.count() == 1 and "Round 3" in explain.inner_text()
+    assert page.locator("#step-round .pos").count() >= 1 and page.locator("#step-round .bar-q").count() >= 1
+    assert "min(1, q/p)" in explain.inner_text()
+    assert page.locator("#step-text .tok").count() >= 3
+    shot(page, tmp_path, "step")
+    set_number(page, "temperature", 0)
+
+
+def test_one_sweep_draws_the_heatmaps(page, tmp_path):
+    page.get_by_role("tab", name="Sweep").click()
+    set_number(page, "max-new", 12)
+    page.locator("#sweep-ks textarea, #sweep-ks input").first.fill("1 3")
+    page.locator("#sweep-temps textarea, #sweep-temps input").first.fill("0 1")
+    page.click("#sweep-run")
+    page.wait_for_function("() => document.querySelector('#sweep-status').innerText.includes('Sweep done')",
+                           timeout=120_000)
+    assert "4 runs" in page.locator("#sweep-status").inner_text()
+    page.wait_for_function("document.querySelectorAll('#chart-sweep-speedup .heatmaplayer, #chart-sweep-speedup .hm').length"
+                           " + document.querySelectorAll('#chart-sweep-speedup image').length >= 1")
+    table = page.locator("#sweep-table").inner_text()
+    assert table.count("target alone") == 2 and table.count("draft model") == 4  # 2 baselines, 2 k x 2 temperatures
+    assert page.locator("#sweep-csv").is_enabled()
+    shot(page, tmp_path, "sweep")

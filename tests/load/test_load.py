@@ -19,8 +19,8 @@ CLIENTS, REQUESTS = 8, 3
 
 
 def args(prompt="Once upon a time", k=4, policy="fixed k", temperature=0.0, top_p=1.0, max_new=24, seed=0,
-         draft_id="", target_id="", drafter="draft model", pair=PAIR, compare=False):
-    return [pair, draft_id, target_id, drafter, k, policy, temperature, top_p, max_new, seed, prompt, compare]
+         draft_id="", target_id="", drafter="draft model", pair=PAIR, compare=False, exit_layer=0):
+    return [pair, draft_id, target_id, drafter, k, policy, temperature, top_p, max_new, seed, prompt, compare, exit_layer]
 
 
 def call(client: Client, a: list) -> tuple[str, str]:

@@ -29,7 +29,7 @@ MAX_CELLS = 64  # runs in one sweep or comparison (each runs the engine; the bas
 # ---------------------------------------------------------------- step-through
 
 def _bar(value: float, kind: str) -> str:
-    width = 0.0 if value is None or math.isnan(value) else max(0.0, min(1.0, value)) * 100
+    width = 0.0 if value is None or math.isnan(value) else max(0.0, min(1.0, value)) * 80  # room for the number
     return (f'<span class="bar bar-{kind}" style="width:{width:.1f}%"></span>'
             f'<span class="bar-num">{render.num(value)}</span>')
 
@@ -38,7 +38,8 @@ def _alternatives_table(rows: list[tuple[int, float, float]], tokenizer, context
                         show_p: bool = True) -> str:
     out = ['<table class="alts"><tr><th>token</th>' + ("<th>p (draft)</th>" if show_p else "") + "<th>q (target)</th></tr>"]
     for token, p, q in rows:
-        text = render.escape_text(render.piece_text(tokenizer, context, token))
+        piece = render.piece_text(tokenizer, context, token)
+        text = render.escape_text(piece.replace(" ", "␣") if piece and not piece.strip() else piece)  # visible blanks
         mark = marks.get(token, "")
         label = f' <span class="alt-mark">{mark}</span>' if mark else ""
         out.append(f'<tr><td><code>{text or "∅"}</code> <span class="tok-id">#{int(token)}</span>{label}</td>' + (f"<td>{_bar(p, 'p')}</td>" if show_p else "")
@@ -123,7 +124,7 @@ def theory_figure(alpha: float, c: float, k_max: int = K_MAX, measured: dict | N
     fig.add_trace(go.Scatter(x=ks, y=speed, mode="lines+markers", name="theory: speedup",
                              line=dict(color=charts.GREEN)), 1, 2)
     fig.add_trace(go.Scatter(x=[best], y=[theory.speedup(alpha, best, c)], mode="markers+text", name=f"best k = {best}",
-                             text=[f"best k = {best}"], textposition="top center",
+                             text=[f"best k = {best}"], textposition="bottom center",
                              marker=dict(symbol="star", size=16, color=charts.ORANGE)), 1, 2)
     fig.add_hline(y=1, line=dict(color=charts.GREY, dash="dot"), row=1, col=2)
     if measured:
@@ -135,9 +136,10 @@ def theory_figure(alpha: float, c: float, k_max: int = K_MAX, measured: dict | N
             fig.add_trace(go.Scatter(x=[k], y=[measured["speedup"]], mode="markers", name="this run (measured)",
                                      marker=dict(symbol="diamond", size=13, color=charts.VERMILLION),
                                      showlegend=False), 1, 2)
-    charts.layout(fig, f"Leviathan et al. for α = {alpha:.2f}, c = {c:.2f}", "", "")
+    charts.layout(fig, "", "", "")
     fig.update_xaxes(title_text="k (draft length)")
-    fig.update_layout(height=340)
+    fig.update_layout(height=380, margin=dict(l=50, r=15, t=40, b=110),
+                      legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.28, yanchor="top"))
     return fig
 
 

@@ -75,8 +75,11 @@ def test_full_run_with_compare(tiny_catalog):
     assert "Identical outputs" in final.compare and "tok-target" in final.compare
     assert "tokens/s" in final.summary and "measured speedup" in final.summary and "×" in final.summary
     assert len(state.current.rounds) and len(state.current.baseline)
-    # streamed: one view per round of each run after the loading message
-    assert len(views) == 1 + len(state.current.rounds) + len(state.current.baseline) + 1
+    # streamed: one view per round of each run after the loading message (and the warm-up, the first time)
+    warm = sum("Warming up" in str(v.status) for v in views)
+    assert warm <= 1 and len(views) == 1 + warm + len(state.current.rounds) + len(state.current.baseline) + 1
+    again = call(compare=True, max_new=16, state=ui.Session())
+    assert not any("Warming up" in str(v.status) for v in again)  # once per model and drafter
     csv_path, json_path = Path(final.csv["value"]), Path(final.json["value"])
     assert (csv_path.name, json_path.name) == ("trace.csv", "trace.json") and csv_path.parent == json_path.parent
     data = json.loads(json_path.read_text())

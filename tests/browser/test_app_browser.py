@@ -53,8 +53,21 @@ def set_number(page, elem_id: str, value: int) -> None:
     box.press("Enter")
 
 
+def generate_and_wait(page, outcome: str = ".status-ok") -> None:
+    """Press Generate and wait for this run's final status (only once it ran busy or its text changed, so a
+    stale status from the last test cannot answer)."""
+    page.evaluate("""() => { const box = document.querySelector('#status');
+        window.oldStatus = (box.querySelector('.status') || {}).innerText; window.sawBusy = false;
+        new MutationObserver(() => { if (box.querySelector('.status-busy')) window.sawBusy = true; })
+            .observe(box, {subtree: true, childList: true, characterData: true}); }""")
+    page.click("#generate")
+    page.wait_for_function(f"""() => {{ const box = document.querySelector('#status');
+        const now = box.querySelector('{outcome}');  // the status line itself, not Gradio's progress text
+        return now !== null && (window.sawBusy || now.innerText !== window.oldStatus); }}""")
+
+
 def status(page) -> str:
-    return page.locator("#status").inner_text()
+    return page.locator("#status .status").inner_text()
 
 
 def test_generate_shows_tokens_charts_and_summary(page):
@@ -95,15 +108,13 @@ def test_stop_mid_run_then_run_again(page):
     # idle again: the next run works
     set_number(page, "max-new", 24)
     set_number(page, "k", 4)
-    page.click("#generate")
-    page.wait_for_selector("#status .status-ok")
+    generate_and_wait(page)
     assert "Done: 24 tokens" in status(page)
 
 
 def test_empty_prompt_shows_message(page):
     page.locator("#prompt textarea").fill("")
-    page.click("#generate")
-    page.wait_for_selector("#status .status-error")
+    generate_and_wait(page, ".status-error")
     assert "The prompt is empty" in status(page)
     assert page.locator("#tokens .tok").count() > 0  # the last output stays
 
@@ -112,13 +123,11 @@ def test_unloadable_model_id_shows_message_and_next_run_works(page):
     page.locator("#prompt textarea").fill("Once upon a time")
     page.get_by_text("Custom models (override the pair)").click()
     page.locator("#target-id textarea, #target-id input").first.fill("../../etc")
-    page.click("#generate")
-    page.wait_for_selector("#status .status-error")
+    generate_and_wait(page, ".status-error")
     assert "allowed model roots" in status(page)
     page.locator("#target-id textarea, #target-id input").first.fill("")
     set_number(page, "max-new", 12)
-    page.click("#generate")
-    page.wait_for_selector("#status .status-ok")
+    generate_and_wait(page)
     assert "Done: 12 tokens" in status(page)
 
 
@@ -126,8 +135,7 @@ def test_screenshot(page, tmp_path):
     page.locator("#prompt textarea").fill("Once upon a time there was a little fox")
     set_number(page, "max-new", 64)
     page.locator("#compare-box input[type=checkbox]").check()
-    page.click("#generate")
-    page.wait_for_selector("#status .status-ok")
+    generate_and_wait(page)
     page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
     time.sleep(0.5)
     out = Path(os.environ.get("PLAYGROUND_SCREENSHOT") or tmp_path / "screenshot.png")
@@ -179,3 +187,13 @@ def test_one_sweep_draws_the_heatmaps(page, tmp_path):
     assert table.count("target alone") == 2 and table.count("draft model") == 4  # 2 baselines, 2 k x 2 temperatures
     assert page.locator("#sweep-csv").is_enabled()
     shot(page, tmp_path, "sweep")
+
+
+def test_theory_explorer_marks_the_best_k(page, tmp_path):
+    page.get_by_role("tab", name="Theory").click()
+    page.click("#theory-from-run")  # the last run (the sweep's settings ran no Run-tab run here: the screenshot's)
+    page.wait_for_function("() => document.querySelector('#theory-line').innerText.includes('Best k')")
+    line = page.locator("#theory-line").inner_text()
+    assert re.search(r"Best k for α = [\d.]+, c = [\d.]+: \d+", line) and "last run" in line
+    assert page.locator("#chart-theory .js-plotly-plot").count() == 1
+    shot(page, tmp_path, "theory")

@@ -67,3 +67,13 @@ def test_record_overhead_runs_both_ways(tmp_path, monkeypatch, capsys):
     o = json.loads(out.read_text())["record_overhead"]
     assert len(o["runs_on"]) == len(o["runs_off"]) == 2 and o["record_on_tps"] > 0 and o["record_off_tps"] > 0
     assert "instrumentation costs" in capsys.readouterr().out
+
+
+def test_bench_drafter_names(capsys):
+    assert bench.split_drafter("draft model") == ("draft model", "fp32")
+    assert bench.split_drafter("draft model:int8") == ("draft model", "int8")
+    assert bench.split_drafter("early exit") == ("early exit", "")
+    assert bench.split_drafter("early exit:7") == ("early exit", "7")
+    assert bench.main(["--drafters", "early exit:seven", "--quiet"]) == 2
+    assert ":L (a layer) for early exit" in capsys.readouterr().err
+    assert bench.main(["--drafters", "draft model:int4", "--quiet"]) == 2

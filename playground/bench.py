@@ -204,7 +204,7 @@ def bench(pair_names: list, prompts: dict[str, str], ks: list[str], temps: list[
                                                   len(tokens) / wall, len(tokens) / wall / base_tps,
                                                   greedy_equal=equal(tokens), new_tokens=tokens))
                             bar.update()
-        speed.fast_verify(pair.target, False)
+        speed.fast_verify(pair.target, models.fast_verify_default())  # as load_pair left it
     bar.close()
     return results
 
@@ -227,7 +227,7 @@ def record_overhead(pair_name: str, prompt: str, k: str, drafter: str, max_new_t
             cfg.record = record
             _, tokens, wall = run_engine(pair, kind, prompt, cfg, precision)
             tps[record].append(len(tokens) / wall)
-    speed.fast_verify(pair.target, False)
+    speed.fast_verify(pair.target, models.fast_verify_default())  # as load_pair left it
     on, off = statistics.median(tps[True]), statistics.median(tps[False])
     return dict(drafter=drafter, k=k, reps=reps, record_on_tps=on, record_off_tps=off, overhead=(off - on) / off,
                 runs_on=tps[True], runs_off=tps[False])

@@ -458,6 +458,11 @@ class LoadedPair:
         return MODELS.using(self.draft_spec, self.target_spec)
 
 
+def fast_verify_default() -> bool:
+    """Whether loaded targets use the CPU verify kernel: yes unless $PLAYGROUND_FAST_VERIFY=0."""
+    return os.environ.get("PLAYGROUND_FAST_VERIFY", "1") != "0"
+
+
 def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _quiet) -> LoadedPair:
     """Target (and draft, when given) from the shared cache, tokenizers checked."""
     target, tokenizer = MODELS.get(target_spec, progress)
@@ -466,7 +471,7 @@ def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _qu
         with MODELS.using(target_spec):  # loading the draft must not evict the target
             draft, draft_tok = MODELS.get(draft_spec, progress)
         check_compatible(draft_tok, tokenizer)
-    if os.environ.get("PLAYGROUND_FAST_VERIFY", "1") != "0":
+    if fast_verify_default():
         from playground.speed import fast_verify
 
         fast_verify(target)  # CPU only: the verify kernel for k + 1 rows (playground/speed.py)

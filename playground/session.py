@@ -50,13 +50,19 @@ def make_drafter(kind: str, pair: LoadedPair, confidence: float = 0.0, precision
     raise PlaygroundError(f"Unknown drafter {kind!r}; choose one of: {', '.join(DRAFTERS + (TARGET_ALONE,))}.")
 
 
-def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, chat: bool = True) -> torch.Tensor:
-    """The prompt as ids (1, L). Instruct models with a chat template get it applied
-    (one user turn), others see the raw text."""
+def check_prompt(prompt: object) -> str:
+    """A prompt the models can take (not empty, not over MAX_PROMPT_CHARS), else a clear error."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise PlaygroundError("The prompt is empty: type something to continue.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise PlaygroundError(f"The prompt is too long ({len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}).")
+    return prompt
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, chat: bool = True) -> torch.Tensor:
+    """The prompt as ids (1, L). Instruct models with a chat template get it applied
+    (one user turn), others see the raw text."""
+    check_prompt(prompt)
     if chat and getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True

@@ -104,6 +104,12 @@ def status_html(message: str, level: str = "info") -> str:
     return f'<div class="status status-{level}" role="status">{html.escape(message)}</div>'
 
 
+def unexpected(exc: Exception) -> str:
+    """The status line for an error nobody planned for: its type and first line, no traceback."""
+    line = str(exc).splitlines()[0] if str(exc) else ""
+    return status_html(f"Something went wrong: {type(exc).__name__}: {line}", "error")
+
+
 def _fmt(x: Any, digits: int = 2, suffix: str = "") -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
@@ -168,12 +174,6 @@ def pair_info(name: str) -> str:
             f'target <code>{html.escape(pair.target)}</code>{note}</div>')
 
 
-def check_prompt(prompt: Any) -> str:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise PlaygroundError("The prompt is empty: type something to continue.")
-    return prompt
-
-
 def model_specs(pair_name: str, draft_id: str, target_id: str, drafter: str) -> tuple[str | None, str]:
     """(draft spec or None, target spec): the pair's, overridden by the custom ids when filled; checked."""
     if drafter not in session.DRAFTERS:
@@ -220,7 +220,7 @@ def read_settings(pair_name: str, draft_id: str, target_id: str, drafter: str, k
                           policy=policy if policy != "fixed" else "heuristic",
                           temperature=temperature, top_p=top_p, seed=seed, explain=explain)
     config.validate()
-    check_prompt(prompt)
+    session.check_prompt(prompt)  # before any loading
     if exit_layer is None:
         exit_layer = 0
     if isinstance(exit_layer, bool) or not isinstance(exit_layer, (int, float)) or exit_layer < 0 \
@@ -268,26 +268,29 @@ def generate(pair_name: str, draft_id: str, target_id: str, drafter: str, k: flo
     except PlaygroundError as exc:
         yield unchanged(status=status_html(str(exc), "error"))
     except Exception as exc:  # keep serving; say what broke in one line
-        line = str(exc).splitlines()[0] if str(exc) else ""
-        yield unchanged(status=status_html(f"Something went wrong: {type(exc).__name__}: {line}", "error"))
+        yield unchanged(status=unexpected(exc))
 
 
 _WARM: "weakref.WeakKeyDictionary[Any, set]" = weakref.WeakKeyDictionary()  # target model -> warmed drafters
 
 
 def cold(pair: models.LoadedPair, drafter: str, exit_layer: int | None, baseline: bool) -> list[tuple]:
-    """The (drafter, exit layer) this run needs that have not run on this target yet."""
+    """The (drafter, exit layer, draft model) this run needs that have not run on this target yet."""
     done = _WARM.get(pair.target, set())
-    return [(d, exit_layer) for d in [drafter] + ([session.TARGET_ALONE] if baseline else []) if (d, exit_layer) not in done]
+    needed = [(drafter, exit_layer, pair.draft_spec if drafter == session.DRAFT_MODEL else None)]
+    if baseline:
+        needed.append((session.TARGET_ALONE, None, None))
+    return [key for key in needed if key not in done]
 
 
 def warm_up(pair: models.LoadedPair, todo: list[tuple]) -> None:
     """The first generation after a load pays one-time costs (the int8 draft's quantisation, kernel
     and allocator warm-up; measured on the default pair: 2.5 tok/s on a first run, 3.9 on the next):
     pay them on 4 tokens, outside the timed run, as the benchmark does, so the numbers are the steady state."""
-    for drafter, exit_layer in todo:
+    for key in todo:
+        drafter, exit_layer, _ = key
         list(session.decoder(pair, drafter, "Hello", DecodeConfig(max_new_tokens=4, k=2), exit_layer=exit_layer))
-        _WARM.setdefault(pair.target, set()).add((drafter, exit_layer))
+        _WARM.setdefault(pair.target, set()).add(key)
 
 
 def _stream(run: Run, pair: models.LoadedPair, drafter: str, config: DecodeConfig, into: list[RoundRecord],
@@ -411,8 +414,7 @@ def step_next(state: Session | None) -> tuple[str, str, str]:
         before = list(stepper.context)
         record = stepper.decoder.step()
     except Exception as exc:  # keep serving; say what broke in one line
-        line = str(exc).splitlines()[0] if str(exc) else ""
-        return status_html(f"Something went wrong: {type(exc).__name__}: {line}", "error"), gr.skip(), gr.skip()
+        return unexpected(exc), gr.skip(), gr.skip()
     stepper.context.extend(record.new_tokens)
     rounds = stepper.decoder.rounds
     text = render.render_rounds(rounds, stepper.tokenizer, stepper.prompt)

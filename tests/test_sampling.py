@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from playground import session
-from playground.drafters import ModelDrafter
 from playground.engine import DecodeConfig, SpeculativeDecoder
 from playground.sampling import SamplingParams, Verdict, logits_to_probs, residual, sample, verify_sampling
 

@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import gradio as gr
-import pytest
 
 from playground import models, session, ui
 

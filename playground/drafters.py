@@ -64,6 +64,7 @@ class ModelDrafter:
     @torch.inference_mode()
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         if k == 0:
+            self.proposal_start = self.cached  # nothing proposed: observe() keeps the cache as it is
             return Draft(ids.new_empty(0), None)
         length = ids.shape[1]
         feed = ids[:, self.cached :]

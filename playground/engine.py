@@ -5,135 +5,66 @@ same loop with a drafter that proposes nothing, so both are timed the same way.
 """
 from __future__ import annotations
 
-import math
-import os
 import time
-from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from playground import theory
 from playground.drafters import Drafter, crop_cache
 from playground.errors import PlaygroundError
-from playground.sampling import SamplingParams, logits_to_probs, verify_greedy, verify_sampling
-
-K_MIN, K_MAX = 1, 16
-K_POLICIES = ("heuristic", "theory")
-MAX_NEW_TOKENS = int(os.environ.get("PLAYGROUND_MAX_NEW_TOKENS", 1024))  # the largest max_new_tokens accepted
-
-
-@dataclass
-class DecodeConfig:
-    max_new_tokens: int = 64
-    k: int = 4  # draft length; with adaptive, the starting value
-    adaptive: bool = False  # let the k policy change k between rounds
-    policy: str = "heuristic"  # with adaptive: "heuristic" or "theory" (see KSchedule)
-    temperature: float = 0.0  # 0 = greedy
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    record: bool = True  # compute p and q of every draft token for the views
-    explain: int = 0  # > 0: also record that many top alternatives per position and the residual (step-through)
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p)
-
-    def validate(self) -> None:
-        """Raise PlaygroundError with a readable message for any value out of range."""
-        def is_int(x) -> bool:
-            return isinstance(x, int) and not isinstance(x, bool) or (isinstance(x, float) and x.is_integer())
-
-        if not is_int(self.k) or not K_MIN <= self.k <= K_MAX:
-            raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {self.k!r}.")
-        if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}.")
-        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature) or not 0 <= self.temperature <= 2:
-            raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {self.temperature!r}.")
-        if not isinstance(self.top_p, (int, float)) or not math.isfinite(self.top_p) or not 0 < self.top_p <= 1:
-            raise PlaygroundError(f"top_p must be in (0, 1], got {self.top_p!r}.")
-        if self.policy not in K_POLICIES:
-            raise PlaygroundError(f"The k policy must be one of {', '.join(K_POLICIES)}, got {self.policy!r}.")
-        if not is_int(self.top_k) or self.top_k < 0:
-            raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k!r}.")
-        if not is_int(self.seed) or not 0 <= self.seed < 2**63:
-            raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {self.seed!r}.")
-        self.k, self.max_new_tokens, self.top_k, self.seed = int(self.k), int(self.max_new_tokens), int(self.top_k), int(self.seed)
-        self.temperature, self.top_p = float(self.temperature), float(self.top_p)
-
-
-@dataclass
-class RoundRecord:
-    """One draft/verify round, as it happened."""
-
-    round: int
-    k: int  # tokens drafted this round (0 for a plain target step)
-    draft_tokens: list[int]
-    accepted: int  # n: how many of draft_tokens the target kept
-    token: int  # the target's own token after the kept prefix
-    token_kind: str  # "correction" (n < k), "bonus" (n == k > 0) or "target" (k == 0)
-    new_tokens: list[int]  # appended to the output this round (cut at EOS / the token limit)
-    draft_s: float
-    verify_s: float
-    total_new: int  # output length after this round
-    p: list[float] = field(default_factory=list)  # draft prob of each draft token
-    q: list[float] = field(default_factory=list)  # target prob of each draft token
-    u: list[float] = field(default_factory=list)  # uniform draws of the rule (sampling only)
-    token_q: float = float("nan")  # target prob of `token`
-    # With DecodeConfig.explain: per position 0..k, [(token, p, q)], the position's own token first
-    # (the draft token; at position k, the bonus), then the likeliest others under p or q;
-    # and the residual norm(max(0, q - p)) at the rejected position, [(token, r)], when sampling.
-    alternatives: list[list[tuple[int, float, float]]] = field(default_factory=list)
-    residual: list[tuple[int, float]] = field(default_factory=list)
-    stop: str = ""  # "eos", "length" when this round ended the run
-
+from playground.records import RoundRecord
+from playground.sampling import logits_to_probs, verify_greedy, verify_sampling
+from playground.spec import K_MAX, K_MIN, DecodeConfig, KPolicy
 
 class KSchedule:
     """Draft length per round.
 
-    - fixed (adaptive off): always k.
-    - "heuristic": transformers' schedule, +2 after a fully accepted round, -1 otherwise.
-    - "theory": the k that maximises Leviathan et al.'s expected tokens per unit of time,
-      E(alpha, k) / (k * d + V(k + 1)), from what this run measured so far: alpha (accepted /
-      evaluated, with a uniform prior), d (draft seconds per token) and V(n) (seconds to verify n
-      tokens at once). V is measured per n because on CPUs it is not flat (MKL's kernels change
-      at 4 rows); an n not measured yet borrows the nearest measured one.
-    All stay within [K_MIN, K_MAX].
+    - FIXED: always k.
+    - HEURISTIC: transformers' schedule, +2 after a fully accepted round, -1 otherwise.
+    - THEORY: the k in 0..K_MAX with the best calibrated expected speedup,
+      E(alpha, k) / (k c + v(k)) (theory.calibrated_speedup), for alpha estimated from this run's
+      recent rounds and the costs of a CostProfile. k = 0 (a plain target step) is allowed: when
+      drafting does not pay, the run stops drafting, and tries again as the evidence decays
+      (theory.AcceptanceEstimate): the floor that keeps it at about the target alone's speed.
+      With a profile fixed at the start (the runner measures one per model and drafter), the k
+      sequence depends only on the accepted counts, so a seeded run is reproducible; without
+      one, the profile is built from this run's own timings (and then depends on them).
+    All but THEORY's pause stay within [K_MIN, K_MAX].
     """
 
-    def __init__(self, k: int, adaptive: bool, policy: str = "heuristic"):
-        self.k, self.adaptive, self.policy = k, adaptive, policy
-        self.accepted = self.evaluated = 0
-        self.draft_s = 0.0
-        self.drafted = 0
-        self.verify_s: dict[int, float] = {}  # n verified -> EMA of seconds
+    def __init__(self, k: int, policy: KPolicy = KPolicy.FIXED, profile: theory.CostProfile | None = None):
+        self.k, self.policy, self.profile = k, KPolicy(policy), profile
+        self.alpha = theory.AcceptanceEstimate()
+        self._draft_s = 0.0
+        self._drafted = 0
+        self._verify_s: dict[int, float] = {}  # n -> EMA of seconds, when no profile was given
 
-    def update(self, drafted: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0.0) -> None:
-        if not self.adaptive or drafted == 0:
+    def update(self, drafted: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0.0,
+               first: bool = False) -> None:
+        if self.policy is KPolicy.FIXED:
             return
-        if self.policy != "theory":
-            self.k = min(K_MAX, self.k + 2) if accepted == drafted else max(K_MIN, self.k - 1)
+        if self.policy is KPolicy.HEURISTIC:
+            if drafted:
+                self.k = min(K_MAX, self.k + 2) if accepted == drafted else max(K_MIN, self.k - 1)
             return
-        self.accepted += accepted
-        self.evaluated += min(drafted, accepted + 1)
-        self.draft_s += draft_s
-        self.drafted += drafted
-        n = drafted + 1
-        old = self.verify_s.get(n)
-        self.verify_s[n] = verify_s if old is None else 0.7 * old + 0.3 * verify_s
-        alpha = (self.accepted + 1) / (self.evaluated + 2)
-        d = self.draft_s / self.drafted
+        self.alpha.update(drafted, accepted)
+        profile = self.profile or self._own_profile(drafted, draft_s, verify_s, first)
+        if profile is None:
+            return
+        c = profile.c if self.profile else self._draft_s / max(1, self._drafted) / profile.step_s
+        self.k = theory.best_k_calibrated(self.alpha.alpha, c, profile, K_MAX, k_min=0)
 
-        def verify_cost(n: int) -> float:
-            nearest = min(self.verify_s, key=lambda m: (abs(m - n), -m))
-            return self.verify_s[nearest]
-
-        def rate(k: int) -> float:
-            expected = (k + 1) if alpha >= 1 else (1 - alpha ** (k + 1)) / (1 - alpha)
-            return expected / (k * d + verify_cost(k + 1))
-
-        self.k = max(range(K_MIN, K_MAX + 1), key=rate)
+    def _own_profile(self, drafted: int, draft_s: float, verify_s: float, first: bool) -> theory.CostProfile | None:
+        """A profile from this run's timings (the first round's pass includes the prompt: skipped)."""
+        self._draft_s += draft_s
+        self._drafted += drafted
+        if not first:
+            n = drafted + 1
+            old = self._verify_s.get(n)
+            self._verify_s[n] = verify_s if old is None else 0.7 * old + 0.3 * verify_s
+        return theory.CostProfile(dict(self._verify_s)) if self._verify_s else None
 
 
 def _clock(device: torch.device) -> float:
@@ -156,8 +87,9 @@ class SpeculativeDecoder:
         input_ids: torch.Tensor,
         config: DecodeConfig,
         eos_token_ids: set[int] | None = None,
+        profile: theory.CostProfile | None = None,
     ):
-        config.validate()
+        """profile: the costs the THEORY k policy plans with (fixed for the run; see KSchedule)."""
         if input_ids.ndim != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] == 0:
             raise PlaygroundError("The prompt is empty: type something to continue.")
         window = getattr(target.config, "max_position_embeddings", None)
@@ -175,7 +107,7 @@ class SpeculativeDecoder:
             eos_token_ids = {eos} if isinstance(eos, int) else set(eos or ())
         self.eos = set(eos_token_ids)
         self.params = config.sampling
-        self.schedule = KSchedule(config.k, config.adaptive, config.policy)
+        self.schedule = KSchedule(config.k, config.policy, profile)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.cache = DynamicCache(config=target.config)
         self.cached = 0
@@ -220,7 +152,7 @@ class SpeculativeDecoder:
         record = RoundRecord(
             round=len(self.rounds), k=drafted, draft_tokens=draft_tokens, accepted=n, token=token,
             token_kind="target" if drafted == 0 else ("bonus" if n == drafted else "correction"),
-            new_tokens=[], draft_s=t1 - t0, verify_s=0.0, total_new=0,
+            new_tokens=[], draft_s=t1 - t0, verify_s=0.0, total_new=0, prefill=feed.shape[1] - drafted - 1,
         )
         if cfg.record:
             self._record_probs(record, draft, logits, p_probs, q_probs, verdict)
@@ -234,6 +166,7 @@ class SpeculativeDecoder:
                 break
         self.ids = torch.cat([self.ids, torch.tensor([new], dtype=self.ids.dtype, device=self.device)], dim=1)
         record.new_tokens = new
+        record.margins = record.margins[: len(new)]
         record.total_new = self.ids.shape[1] - self.prompt_len
         if not record.stop and record.total_new >= cfg.max_new_tokens:
             record.stop = "length"
@@ -243,7 +176,7 @@ class SpeculativeDecoder:
         self.cached = length + n
         crop_cache(self.cache, self.cached)
         self.drafter.observe(n)
-        self.schedule.update(drafted, n, record.draft_s, record.verify_s)
+        self.schedule.update(drafted, n, record.draft_s, record.verify_s, first=record.round == 0)
         self.rounds.append(record)
         return record
 
@@ -260,9 +193,16 @@ class SpeculativeDecoder:
         p = p_probs[idx, tokens] if p_probs is not None else torch.ones_like(q)
         token_q = q_probs[verdict.num_accepted, verdict.next_token].view(1)
         u = verdict.u if verdict.u is not None else q.new_empty(0)
-        floats = torch.cat([p, q, token_q, u.float()]).tolist()
+        if self.params.greedy:  # how close each decision was: top-1 minus top-2 logit per position
+            top2 = torch.topk(logits.float(), 2, dim=-1).values
+            margins = top2[:, 0] - top2[:, 1]
+        else:
+            margins = q.new_empty(0)
+        floats = torch.cat([p, q, token_q, margins, u.float()]).tolist()
         record.p, record.q, record.token_q = floats[:k], floats[k : 2 * k], floats[2 * k]
-        record.u = floats[2 * k + 1 :][: record.accepted + 1]  # the draws that decided: accepts, then the reject
+        m = len(margins)
+        record.margins = floats[2 * k + 1 : 2 * k + 1 + m][: record.accepted + 1]  # the positions whose tokens were kept
+        record.u = floats[2 * k + 1 + m :][: record.accepted + 1]  # the draws that decided: accepts, then the reject
         if self.config.explain:
             self._explain(record, q_probs, p_probs, self.config.explain)
 
@@ -294,6 +234,7 @@ def generate(
     input_ids: torch.Tensor,
     config: DecodeConfig,
     eos_token_ids: set[int] | None = None,
+    profile: theory.CostProfile | None = None,
 ) -> Iterator[RoundRecord]:
     """Stream the rounds of one generation."""
-    return iter(SpeculativeDecoder(target, drafter, input_ids, config, eos_token_ids))
+    return iter(SpeculativeDecoder(target, drafter, input_ids, config, eos_token_ids, profile))

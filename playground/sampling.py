@@ -9,18 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How a next token is chosen. temperature == 0 means greedy (argmax)."""
-
-    temperature: float = 0.0
-    top_k: int = 0  # 0 = off
-    top_p: float = 1.0  # 1.0 = off
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
+from playground.spec import SamplingParams  # noqa: F401  (defined with the other settings)
 
 
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

@@ -1,9 +1,9 @@
 """Levers that make the engine faster without changing what the target decides.
 
 - A cheaper draft: the draft only proposes, the target verifies, so a lower-precision draft
-  keeps the output lossless and only changes how often drafts are accepted.
-  "int8" quantises the draft's decoder Linear layers dynamically (per channel; the LM head
-  stays fp32), "bf16" casts the whole draft. Copies are made once and cached.
+  keeps the output lossless and only changes how often drafts are accepted. "int8" quantises
+  the draft's decoder Linear layers dynamically (per channel; the LM head stays fp32) when the
+  model cache loads it (models.load_model); the fp32 weights are not kept.
 - A verify kernel for short row blocks on CPU: MKL's fp32 GEMM for 4..64 rows (the k + 1 tokens
   the target checks at once) streams the weights several times; computing (W @ x^T)^T streams
   them once. Measured on 2 cores (Qwen2.5-Coder-1.5B, one verify forward): see docs/benchmarks.md.
@@ -11,38 +11,21 @@
 """
 from __future__ import annotations
 
-import copy
 import types
 import warnings
-import weakref
 
 import torch
 from transformers import PreTrainedModel
 
-DRAFT_PRECISIONS = ("fp32", "bf16", "int8")
-_variants: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {precision: copy}, freed with it
+def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
+    """Per-channel dynamic int8 quantisation of the decoder's Linear layers (the LM head stays in
+    fp32), in place. For a draft on CPU: the target verifies, so the output stays lossless."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
-
-def draft_variant(model: PreTrainedModel, precision: str) -> PreTrainedModel:
-    """The draft in the given precision ("fp32" returns the model itself)."""
-    if precision not in DRAFT_PRECISIONS:
-        raise ValueError(f"draft precision must be one of {DRAFT_PRECISIONS}, got {precision!r}")
-    if precision == "fp32" or (precision == "int8" and model.device.type != "cpu"):
-        return model
-    variants = _variants.setdefault(model, {})
-    if precision not in variants:
-        clone = copy.deepcopy(model)
-        if precision == "bf16":
-            clone = clone.to(torch.bfloat16)
-        else:
-            from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch.ao's deprecation notices
-                clone.model = quantize_dynamic(clone.model, {torch.nn.Linear: per_channel_dynamic_qconfig},
-                                               dtype=torch.qint8)
-        variants[precision] = clone.eval()
-    return variants[precision]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notices
+        model.model = quantize_dynamic(model.model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+    return model.eval()
 
 
 def _block_linear(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -66,3 +49,38 @@ def fast_verify(model: PreTrainedModel, on: bool = True) -> PreTrainedModel:
             elif "forward" in module.__dict__:
                 del module.forward
     return model
+
+
+@torch.inference_mode()
+def verify_profile(target: PreTrainedModel, ns: tuple[int, ...] = (1, 2, 3, 5, 9, 17), context: int = 128,
+                   reps: int = 3, progress=None) -> dict[int, float]:
+    """V(n): median seconds of one target pass that scores n new tokens on top of a KV cache of
+    `context` tokens, for each n (the cache is cut back after every pass)."""
+    import statistics
+    import time
+
+    from transformers import DynamicCache
+
+    device = target.device
+    vocab = target.config.vocab_size
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (1, context), generator=generator).to(device)
+    cache = DynamicCache(config=target.config)
+    target(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+    out: dict[int, float] = {}
+    for i, n in enumerate(ns):
+        feed = torch.randint(0, vocab, (1, n), generator=generator).to(device)
+        times = []
+        for _ in range(reps + 1):  # the first pass of a new shape warms its kernels: not counted
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            target(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=n)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - start)
+            cache.crop(-n)
+        out[n] = statistics.median(times[1:])
+        if progress:
+            progress(f"Measuring the cost of checking n tokens at once: n = {n}", (i + 1) / len(ns))
+    return out

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import asdict
 
 import pandas as pd
 
 from playground import theory
-from playground.engine import RoundRecord
+from playground.records import RoundRecord
 
 
 def frame(rounds: list[RoundRecord]) -> pd.DataFrame:
@@ -31,40 +32,55 @@ def position_acceptance(rounds: list[RoundRecord]) -> list[float]:
     return [kept[i] / reached[i] if reached[i] else float("nan") for i in range(k_max)]
 
 
-def summarize(rounds: list[RoundRecord], baseline_tokens_per_s: float | None = None) -> dict:
-    """Headline numbers of a run.
+def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
+              profile: theory.CostProfile | None = None) -> dict:
+    """Headline numbers of a run: every figure the UI, the benchmark and the reports show, defined here once.
 
-    alpha = accepted / drafted. The theory uses alpha_eval, the acceptance of the draft
-    tokens that were actually evaluated (those after a rejection never are), which is the
-    per-token probability of Leviathan et al.'s model.
-
-    c = draft time per drafted token / the time of one target step. The target step is the
-    baseline's time per token when a target-alone run is known (baseline_tokens_per_s), else
-    the mean verify time per round. v = mean verify time per round / one target step: Leviathan
-    et al. assume v = 1 (checking k + 1 tokens costs one step); on a CPU it is often more, and
-    that gap is why measured speedups fall short of the theory.
+    - tokens/s = new tokens / the run's engine time (the sum of its rounds' draft and verify seconds;
+      the first round's pass includes the prompt). The same definition for the target-alone baseline.
+    - speedup = tokens/s / the baseline's tokens/s (same prompt, target, precision, sampling); only when
+      a baseline ran.
+    - alpha = accepted / drafted; alpha_eval = accepted / evaluated (drafts after a rejection are never
+      evaluated), the per-token probability of Leviathan et al.'s model.
+    - one target step (step_s): V(1) from the target's cost profile when the runner measured one
+      ("measured"); else the median of this run's plain target steps; else the mean verify pass of
+      this run ("estimated": then v is 1 by construction). Never the baseline's speed, so c does not
+      change when a comparison is added.
+    - c = draft seconds per drafted token / one target step; v = mean verify seconds per draft round
+      (the first round, which scores the prompt, left out) / one target step.
+    - theory_speedup: Leviathan's ideal E(alpha_eval, k) / (k c + 1), k = the mean draft length rounded;
+      calibrated_speedup: E(alpha_eval, k) / (k c + v(k)) with v(k) from the profile.
     """
+    nan = float("nan")
     tokens = sum(len(r.new_tokens) for r in rounds)
     draft_s = sum(r.draft_s for r in rounds)
     verify_s = sum(r.verify_s for r in rounds)
-    wall = draft_s + verify_s
+    seconds = draft_s + verify_s
     drafted = sum(r.k for r in rounds)
     accepted = sum(r.accepted for r in rounds)
     evaluated = sum(min(r.k, r.accepted + 1) for r in rounds)
     draft_rounds = [r for r in rounds if r.k > 0]
-    nan = float("nan")
+    later = [r for r in draft_rounds if r.round > 0] or draft_rounds
+    plain = [r.verify_s for r in rounds if r.k == 0 and r.round > 0]
     alpha = accepted / drafted if drafted else nan
     alpha_eval = accepted / evaluated if evaluated else nan
     mean_k = drafted / len(draft_rounds) if draft_rounds else 0.0
-    verify_per_round = verify_s / len(rounds) if rounds else nan
-    step = 1.0 / baseline_tokens_per_s if baseline_tokens_per_s else verify_per_round
+    if profile is not None:
+        step, step_source = profile.step_s, "measured"
+    elif plain:
+        step, step_source = statistics.median(plain), "this run's plain steps"
+    elif later:
+        step, step_source = sum(r.verify_s for r in later) / len(later), "estimated (v = 1 assumed)"
+    else:
+        step, step_source = nan, ""
     c = (draft_s / drafted) / step if drafted and step > 0 else nan
-    v = verify_per_round / step if rounds and step > 0 else nan
+    v = (sum(r.verify_s for r in later) / len(later)) / step if later and step > 0 else nan
+    base = summarize(baseline) if baseline else None
     summary = {
         "rounds": len(rounds),
         "tokens": tokens,
-        "wall_s": wall,
-        "tokens_per_s": tokens / wall if wall > 0 else nan,
+        "wall_s": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else nan,
         "drafted": drafted,
         "accepted": accepted,
         "alpha": alpha,
@@ -74,20 +90,68 @@ def summarize(rounds: list[RoundRecord], baseline_tokens_per_s: float | None = N
         "tokens_per_round": tokens / len(rounds) if rounds else nan,
         "draft_s": draft_s,
         "verify_s": verify_s,
+        "step_s": step,
+        "step_source": step_source,
         "c": c,
         "v": v,
         "position_acceptance": position_acceptance(rounds),
         "theory_speedup": nan,
+        "calibrated_speedup": nan,
         "best_k": None,
+        "best_k_calibrated": None,
+        "baseline_tokens_per_s": base["tokens_per_s"] if base else nan,
         "speedup": nan,
     }
     if draft_rounds and not math.isnan(c) and not math.isnan(alpha_eval):
         k_int = max(1, round(mean_k))
         summary["theory_speedup"] = theory.speedup(alpha_eval, k_int, c)
         summary["best_k"] = theory.best_k(alpha_eval, c)
-    if baseline_tokens_per_s:
-        summary["speedup"] = summary["tokens_per_s"] / baseline_tokens_per_s
+        if profile is not None:
+            summary["calibrated_speedup"] = theory.calibrated_speedup(alpha_eval, k_int, c, profile)
+            summary["best_k_calibrated"] = theory.best_k_calibrated(alpha_eval, c, profile)
+    if base and base["tokens_per_s"] > 0:
+        summary["speedup"] = summary["tokens_per_s"] / base["tokens_per_s"]
     return summary
+
+
+def first_difference(a: list[int], b: list[int]) -> int | None:
+    """The first position where two token lists differ (a prefix of the other counts at its end), None if equal."""
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def margin_at(rounds: list[RoundRecord], position: int) -> float:
+    """The target's top-1 minus top-2 logit when it chose output token `position` (nan if not recorded)."""
+    margins = [m for r in rounds for m in (r.margins + [float("nan")] * (len(r.new_tokens) - len(r.margins)))]
+    return margins[position] if 0 <= position < len(margins) else float("nan")
+
+
+def near_tie_tolerance(precision: str) -> float:
+    """The logit gap under which two computations of the same position may pick different tokens:
+    bf16 keeps 8 significant bits, fp16 11, fp32 24; logits of ~10-30 then round by ~0.1 (bf16),
+    ~0.01 (fp16) and ~1e-6 (fp32), and sums of many such roundings differ by several times that
+    between a pass of k + 1 tokens and a pass of 1. Measured flips: docs/levers.md."""
+    return {"bf16": 0.5, "fp16": 0.1, "int8": 0.5}.get(str(precision), 1e-3)
+
+
+def compare_outputs(spec_rounds: list[RoundRecord], base_rounds: list[RoundRecord], precision: str) -> dict:
+    """Greedy speculative output against the target alone's: {"equal", "position", "gap_spec", "gap_base",
+    "near_tie"}. The promise in low precision: identical, except where a near-tie (both computations'
+    top-2 gap under near_tie_tolerance) flipped; after a flip the texts continue from different
+    prefixes and are not compared further."""
+    a = [t for r in spec_rounds for t in r.new_tokens]
+    b = [t for r in base_rounds for t in r.new_tokens]
+    at = first_difference(a, b)
+    if at is None:
+        return {"equal": True, "position": None, "gap_spec": nan_, "gap_base": nan_, "near_tie": False}
+    gap_a, gap_b = margin_at(spec_rounds, at), margin_at(base_rounds, at)
+    known = [g for g in (gap_a, gap_b) if not math.isnan(g)]
+    near = bool(known) and min(known) <= near_tie_tolerance(precision)
+    return {"equal": False, "position": at, "gap_spec": gap_a, "gap_base": gap_b, "near_tie": near}
+
+
+nan_ = float("nan")
 
 
 def to_csv(rounds: list[RoundRecord]) -> str:

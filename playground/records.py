@@ -1,0 +1,39 @@
+"""What one draft/verify round leaves behind: plain data, no torch, so that the trace, the views,
+the benchmark report and the tests can read it without a model."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RoundRecord:
+    """One draft/verify round, as it happened."""
+
+    round: int
+    k: int  # tokens drafted this round (0 for a plain target step)
+    draft_tokens: list[int]
+    accepted: int  # n: how many of draft_tokens the target kept
+    token: int  # the target's own token after the kept prefix
+    token_kind: str  # "correction" (n < k), "bonus" (n == k > 0) or "target" (k == 0)
+    new_tokens: list[int]  # appended to the output this round (cut at EOS / the token limit)
+    draft_s: float
+    verify_s: float
+    total_new: int  # output length after this round
+    p: list[float] = field(default_factory=list)  # draft prob of each draft token
+    q: list[float] = field(default_factory=list)  # target prob of each draft token
+    u: list[float] = field(default_factory=list)  # uniform draws of the rule (sampling only)
+    token_q: float = float("nan")  # target prob of `token`
+    # The target's top-1 minus top-2 logit at the position of each token in new_tokens (greedy runs with
+    # record on): how close each decision was. A low-precision run can flip a near-tie (see trace.first_difference).
+    margins: list[float] = field(default_factory=list)
+    # With DecodeConfig.explain: per position 0..k, [(token, p, q)], the position's own token first
+    # (the draft token; at position k, the bonus), then the likeliest others under p or q;
+    # and the residual norm(max(0, q - p)) at the rejected position, [(token, r)], when sampling.
+    alternatives: list[list[tuple[int, float, float]]] = field(default_factory=list)
+    residual: list[tuple[int, float]] = field(default_factory=list)
+    stop: str = ""  # "eos", "length" when this round ended the run
+    prefill: int = 0  # tokens the target scored in this pass beyond the k + 1 (the prompt, in round 0)
+
+    @property
+    def seconds(self) -> float:
+        return self.draft_s + self.verify_s

@@ -1,0 +1,153 @@
+"""The one way anything decodes: a RunSpec in, round records out.
+
+The UI's tabs, the API, the benchmark, the sweep, the pair comparison, step-through and the tests
+all call `Runner.run` (or `Runner.decoder` for one round at a time). The runner loads the pair
+(through the shared model cache), pays the one-time costs outside the timed run (a warm-up once
+per target and drafter, and the target's cost profile V(n) once per target), and builds the
+decoder. Timing is the engine's: each record carries its draft and verify seconds, and
+trace.summarize turns them into tokens/s, c, v, speedup, one definition each.
+"""
+from __future__ import annotations
+
+import statistics
+import weakref
+from dataclasses import replace
+from typing import Iterator
+
+import torch
+
+from playground import models, speed, theory
+from playground.drafters import (Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, default_exit_layer,
+                                 early_exit_model)
+from playground.engine import SpeculativeDecoder
+from playground.errors import PlaygroundError
+from playground.models import LoadedPair, Progress, _quiet
+from playground.records import RoundRecord
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, RunSpec, check_prompt
+
+WARM_PROMPT = "Hello"
+PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)
+
+
+def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> torch.Tensor:
+    """The prompt as ids (1, L). Instruct models with a chat template get it applied (one user
+    turn), others see the raw text."""
+    check_prompt(prompt)
+    if chat and getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+    else:
+        ids = tokenizer(prompt, return_tensors="pt").input_ids
+    if ids.shape[1] == 0:
+        raise PlaygroundError("The prompt encodes to no tokens: type something else.")
+    return ids
+
+
+def make_drafter(spec: DrafterSpec, pair: LoadedPair) -> Drafter:
+    """The drafter a DrafterSpec describes, on a loaded pair."""
+    if spec.kind is DrafterKind.DRAFT_MODEL:
+        if pair.draft is None:
+            raise PlaygroundError("The 'draft model' drafter needs a pair with a draft model.")
+        return ModelDrafter(pair.draft)
+    if spec.kind is DrafterKind.PROMPT_LOOKUP:
+        return PromptLookupDrafter(max_ngram=spec.max_ngram)
+    if spec.kind is DrafterKind.EARLY_EXIT:  # shares the target's weights: its precision, no copy
+        drafter = ModelDrafter(early_exit_model(pair.target, spec.exit_layer or default_exit_layer(pair.target)))
+        drafter.name = DrafterKind.EARLY_EXIT.value
+        return drafter
+    return NoDrafter()
+
+
+class Runner:
+    """Loads, warms up, profiles and runs. One per app (or benchmark, or test session); what it
+    remembers is keyed by the loaded model objects, weakly, so an evicted model is forgotten."""
+
+    def __init__(self) -> None:
+        self._warm: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key}
+        self._verify: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {n: V(n) s}
+        self._draft_s: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key: s/token}
+
+    # ------------------------------------------------------------ loading
+
+    @staticmethod
+    def load(spec: RunSpec, progress: Progress = _quiet) -> LoadedPair:
+        draft = spec.pair.draft if spec.drafter.needs_draft_model else None
+        return models.load_pair(draft, spec.pair.target, progress, spec.pair.target_precision, spec.drafter.precision)
+
+    # ------------------------------------------------------------ one-time costs
+
+    @staticmethod
+    def _key(spec: DrafterSpec, pair: LoadedPair) -> tuple:
+        model = id(pair.draft) if spec.kind is DrafterKind.DRAFT_MODEL else None
+        return (spec.kind, spec.exit_layer, spec.max_ngram, model)
+
+    def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
+        return self._key(spec.drafter, pair) in self._warm.get(pair.target, set()) and pair.target in self._verify
+
+    def warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> None:
+        """Pay the first-run costs (kernel selection, allocator growth) on a few tokens outside any
+        timed run, measure the target's V(n) once and the drafter's cost per drafted token."""
+        done = self._warm.setdefault(pair.target, set())
+        for drafter in (DrafterSpec(DrafterKind.TARGET_ALONE), spec.drafter):
+            key = self._key(drafter, pair)
+            if key in done:
+                continue
+            progress(f"Warming up ({drafter.label}, once per model and drafter)", 0.0)
+            warm = RunSpec(spec.pair, drafter, DecodeConfig(max_new_tokens=10, k=3), WARM_PROMPT, spec.chat)
+            rounds = list(self._decoder(warm, pair))
+            per_token = [r.draft_s / r.k for r in rounds[1:] if r.k]
+            self._draft_s.setdefault(pair.target, {})[key] = statistics.median(per_token) if per_token else 0.0
+            done.add(key)
+        if pair.target not in self._verify:
+            self._verify[pair.target] = speed.verify_profile(pair.target, PROFILE_NS, progress=progress)
+
+    def profile(self, spec: RunSpec, pair: LoadedPair) -> theory.CostProfile | None:
+        """The measured costs of this target and drafter (None before warm_up)."""
+        verify = self._verify.get(pair.target)
+        if verify is None:
+            return None
+        draft_s = self._draft_s.get(pair.target, {}).get(self._key(spec.drafter, pair), 0.0)
+        return theory.CostProfile(dict(verify), draft_s)
+
+    def step_s(self, pair: LoadedPair) -> float | None:
+        """One target step on this machine, V(1), once profiled."""
+        verify = self._verify.get(pair.target)
+        return verify[1] if verify else None
+
+    # ------------------------------------------------------------ running
+
+    def _decoder(self, spec: RunSpec, pair: LoadedPair) -> SpeculativeDecoder:
+        ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
+        profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
+        return SpeculativeDecoder(pair.target, make_drafter(spec.drafter, pair), ids, spec.decode, pair.eos, profile)
+
+    def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> SpeculativeDecoder:
+        """A ready decoder, warm: call step() for one round, or iterate it."""
+        if not self.is_warm(spec, pair):
+            self.warm_up(spec, pair, progress)
+        return self._decoder(spec, pair)
+
+    def rounds(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> Iterator[RoundRecord]:
+        """Run one spec on a loaded pair, round by round (the caller keeps the pair in use)."""
+        return iter(self.decoder(spec, pair, progress))
+
+    def run(self, spec: RunSpec, progress: Progress = _quiet) -> Iterator[RoundRecord]:
+        """Load (cached), warm up (once), and stream the rounds; the pair stays in use until the end."""
+        pair = self.load(spec, progress)
+        with pair.in_use():
+            yield from self.rounds(spec, pair, progress)
+
+    def run_all(self, spec: RunSpec, progress: Progress = _quiet) -> list[RoundRecord]:
+        return list(self.run(spec, progress))
+
+
+def new_tokens(rounds: list[RoundRecord]) -> list[int]:
+    return [t for r in rounds for t in r.new_tokens]
+
+
+def baseline_of(spec: RunSpec) -> RunSpec:
+    return spec.baseline()
+
+
+__all__ = ["Runner", "encode_prompt", "make_drafter", "new_tokens", "replace"]

@@ -1,0 +1,309 @@
+"""One typed description of a run, validated once, here.
+
+Everything that decodes (the UI's tabs, the API, the benchmark, the sweep, the pair comparison,
+step-through, export, the tests) builds a `RunSpec` and hands it to `playground.runner`. User
+input (the UI's widgets, API values, CLI strings) is read only by the `parse_*` / `from_*`
+functions of this module; after that, drafters, precisions and k policies travel as enums.
+Every error is a PlaygroundError whose message names the field.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Callable
+
+from playground.errors import PlaygroundError
+
+K_MIN, K_MAX = 1, 16
+MAX_NEW_TOKENS = int(os.environ.get("PLAYGROUND_MAX_NEW_TOKENS", 1024))  # the largest max_new_tokens accepted
+MAX_PROMPT_CHARS = int(os.environ.get("PLAYGROUND_MAX_PROMPT_CHARS", 20_000))
+MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How a next token is chosen. temperature == 0 means greedy (argmax)."""
+
+    temperature: float = 0.0
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+class KPolicy(str, Enum):
+    """How k (the draft length) is chosen per round; see engine.KSchedule."""
+
+    FIXED = "fixed"
+    HEURISTIC = "heuristic"  # transformers' schedule: +2 after a fully accepted round, -1 otherwise
+    THEORY = "theory"  # the k with the best expected rate for what this run measured, with a floor
+
+    @property
+    def label(self) -> str:
+        return {"fixed": "fixed k", "heuristic": "adaptive (heuristic)", "theory": "adaptive (theory)"}[self.value]
+
+
+class DrafterKind(str, Enum):
+    DRAFT_MODEL = "draft model"
+    PROMPT_LOOKUP = "prompt lookup"
+    EARLY_EXIT = "early exit"
+    TARGET_ALONE = "target alone"  # no draft: the autoregressive baseline through the same loop
+
+
+DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT)  # what a user can pick
+
+
+class Precision(str, Enum):
+    """A model's numeric precision. int8 (dynamic, per channel) is for a draft on CPU only."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    INT8 = "int8"
+
+
+TARGET_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """Which drafter, with its own typed options."""
+
+    kind: DrafterKind = DrafterKind.DRAFT_MODEL
+    precision: Precision | None = None  # draft model: None = the device default (models.default_draft_precision)
+    exit_layer: int | None = None  # early exit: the target's layers that draft; None = a quarter of them
+    max_ngram: int = 3  # prompt lookup: longest n-gram matched
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", _enum(DrafterKind, self.kind, "drafter"))
+        if self.precision is not None:
+            object.__setattr__(self, "precision", _enum(Precision, self.precision, "draft precision"))
+        if self.exit_layer is not None:
+            if not _is_int(self.exit_layer) or self.exit_layer < 1:
+                raise PlaygroundError(f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
+                                      f"of the target's layers), got {self.exit_layer!r}.")
+            object.__setattr__(self, "exit_layer", int(self.exit_layer))
+        if not _is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
+            raise PlaygroundError(f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {self.max_ngram!r}.")
+
+    @property
+    def label(self) -> str:
+        """A short human name: "draft model (int8)", "early exit (L = 7)", "prompt lookup"."""
+        if self.kind is DrafterKind.DRAFT_MODEL and self.precision:
+            return f"{self.kind.value} ({self.precision.value})"
+        if self.kind is DrafterKind.EARLY_EXIT and self.exit_layer:
+            return f"{self.kind.value} (L = {self.exit_layer})"
+        return self.kind.value
+
+    @property
+    def needs_draft_model(self) -> bool:
+        return self.kind is DrafterKind.DRAFT_MODEL
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How one generation decodes. Checked when built: a bad value raises PlaygroundError naming it."""
+
+    max_new_tokens: int = 64
+    k: int = 4  # draft length; with an adaptive policy, the starting value
+    policy: KPolicy = KPolicy.FIXED
+    temperature: float = 0.0  # 0 = greedy
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    record: bool = True  # compute p and q of every draft token for the views
+    explain: int = 0  # > 0: also record that many top alternatives per position and the residual (step-through)
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)
+        if not _is_int(self.k) or not K_MIN <= self.k <= K_MAX:
+            raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {self.k!r}.")
+        if not _is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}.")
+        if not _is_real(self.temperature) or not 0 <= self.temperature <= 2:
+            raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {self.temperature!r}.")
+        if not _is_real(self.top_p) or not 0 < self.top_p <= 1:
+            raise PlaygroundError(f"top_p must be in (0, 1], got {self.top_p!r}.")
+        set_("policy", _enum(KPolicy, self.policy, "k policy"))
+        if not _is_int(self.top_k) or self.top_k < 0:
+            raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k!r}.")
+        if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
+            raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {self.seed!r}.")
+        if not _is_int(self.explain) or not 0 <= self.explain <= 16:
+            raise PlaygroundError(f"explain must be a whole number from 0 to 16, got {self.explain!r}.")
+        for name in ("k", "max_new_tokens", "top_k", "seed", "explain"):
+            set_(name, int(getattr(self, name)))
+        set_("temperature", float(self.temperature))
+        set_("top_p", float(self.top_p))
+        set_("record", bool(self.record))
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.policy is not KPolicy.FIXED
+
+    @property
+    def k_label(self) -> str:
+        """k as the tables show it: "4", or the policy's name."""
+        return str(self.k) if self.policy is KPolicy.FIXED else self.policy.value
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """The models: a draft (None for drafters that need none) and a target, as model specs
+    ("pack:NAME", a Hub id, or a folder under the model roots), and the target's precision."""
+
+    name: str
+    target: str
+    draft: str | None = None
+    target_precision: Precision | None = None  # None = the device default (models.default_target_precision)
+
+    def __post_init__(self) -> None:
+        if self.target_precision is not None:
+            p = _enum(Precision, self.target_precision, "target precision")
+            if p not in TARGET_PRECISIONS:
+                raise PlaygroundError(f"target precision must be one of {', '.join(x.value for x in TARGET_PRECISIONS)}, got {p.value!r}.")
+            object.__setattr__(self, "target_precision", p)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: which models, which drafter, how to decode, which prompt."""
+
+    pair: PairSpec
+    drafter: DrafterSpec = field(default_factory=DrafterSpec)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    prompt: str = ""
+    chat: bool = True  # apply the tokenizer's chat template (instruct models)
+
+    def __post_init__(self) -> None:
+        check_prompt(self.prompt)
+        if self.drafter.needs_draft_model and not self.pair.draft:
+            raise PlaygroundError(f"The 'draft model' drafter needs a pair with a draft model; {self.pair.name!r} has none.")
+
+    def baseline(self) -> "RunSpec":
+        """The target alone on the same prompt, target, precision and sampling settings."""
+        return replace(self, drafter=DrafterSpec(DrafterKind.TARGET_ALONE),
+                       decode=replace(self.decode, policy=KPolicy.FIXED))
+
+    def with_decode(self, **changes: Any) -> "RunSpec":
+        return replace(self, decode=replace(self.decode, **changes))
+
+
+# ---------------------------------------------------------------- reading user input (the one place)
+
+def check_prompt(prompt: object) -> str:
+    """A prompt the models can take (not empty, not over MAX_PROMPT_CHARS, valid text), else a clear error."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise PlaygroundError("The prompt is empty: type something to continue.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PlaygroundError(f"The prompt is too long ({len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}).")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PlaygroundError("The prompt contains characters that are not valid text (a lone surrogate): "
+                              "remove them and try again.") from None
+    return prompt
+
+
+def parse_policy(value: object) -> KPolicy:
+    """A k policy from a UI label ("adaptive (theory)"), a value ("theory") or a bool (True = heuristic)."""
+    if isinstance(value, bool):
+        return KPolicy.HEURISTIC if value else KPolicy.FIXED
+    for policy in KPolicy:
+        if value in (policy, policy.value, policy.label):
+            return policy
+    if value == "adaptive":  # the benchmark's older name for the heuristic schedule
+        return KPolicy.HEURISTIC
+    raise PlaygroundError(f"Unknown k policy {value!r}; choose one of: {', '.join(p.label for p in KPolicy)}.")
+
+
+def parse_drafter(kind: object, precision: object = None, exit_layer: object = None) -> DrafterSpec:
+    """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer."""
+    if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
+        raise PlaygroundError(f"Unknown drafter {kind!r}; choose one of: {', '.join(d.value for d in DRAFTERS)}.")
+    kind = DrafterKind(kind)
+    if exit_layer in (None, "", 0, 0.0):
+        exit_layer = None
+    elif isinstance(exit_layer, bool) or not _is_int(exit_layer) or exit_layer < 0:
+        raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {exit_layer!r}.")
+    precision = None if precision in (None, "", "default") else precision
+    return DrafterSpec(kind, precision if kind is DrafterKind.DRAFT_MODEL else None,
+                       exit_layer if kind is DrafterKind.EARLY_EXIT else None)
+
+
+def parse_drafter_name(name: str) -> DrafterSpec:
+    """The command line's drafter names: "draft model", "draft model:int8", "early exit:7", "prompt lookup"."""
+    kind, _, option = str(name).partition(":")
+    if kind not in [d.value for d in DRAFTERS]:
+        raise PlaygroundError(f"Unknown drafter {name!r}: use {[d.value for d in DRAFTERS]}, optionally with "
+                              f":{'/:'.join(p.value for p in Precision)} for the draft model, :L (a layer) for early exit.")
+    if kind == DrafterKind.EARLY_EXIT.value:
+        if option and not option.isdigit():
+            raise PlaygroundError(f"Early exit takes a layer number after the colon, got {name!r}.")
+        return DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=int(option) if option else None)
+    if kind == DrafterKind.DRAFT_MODEL.value:
+        return DrafterSpec(DrafterKind.DRAFT_MODEL, precision=option or None)
+    if option:
+        raise PlaygroundError(f"{kind!r} takes no option, got {name!r}.")
+    return DrafterSpec(DrafterKind(kind))
+
+
+def parse_k(value: str) -> tuple[int, KPolicy]:
+    """The command line's k values: a number, or a policy name ("adaptive" = heuristic, "theory")."""
+    value = str(value)
+    if value.isdigit():
+        k = int(value)
+        if not K_MIN <= k <= K_MAX:
+            raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or a policy name, got {value!r}.")
+        return k, KPolicy.FIXED
+    try:
+        return 4, parse_policy(value)
+    except PlaygroundError:
+        raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic' or "
+                              f"'theory', got {value!r}.") from None
+
+
+def parse_list(text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str,
+               limit: int = 64) -> list:
+    """"1 2 4, 8" -> [1, 2, 4, 8], in linear time; oversized input is refused before it is parsed."""
+    text = "" if text is None else str(text)
+    if len(text) > MAX_LIST_CHARS:
+        raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")
+    items = text.replace(",", " ").split()
+    if not items:
+        raise PlaygroundError(f"{name}: give at least one value ({rule}).")
+    values: dict = {}
+    for t in items:
+        try:
+            v = cast(t)
+        except ValueError:
+            raise PlaygroundError(f"{name}: {t!r} is not a number ({rule}).") from None
+        if not check(v):
+            raise PlaygroundError(f"{name}: {t!r} is out of range ({rule}).")
+        values.setdefault(v, None)
+        if len(values) > limit:
+            raise PlaygroundError(f"{name}: more than {limit} distinct values.")
+    return list(values)
+
+
+def _enum(cls, value: object, what: str):
+    try:
+        return cls(value)
+    except ValueError:
+        raise PlaygroundError(f"Unknown {what} {value!r}; choose one of: {', '.join(m.value for m in cls)}.") from None
+
+
+def _is_int(x: object) -> bool:
+    return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
+
+
+def _is_real(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -6,11 +6,16 @@ import os
 
 # Tests never use the Hub: fail fast instead of retrying a network that is not there.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Tiny random models decide many near-ties; the tests pin fp32 so that "lossless" means token-identical
+# (the bf16 path has tests of its own that ask for it by name).
+os.environ.setdefault("PLAYGROUND_DTYPE", "fp32")
 
 import pytest
 import torch
 
 from playground import models, tiny
+from playground.runner import Runner
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
@@ -31,12 +36,36 @@ def tiny_models(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_models) -> models.LoadedPair:
-    return models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]))
+    """fp32 draft and target: exact cache checks need it (int8 quantises activations per call);
+    the int8 and bf16 drafts have tests of their own."""
+    return models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32",
+                            draft_precision="fp32")
+
+
+@pytest.fixture(scope="session")
+def runner() -> Runner:
+    """One runner for the test session (its warm-ups and cost profiles are kept per model)."""
+    return Runner()
+
+
+@pytest.fixture(scope="session")
+def tiny_spec(tiny_models):
+    """make(prompt="Once upon a time", drafter="draft model", **decode) -> a RunSpec on the tiny pair."""
+    pair = PairSpec("tiny (test)", str(tiny_models["target"]), str(tiny_models["draft"]))
+
+    def make(prompt: str = "Once upon a time", drafter: DrafterKind | str | DrafterSpec = DrafterKind.DRAFT_MODEL,
+             **decode) -> RunSpec:
+        d = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(DrafterKind(drafter))
+        return RunSpec(pair, d, DecodeConfig(**decode), prompt)
+
+    return make
 
 
 @pytest.fixture(scope="session")
 def twin_pair(tiny_models) -> models.LoadedPair:
-    return models.load_pair(str(tiny_models["twin"]), str(tiny_models["target"]))
+    # fp32 on both sides: the twin is the target's exact copy (an int8 twin would not be)
+    return models.load_pair(str(tiny_models["twin"]), str(tiny_models["target"]), target_precision="fp32",
+                            draft_precision="fp32")
 
 
 def free_port() -> int:

@@ -6,10 +6,12 @@ import copy
 import pytest
 import torch
 
-from playground import session
+from playground import theory
 from playground.drafters import ModelDrafter, NoDrafter, PromptLookupDrafter, lookup
-from playground.engine import K_MAX, K_MIN, DecodeConfig, KSchedule, SpeculativeDecoder
+from playground.engine import KSchedule, SpeculativeDecoder
 from playground.errors import PlaygroundError
+from playground.runner import encode_prompt, make_drafter
+from playground.spec import K_MAX, K_MIN, DecodeConfig, DrafterKind, DrafterSpec, KPolicy
 
 PROMPTS = [
     "def fibonacci(n):",
@@ -38,26 +40,26 @@ def run(pair, drafter, ids, eos=None, **cfg):
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 16])
-@pytest.mark.parametrize("kind", [session.DRAFT_MODEL, session.PROMPT_LOOKUP, session.EARLY_EXIT])
+@pytest.mark.parametrize("kind", list(DrafterKind)[:3])
 def test_greedy_output_equals_target_generate(tiny_pair, k, kind):
     for i, prompt in enumerate(PROMPTS):
-        ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
+        ids = encode_prompt(tiny_pair.tokenizer, prompt)
         max_new = [1, 2, 7, 40][i % 4]  # 1 and 2 leave less budget than k
-        drafter = session.make_drafter(kind, tiny_pair)
+        drafter = make_drafter(DrafterSpec(kind), tiny_pair)
         dec, rounds = run(tiny_pair, drafter, ids, max_new_tokens=max_new, k=k)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, max_new, tiny_pair.eos), (prompt, k)
-        assert sum(r.k for r in rounds) > 0 or max_new == 1 or kind == session.PROMPT_LOOKUP
+        assert sum(r.k for r in rounds) > 0 or max_new == 1 or kind is DrafterKind.PROMPT_LOOKUP
 
 
 def test_greedy_adaptive_k_equals_target_generate(tiny_pair):
     for prompt in PROMPTS:
-        ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
-        dec, _ = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=50, k=3, adaptive=True)
+        ids = encode_prompt(tiny_pair.tokenizer, prompt)
+        dec, _ = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=50, k=3, policy=KPolicy.HEURISTIC)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 50, tiny_pair.eos)
 
 
 def test_baseline_is_target_greedy_and_one_token_per_round(tiny_pair):
-    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
+    ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
     dec, rounds = run(tiny_pair, NoDrafter(), ids, max_new_tokens=30)
     assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 30, tiny_pair.eos)
     assert all(r.k == 0 and r.token_kind == "target" and len(r.new_tokens) == 1 for r in rounds)
@@ -66,7 +68,7 @@ def test_baseline_is_target_greedy_and_one_token_per_round(tiny_pair):
 def test_eos_inside_a_draft_stops_there(twin_pair):
     """Make a token the target emits mid-sequence the EOS: with a twin draft (all accepted)
     and k=8 it lands inside a draft; nothing after it may be emitted."""
-    ids = session.encode_prompt(twin_pair.tokenizer, PROMPTS[1])
+    ids = encode_prompt(twin_pair.tokenizer, PROMPTS[1])
     free = target_greedy(twin_pair.target, ids, 30, set())
     pos = next(i for i in range(5, 30) if free[i] not in free[:i])  # first occurrence at i >= 5
     eos = {free[pos]}
@@ -78,7 +80,7 @@ def test_eos_inside_a_draft_stops_there(twin_pair):
 
 
 def test_never_emits_past_max_new_tokens(tiny_pair, twin_pair):
-    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[2])
+    ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[2])
     for pair in (tiny_pair, twin_pair):
         for max_new in (1, 3, 9, 17):
             for k in (1, 4, 16):
@@ -92,7 +94,7 @@ def test_never_emits_past_max_new_tokens(tiny_pair, twin_pair):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_identical_draft_is_accepted_every_time(twin_pair, temperature):
-    ids = session.encode_prompt(twin_pair.tokenizer, PROMPTS[0])
+    ids = encode_prompt(twin_pair.tokenizer, PROMPTS[0])
     dec, rounds = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=60, k=5,
                       temperature=temperature, seed=3)
     drafted = sum(r.k for r in rounds)
@@ -115,7 +117,7 @@ def _check_caches(dec: SpeculativeDecoder, drafter: ModelDrafter) -> None:
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_caches_stay_consistent_after_rejections(tiny_pair, temperature):
-    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[3])
+    ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[3])
     drafter = ModelDrafter(tiny_pair.draft)
     dec = SpeculativeDecoder(tiny_pair.target, drafter, ids, DecodeConfig(max_new_tokens=40, k=6,
                              temperature=temperature, seed=1), set())
@@ -127,16 +129,16 @@ def test_caches_stay_consistent_after_rejections(tiny_pair, temperature):
 
 
 def test_adaptive_k_stays_within_bounds(tiny_pair, twin_pair):
-    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
-    _, grown = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=200, k=1, adaptive=True)
+    ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
+    _, grown = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=200, k=1, policy=KPolicy.HEURISTIC)
     ks = [r.k for r in grown[:-1]]  # the last round may be cut by the budget
     assert ks[:3] == [1, 3, 5] and max(ks) == K_MAX and all(K_MIN <= k <= K_MAX for k in ks)
-    _, shrunk = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=120, k=16, adaptive=True)
+    _, shrunk = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=120, k=16, policy=KPolicy.HEURISTIC)
     assert all(K_MIN <= r.k <= K_MAX for r in shrunk[:-1]) and min(r.k for r in shrunk) < 16
 
 
 def test_k_schedule_rule():
-    s = KSchedule(4, adaptive=True)
+    s = KSchedule(4, KPolicy.HEURISTIC)
     s.update(4, 4); assert s.k == 6
     s.update(6, 2); assert s.k == 5
     for _ in range(20):
@@ -145,20 +147,20 @@ def test_k_schedule_rule():
     for _ in range(30):
         s.update(s.k, 0)
     assert s.k == K_MIN
-    fixed = KSchedule(4, adaptive=False)
+    fixed = KSchedule(4, KPolicy.FIXED)
     fixed.update(4, 4); fixed.update(4, 0)
     assert fixed.k == 4
 
 
 def test_sampling_is_seeded(tiny_pair):
-    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[1])
+    ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[1])
     outs = [run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=30, k=4,
                 temperature=1.0, top_p=0.9, seed=s)[0].new_tokens for s in (7, 7, 8)]
     assert outs[0] == outs[1] and outs[0] != outs[2]
 
 
 def test_records_carry_probabilities_and_times(tiny_pair):
-    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
+    ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
     _, rounds = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=30, k=4, temperature=0.8, seed=2)
     for r in rounds:
         assert len(r.p) == len(r.q) == len(r.draft_tokens) == r.k
@@ -176,56 +178,72 @@ def test_prompt_lookup_drafts_from_the_text_so_far():
     assert lookup([1, 2, 3], 2) == []
     assert lookup([5, 5], 4) == [5]
     drafter = PromptLookupDrafter()
-    draft = drafter.propose(torch.tensor([seq]), 2, session.DecodeConfig().sampling, None)
+    draft = drafter.propose(torch.tensor([seq]), 2, DecodeConfig().sampling, None)
     assert draft.tokens.tolist() == [4, 5] and draft.logits is None
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
-def test_speed_levers_keep_greedy_output_equal_to_stock_target(tiny_pair, precision):
+def test_draft_precision_and_verify_kernel_keep_greedy_output_equal_to_stock_target(tiny_models, precision):
     """A cheaper draft and the CPU verify kernel change speed, never the output: the reference
-    here is HF generate on the target with its stock kernels."""
-    from playground import speed
+    here is HF generate on the fp32 target with its stock kernels."""
+    from playground import models, speed
+    pair = models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32",
+                            draft_precision=precision)
+    assert pair.draft_precision.value == precision
+    if precision == "int8":  # quantised at load: the draft's Linears are packed int8, not fp32 parameters
+        assert not any(isinstance(m, torch.nn.Linear) for m in pair.draft.model.layers.modules())
     for prompt in PROMPTS[:4]:
-        ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
-        speed.fast_verify(tiny_pair.target, False)
+        ids = encode_prompt(pair.tokenizer, prompt)
+        speed.fast_verify(pair.target, False)
         try:
-            reference = target_greedy(tiny_pair.target, ids, 30, tiny_pair.eos)
+            reference = target_greedy(pair.target, ids, 30, pair.eos)
         finally:
-            speed.fast_verify(tiny_pair.target, True)  # as load_pair leaves it
-        drafter = session.make_drafter(session.DRAFT_MODEL, tiny_pair, precision=precision)
-        dec, rounds = run(tiny_pair, drafter, ids, max_new_tokens=30, k=6)
+            speed.fast_verify(pair.target, True)  # as load_pair leaves it
+        dec, rounds = run(pair, make_drafter(DrafterSpec(DrafterKind.DRAFT_MODEL), pair), ids, max_new_tokens=30, k=6)
         assert dec.new_tokens == reference
         assert sum(r.accepted for r in rounds) > 0
 
 
-def test_theory_k_policy_follows_the_measured_costs():
-    """Flat verify cost and good drafts -> long drafts; verify cost growing per token -> short ones."""
-    flat = KSchedule(4, adaptive=True, policy="theory")
+def test_theory_k_policy_follows_the_cost_profile():
+    """Flat verify cost and good drafts -> long drafts; verify cost growing per token -> short ones;
+    drafts that never pay -> no drafting at all (k = 0, the floor)."""
+    flat = KSchedule(4, KPolicy.THEORY, theory.CostProfile({1: 0.5, 17: 0.5}, draft_s=0.01))
     for _ in range(10):
-        flat.update(flat.k, flat.k - 1 if flat.k > 1 else 1, draft_s=0.01 * flat.k, verify_s=0.5)
-    assert flat.k >= 10
-    steep = KSchedule(4, adaptive=True, policy="theory")
+        flat.update(flat.k, max(flat.k - 1, 0))
+    assert flat.k >= 8
+    steep = KSchedule(4, KPolicy.THEORY, theory.CostProfile({1: 0.5, 3: 0.55, 17: 8.5}, draft_s=0.05))
     for _ in range(10):
-        k = steep.k
-        steep.update(k, k // 2, draft_s=0.2 * k, verify_s=0.5 * (k + 1))  # checking costs as much as stepping
-    assert steep.k <= 2
-    assert K_MIN <= flat.k <= K_MAX
+        steep.update(steep.k, steep.k // 2)
+    assert 1 <= steep.k <= 2
+    useless = KSchedule(4, KPolicy.THEORY, theory.CostProfile({1: 0.5, 17: 0.6}, draft_s=0.3))
+    for _ in range(6):
+        useless.update(useless.k, 0)
+    assert useless.k == 0
+    for _ in range(12):  # plain steps: the evidence decays back to the prior, and drafting is tried again
+        useless.update(0, 0)
+    assert useless.k == 0 or useless.alpha.alpha > 0.3
+
+
+def test_theory_k_policy_without_a_profile_uses_the_runs_own_timings():
+    s = KSchedule(4, KPolicy.THEORY)
+    s.update(4, 3, draft_s=0.04, verify_s=9.0, first=True)  # the prompt's pass: not a verify cost
+    s.update(4, 3, draft_s=0.04, verify_s=0.5)
+    assert s._verify_s == {5: 0.5} and s.k >= 4
 
 
 def test_theory_k_policy_is_lossless_and_in_bounds(tiny_pair):
     for prompt in PROMPTS[:4]:
-        ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
-        dec, rounds = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, k=4, adaptive=True,
-                          policy="theory")
+        ids = encode_prompt(tiny_pair.tokenizer, prompt)
+        dec, rounds = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, k=4, policy=KPolicy.THEORY)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 40, tiny_pair.eos)
-        assert all(K_MIN <= r.k <= K_MAX for r in rounds[:-1])
+        assert all(0 <= r.k <= K_MAX for r in rounds[:-1])
 
 
 def test_early_exit_draft_is_the_targets_first_layers_and_shares_its_weights(tiny_pair):
     from playground.drafters import early_exit_model
 
     target = tiny_pair.target
-    ids = session.encode_prompt(tiny_pair.tokenizer, PROMPTS[2])
+    ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[2])
     with torch.inference_mode():
         before = target(ids).logits
         full = target(ids, output_hidden_states=True)

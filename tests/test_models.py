@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from playground import models, session
-from playground.engine import DecodeConfig
+from playground import models
 from playground.errors import PlaygroundError
+from playground.runner import Runner, encode_prompt
+from playground.spec import DecodeConfig, DrafterSpec, PairSpec, RunSpec
 
 
 @pytest.mark.parametrize("field, value, words", [
@@ -21,37 +22,38 @@ from playground.errors import PlaygroundError
 ])
 def test_config_out_of_range_is_refused(field, value, words):
     with pytest.raises(PlaygroundError, match=words.replace("(", r"\(").replace(")", r"\)")):
-        DecodeConfig(**{field: value}).validate()
+        DecodeConfig(**{field: value})
 
 
 def test_config_in_range_is_normalised():
     cfg = DecodeConfig(k=3.0, max_new_tokens=10.0, temperature=1, top_p=1, seed=5.0)
-    cfg.validate()
     assert (cfg.k, cfg.max_new_tokens, cfg.seed) == (3, 10, 5) and isinstance(cfg.temperature, float)
 
 
 @pytest.mark.parametrize("prompt", ["", "   \n\t", None])
 def test_empty_prompt_is_refused(tiny_pair, prompt):
     with pytest.raises(PlaygroundError, match="empty"):
-        session.encode_prompt(tiny_pair.tokenizer, prompt)
+        encode_prompt(tiny_pair.tokenizer, prompt)
 
 
 def test_huge_prompt_is_refused(tiny_pair):
     with pytest.raises(PlaygroundError, match="too long"):
-        session.encode_prompt(tiny_pair.tokenizer, "x" * 100_000)
+        encode_prompt(tiny_pair.tokenizer, "x" * 100_000)
 
 
 def test_prompt_plus_budget_beyond_context_is_refused(tiny_pair):
     prompt = "the quick brown fox " * 100  # ~400 tokens; the tiny models hold 512 positions
     with pytest.raises(PlaygroundError, match="context"):
-        session.decoder(tiny_pair, session.DRAFT_MODEL, prompt, DecodeConfig(max_new_tokens=200))
+        spec = RunSpec(PairSpec("tiny", tiny_pair.target_spec, tiny_pair.draft_spec), DrafterSpec(),
+                       DecodeConfig(max_new_tokens=200), prompt)
+        Runner().decoder(spec, tiny_pair)
 
 
 def test_unknown_pair_and_drafter_are_refused(tiny_pair):
     with pytest.raises(PlaygroundError, match="Unknown model pair 'nope'"):
         models.get_pair("nope")
-    with pytest.raises(PlaygroundError, match="Unknown drafter"):
-        session.make_drafter("magic", tiny_pair)
+    with pytest.raises(PlaygroundError, match="Unknown drafter 'magic'"):
+        DrafterSpec("magic")
 
 
 def test_incompatible_tokenizers_name_the_mismatch(tiny_models):
@@ -133,15 +135,32 @@ def test_catalog_and_default_pair():
             models.resolve(spec)  # every catalog entry is a well-formed spec
 
 
-def test_device_and_dtype_follow_the_hardware(monkeypatch):
+def test_device_and_precision_follow_the_hardware(monkeypatch):
     import torch
+    from playground.models import load
     monkeypatch.delenv("PLAYGROUND_DEVICE", raising=False)
     monkeypatch.delenv("PLAYGROUND_DTYPE", raising=False)
+    monkeypatch.delenv("PLAYGROUND_DRAFT_PRECISION", raising=False)
     device = models.choose_device()
     assert device.type == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert models.choose_dtype(torch.device("cpu")) == torch.float32
-    monkeypatch.setenv("PLAYGROUND_DTYPE", "bfloat16")
-    assert models.choose_dtype(torch.device("cpu")) == torch.bfloat16
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(load, "cpu_has_native_bf16", lambda: True)
+    assert models.default_target_precision(cpu).value == "bf16"
+    monkeypatch.setattr(load, "cpu_has_native_bf16", lambda: False)
+    assert models.default_target_precision(cpu).value == "fp32"
+    assert models.default_draft_precision(cpu).value == "int8"
+    for name, expected in (("bfloat16", "bf16"), ("fp32", "fp32"), ("float16", "fp16")):
+        monkeypatch.setenv("PLAYGROUND_DTYPE", name)
+        assert models.default_target_precision(cpu).value == expected
+    monkeypatch.setenv("PLAYGROUND_DTYPE", "double")
+    with pytest.raises(PlaygroundError, match="PLAYGROUND_DTYPE must be one of"):
+        models.default_target_precision(cpu)
+
+
+def test_native_bf16_detection_asks_torch():
+    import torch
+    from playground.models.load import cpu_has_native_bf16
+    assert cpu_has_native_bf16() == (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def test_memory_budget_evicts_idle_models_and_refuses_what_cannot_fit(tiny_models, monkeypatch):
@@ -155,7 +174,7 @@ def test_memory_budget_evicts_idle_models_and_refuses_what_cannot_fit(tiny_model
     cache.get(draft)
     cache.get(twin)  # over budget: the least recently used idle model (target) goes
     assert cache.loaded() == [draft, twin]
-    with cache.using(draft, twin):
+    with cache.using((draft, None), (twin, None)):
         with pytest.raises(PlaygroundError, match="Not enough memory"):
             cache.get(target)  # both held by a running generation: refused, nothing evicted
         assert cache.loaded() == [draft, twin]
@@ -172,8 +191,9 @@ def test_a_model_bigger_than_the_budget_is_refused_before_loading(tiny_models, m
 def test_concurrent_requests_for_one_model_load_it_once(tiny_models, monkeypatch):
     import threading
     calls = []
-    real = models.load_model
-    monkeypatch.setattr(models, "load_model", lambda spec, **kw: calls.append(spec) or real(spec, **kw))
+    from playground.models import cache as cache_module
+    real = cache_module.load_model
+    monkeypatch.setattr(cache_module, "load_model", lambda spec, **kw: calls.append(spec) or real(spec, **kw))
     cache = models.ModelCache()
     results = []
     threads = [threading.Thread(target=lambda: results.append(cache.get(str(tiny_models["target"])))) for _ in range(6)]

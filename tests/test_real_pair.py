@@ -1,36 +1,68 @@
-"""The offline default pair on a fresh machine: packs assembled, verified, converted, loaded,
-and speculative decoding equal to the target's own greedy generate. Short on purpose."""
+"""The offline default pair on a fresh machine: packs assembled, verified, converted, loaded at the
+device's default precisions, and speculative decoding lossless against the target alone at the same
+precision. Short on purpose: one load per test session, 24 tokens a run."""
 from __future__ import annotations
+
+import os
 
 import pytest
 import torch
 
-from playground import models, session, trace
-from playground.engine import DecodeConfig
+from playground import models, trace
+from playground.runner import Runner, encode_prompt, new_tokens
+from playground.spec import DecodeConfig, DrafterSpec, KPolicy, PairSpec, RunSpec
+
+pytestmark = pytest.mark.real_model
+
+PROMPT = "Write a Python function that returns the n-th Fibonacci number."
+
+
+def hardware_precision():
+    """What this device runs by default (conftest pins fp32 for the tiny models: not here)."""
+    saved = os.environ.pop("PLAYGROUND_DTYPE", None)
+    try:
+        return models.default_target_precision()
+    finally:
+        if saved is not None:
+            os.environ["PLAYGROUND_DTYPE"] = saved
 
 
 @pytest.fixture(scope="module")
-def default_pair() -> models.LoadedPair:
-    pair = models.get_pair(models.DEFAULT_PAIR)
-    return models.load_pair(pair.draft, pair.target, models.print_progress)
+def real():
+    catalog = models.get_pair(models.DEFAULT_PAIR)
+    pair = PairSpec(catalog.name, catalog.target, catalog.draft, target_precision=hardware_precision())
+    runner = Runner()
+    spec = RunSpec(pair, DrafterSpec(), DecodeConfig(max_new_tokens=24, k=4), PROMPT)
+    loaded = runner.load(spec, models.print_progress)
+    return runner, spec, loaded
 
 
-def test_default_pair_greedy_equals_target_generate(default_pair):
-    prompt = "Write a Python function that returns the n-th Fibonacci number."
-    config = DecodeConfig(max_new_tokens=16, k=4)
-    dec = session.decoder(default_pair, session.DRAFT_MODEL, prompt, config)
-    rounds = list(dec)
-    ids = session.encode_prompt(default_pair.tokenizer, prompt)
+def test_default_pair_runs_at_the_devices_default_precisions(real):
+    _, _, loaded = real
+    assert loaded.target_precision == hardware_precision()
+    assert loaded.draft_precision == models.default_draft_precision()
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[loaded.target_precision.value]
+    assert loaded.target.dtype == dtype
+
+
+def test_default_pair_is_lossless_against_the_target_alone_and_hf_generate(real):
+    runner, spec, loaded = real
+    for policy in (KPolicy.FIXED, KPolicy.THEORY):
+        s = spec.with_decode(policy=policy)
+        rounds, base = runner.run_all(s), runner.run_all(s.baseline())
+        verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value)
+        assert verdict["equal"] or verdict["near_tie"], (policy, verdict)
+    ids = encode_prompt(loaded.tokenizer, PROMPT)
     with torch.inference_mode():
-        ref = default_pair.target.generate(ids, do_sample=False, max_new_tokens=16,
-                                           pad_token_id=default_pair.tokenizer.eos_token_id)
-    assert dec.new_tokens == ref[0, ids.shape[1]:].tolist()
-    summary = trace.summarize(rounds)
+        ref = loaded.target.generate(ids, do_sample=False, max_new_tokens=24, pad_token_id=loaded.tokenizer.eos_token_id)
+    assert new_tokens(base) == ref[0, ids.shape[1]:].tolist()  # the baseline is HF's own greedy decoding
+    summary = trace.summarize(rounds, base, runner.profile(spec, loaded))
     assert summary["alpha"] > 0.3  # a real same-family pair agrees often on code
-    text = default_pair.tokenizer.decode(dec.new_tokens)
+    text = loaded.tokenizer.decode(new_tokens(rounds))
     assert "def" in text or "fib" in text.lower(), text
 
 
-def test_default_pair_tokenizers_match(default_pair):
-    assert default_pair.draft.config.vocab_size == default_pair.target.config.vocab_size
-    assert default_pair.target.config.num_hidden_layers > default_pair.draft.config.num_hidden_layers
+def test_default_pair_tokenizers_match(real):
+    _, _, loaded = real
+    assert loaded.draft.config.vocab_size == loaded.target.config.vocab_size
+    assert loaded.target.config.num_hidden_layers > loaded.draft.config.num_hidden_layers

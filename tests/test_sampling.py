@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import session
-from playground.engine import DecodeConfig, SpeculativeDecoder
+from playground.engine import SpeculativeDecoder
+from playground.runner import encode_prompt, make_drafter
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec
 from playground.sampling import SamplingParams, Verdict, logits_to_probs, residual, sample, verify_sampling
 
 # Upper 1e-3 quantiles of chi-square by degrees of freedom (scipy.stats.chi2.ppf(0.999, df)).
@@ -130,19 +131,19 @@ def _exact_two_token_distribution(pair, ids, params) -> torch.Tensor:
     return joint.flatten()
 
 
-@pytest.mark.parametrize("kind", [session.DRAFT_MODEL, session.PROMPT_LOOKUP, session.EARLY_EXIT])
+@pytest.mark.parametrize("kind", list(DrafterKind)[:3])
 def test_engine_two_token_distribution_equals_target(tiny_pair, kind):
     """End to end through the real loop on the tiny pair: the joint law of the first two tokens,
     over 2,000 seeds, equals the target's (top-k 4 keeps the table small enough to fill)."""
     prompt = "The quick brown fox jumps over the lazy dog. The quick"
-    ids = session.encode_prompt(tiny_pair.tokenizer, prompt)
+    ids = encode_prompt(tiny_pair.tokenizer, prompt)
     cfg = dict(max_new_tokens=2, k=2, temperature=1.5, top_k=4)
     exact = _exact_two_token_distribution(tiny_pair, ids, DecodeConfig(**cfg).sampling)
     vocab = tiny_pair.target.config.vocab_size
     counts = torch.zeros(vocab * vocab, dtype=torch.float64)
     accepted = drafted = 0
     for seed in range(2000):
-        dec = SpeculativeDecoder(tiny_pair.target, session.make_drafter(kind, tiny_pair), ids,
+        dec = SpeculativeDecoder(tiny_pair.target, make_drafter(DrafterSpec(kind), tiny_pair), ids,
                                  DecodeConfig(seed=seed, record=False, **cfg), set())
         for r in dec:
             accepted, drafted = accepted + r.accepted, drafted + r.k
@@ -150,5 +151,5 @@ def test_engine_two_token_distribution_equals_target(tiny_pair, kind):
         counts[a * vocab + b] += 1
     stat, df = chi_square(counts, exact)
     assert stat < CHI2_999[df], (stat, df)
-    if kind == session.DRAFT_MODEL:
+    if kind is DrafterKind.DRAFT_MODEL:
         assert 0.1 < accepted / drafted < 0.95  # both accepts and rejections happened

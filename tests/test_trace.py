@@ -6,13 +6,14 @@ import math
 import pandas as pd
 
 from playground import theory, trace
-from playground.engine import RoundRecord
+from playground.records import RoundRecord
 
 
-def rec(i, k, accepted, new, draft_s=0.01, verify_s=0.1, total=0, stop=""):
+def rec(i, k, accepted, new, draft_s=0.01, verify_s=0.1, total=0, stop="", margins=None):
     kind = "target" if k == 0 else ("bonus" if accepted == k else "correction")
     return RoundRecord(i, k, list(range(k)), accepted, 99, kind, new, draft_s, verify_s, total,
-                       p=[0.5] * k, q=[0.4] * k, u=[0.1] * min(k, accepted + 1), token_q=0.3, stop=stop)
+                       p=[0.5] * k, q=[0.4] * k, u=[0.1] * min(k, accepted + 1), token_q=0.3, stop=stop,
+                       margins=margins if margins is not None else [])
 
 
 ROUNDS = [
@@ -22,22 +23,55 @@ ROUNDS = [
 ]
 
 
+BASELINE = [rec(i, 0, 0, [7], draft_s=0.0, verify_s=0.1) for i in range(10)]  # 10 tokens in 1 s: 10 tokens/s
+PROFILE = theory.CostProfile({1: 0.08, 5: 0.1}, draft_s=0.0025)
+
+
 def test_summary_numbers_by_hand():
-    s = trace.summarize(ROUNDS, baseline_tokens_per_s=10.0)
+    s = trace.summarize(ROUNDS, BASELINE, PROFILE)
     assert s["tokens"] == 8 and s["rounds"] == 3 and s["drafted"] == 12 and s["accepted"] == 5
     assert s["alpha"] == 5 / 12
     assert s["alpha_eval"] == 5 / (4 + 2 + 1)  # draft tokens after a rejection are never evaluated
     assert s["mean_accepted"] == 5 / 3
     assert math.isclose(s["wall_s"], 0.33)
     assert math.isclose(s["tokens_per_s"], 8 / 0.33)
-    assert math.isclose(s["c"], (0.03 / 12) / (1 / 10.0))  # one target step = the baseline's time per token
-    assert math.isclose(s["v"], 0.1 / (1 / 10.0))
-    alone = trace.summarize(ROUNDS)  # no baseline: the verify round stands in for a target step
-    assert math.isclose(alone["c"], (0.03 / 12) / 0.1) and math.isclose(alone["v"], 1.0)
+    assert s["step_source"] == "measured" and s["step_s"] == 0.08  # one target step = V(1) of the profile
+    assert math.isclose(s["c"], (0.03 / 12) / 0.08)
+    assert math.isclose(s["v"], 0.1 / 0.08)  # rounds 1 and 2 (round 0 also scored the prompt)
+    assert math.isclose(s["baseline_tokens_per_s"], 10.0)
     assert math.isclose(s["speedup"], 8 / 0.33 / 10.0)
-    assert math.isclose(s["theory_speedup"], theory.speedup(5 / 7, 4, s["c"]))
+    assert math.isclose(s["theory_speedup"], theory.speedup(5 / 7, 4, s["c"]))  # Leviathan's ideal, v = 1
+    assert math.isclose(s["calibrated_speedup"], theory.speedup(5 / 7, 4, s["c"], v=0.1 / 0.08))  # v(4) = V(5)/V(1)
     assert s["best_k"] == theory.best_k(5 / 7, s["c"])
     assert s["position_acceptance"] == [2 / 3, 1 / 2, 1.0, 1.0]
+
+
+def test_c_and_the_calibrated_prediction_do_not_depend_on_the_baseline():
+    with_base, alone = trace.summarize(ROUNDS, BASELINE, PROFILE), trace.summarize(ROUNDS, None, PROFILE)
+    for figure in ("c", "v", "calibrated_speedup", "theory_speedup", "best_k_calibrated", "tokens_per_s"):
+        assert with_base[figure] == alone[figure], figure
+    assert math.isnan(alone["speedup"]) and not math.isnan(with_base["speedup"])
+
+
+def test_without_a_profile_the_step_is_estimated_and_says_so():
+    alone = trace.summarize(ROUNDS)
+    assert alone["step_source"].startswith("estimated")
+    assert math.isclose(alone["c"], (0.03 / 12) / 0.1) and math.isclose(alone["v"], 1.0)
+    with_plain = trace.summarize(ROUNDS + [rec(3, 0, 0, [5], verify_s=0.05)])
+    assert with_plain["step_source"] == "this run's plain steps" and math.isclose(with_plain["v"], 2.0)
+
+
+def test_greedy_comparison_names_the_first_difference_and_its_logit_gap():
+    same = [rec(0, 2, 2, [1, 2, 3], margins=[3.0, 2.0, 4.0])]
+    assert trace.compare_outputs(same, same, "bf16")["equal"] is True
+    base = [rec(i, 0, 0, [t], margins=[m]) for i, (t, m) in enumerate([(1, 3.0), (2, 0.125), (9, 1.0)])]
+    spec = [rec(0, 2, 2, [1, 2, 3], margins=[3.0, 0.25, 4.0])]
+    tie = trace.compare_outputs(spec, base, "bf16")
+    assert tie == {"equal": False, "position": 2, "gap_spec": 4.0, "gap_base": 1.0, "near_tie": False}
+    base[2] = rec(2, 0, 0, [9], margins=[0.0625])
+    tie = trace.compare_outputs(spec, base, "bf16")
+    assert tie["position"] == 2 and tie["near_tie"] is True and tie["gap_base"] == 0.0625
+    assert trace.compare_outputs(spec, base, "fp32")["near_tie"] is False  # fp32 rounds 2^16 times finer
 
 
 def test_frame_has_a_row_per_round_and_derived_columns():

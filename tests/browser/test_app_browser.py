@@ -70,6 +70,15 @@ def status(page) -> str:
     return page.locator("#status .status").inner_text()
 
 
+def test_first_generate_with_nothing_typed_produces_tokens(page):
+    """A newcomer's first click: the prompt box holds an example, so Generate alone produces tokens."""
+    assert page.locator("#prompt textarea").input_value().strip()
+    set_number(page, "max-new", 16)
+    generate_and_wait(page)
+    assert "Done: 16 tokens" in status(page)
+    assert page.locator("#tokens .tok-accepted, #tokens .tok-correction, #tokens .tok-bonus").count() > 0
+
+
 def test_generate_shows_tokens_charts_and_summary(page):
     page.locator("#prompt textarea").fill("Once upon a time <b>there</b> was a fox")
     set_number(page, "max-new", 48)
@@ -85,8 +94,11 @@ def test_generate_shows_tokens_charts_and_summary(page):
     assert "<b>there</b>" in page.locator("#tokens .tok-prompt").inner_text()
     page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
     summary = page.locator("#summary").inner_text()
-    assert re.search(r"tokens/s\s+[\d.]+", summary) and re.search(r"speedup\s+[\d.]+×", summary)
-    assert re.search(r"best k[^\n]*\s+\d+", summary)
+    assert re.search(r"tokens/s\s+[\d.]+", summary) and re.search(r"best k[^\n]*\s+\d+", summary)
+    for label in ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k))", "measured (target alone ran)"):
+        assert label in summary
+    assert re.search(r"[\d.]+×\s+[\d.]+×\s+[\d.]+×", summary)  # the three speedups side by side
+    assert "target fp32" in summary and "V(1) measured" in summary
     assert "Identical outputs" in page.locator("#compare").inner_text()
     assert page.locator("#compare .tok-target").count() > 10
     assert page.locator("#download-csv").is_enabled()
@@ -195,5 +207,7 @@ def test_theory_explorer_marks_the_best_k(page, tmp_path):
     page.wait_for_function("() => document.querySelector('#theory-line').innerText.includes('Best k')")
     line = page.locator("#theory-line").inner_text()
     assert re.search(r"Best k for α = [\d.]+, c = [\d.]+: \d+", line) and "last run" in line
+    assert "Calibrated to this machine" in line
     assert page.locator("#chart-theory .js-plotly-plot").count() == 1
+    assert page.locator("#chart-profile .js-plotly-plot").count() == 1
     shot(page, tmp_path, "theory")

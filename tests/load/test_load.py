@@ -19,8 +19,11 @@ CLIENTS, REQUESTS = 8, 3
 
 
 def args(prompt="Once upon a time", k=4, policy="fixed k", temperature=0.0, top_p=1.0, max_new=24, seed=0,
-         draft_id="", target_id="", drafter="draft model", pair=PAIR, compare=False, exit_layer=0):
-    return [pair, draft_id, target_id, drafter, k, policy, temperature, top_p, max_new, seed, prompt, compare, exit_layer]
+         draft_id="", target_id="", drafter="draft model", pair=PAIR, compare=False, exit_layer=0,
+         target_precision="default", draft_precision="default"):
+    """/generate's inputs, in order: the shared controls (playground.ui.common.Controls), then the comparison box."""
+    return [pair, draft_id, target_id, target_precision, drafter, draft_precision, exit_layer, k, policy, temperature,
+            top_p, max_new, seed, prompt, compare]
 
 
 def call(client: Client, a: list) -> tuple[str, str]:
@@ -96,6 +99,8 @@ BAD = [
     (dict(prompt=""), "prompt is empty"),
     (dict(prompt="   \n\t "), "prompt is empty"),
     (dict(prompt="x" * 100_000), "too long"),
+    # (a lone-surrogate prompt cannot travel through gradio_client, which encodes JSON as UTF-8 itself:
+    # tests/ui/test_run_tab.py checks the callback's message)
     (dict(prompt="the quick brown fox " * 100, max_new=200), "context window"),
     (dict(k=0), "k (draft length)"),
     (dict(k=17), "k (draft length)"),
@@ -113,6 +118,9 @@ BAD = [
     (dict(draft_id="/etc"), "allowed model roots"),
     (dict(target_id="someone/needs-remote-code"), "Could not load"),
     (dict(policy="sideways"), ("Unknown k policy", "is not in the list of choices: ['fixed k'")),
+    (dict(target_precision="int8"), ("target precision must be one of", "is not in the list of choices")),
+    (dict(draft_precision="fp8"), ("Unknown draft precision", "is not in the list of choices")),
+    (dict(drafter="early exit", exit_layer=5), "early-exit layer must be a whole number from 1 to"),
 ]
 
 

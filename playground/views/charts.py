@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from playground import trace
 
 GREEN, VERMILLION, BLUE, ORANGE, SKY, GREY = "#009E73", "#D55E00", "#0072B2", "#E69F00", "#56B4E9", "#999999"
+PURPLE = "#CC79A7"  # Okabe-Ito reddish purple
 GRID = "rgba(128,128,128,0.25)"
 
 

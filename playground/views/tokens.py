@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-from transformers import PreTrainedTokenizerBase
+from playground.records import RoundRecord
 
-from playground.engine import RoundRecord
+if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
+    from transformers import PreTrainedTokenizerBase
 
 # What each class means; the legend and the tests read this.
 KINDS = {

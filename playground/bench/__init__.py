@@ -1,0 +1,19 @@
+"""The benchmark: our engine (through the Runner) vs the target alone vs HF transformers' generate.
+
+    python -m playground.bench --help
+
+grid.py runs the grid (the CLI, the UI's Sweep and Compare tabs), hf.py the HF peer, targets.py
+checks docs/targets.json against a run, report.py writes docs/benchmarks.md, cli.py is the command line.
+"""
+from playground.bench.grid import MAX_CELLS, Result, decode_grid, grid_frame, record_overhead, run_grid, vs_best_hf
+from playground.bench.prompts import PROMPTS, load_prompts
+
+
+def main(argv: list[str] | None = None) -> int:
+    from playground.bench.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+__all__ = ["MAX_CELLS", "PROMPTS", "Result", "decode_grid", "grid_frame", "load_prompts", "main", "record_overhead",
+           "run_grid", "vs_best_hf"]

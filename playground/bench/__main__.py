@@ -1,0 +1,4 @@
+"""python -m playground.bench"""
+from playground.bench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""`python -m playground.bench`: speculative decoding vs the target alone vs HF assisted generation.
+
+Every configuration runs in one process on the same prompts, through the same Runner; the baseline
+(the target alone, same precision) goes through the same engine and instrumentation, so speedups are
+ratios of like with like. A list of precisions makes a grid; each row says its precisions.
+
+Examples:
+    python -m playground.bench                                  # default pair, k 2 4 6 adaptive, greedy
+    python -m playground.bench --k 4 theory --temps 0 1 --compare-hf --json out.json
+    python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
+    python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/benchmarks.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from playground import models
+from playground.bench import report, targets
+from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_grid
+from playground.bench.prompts import load_prompts
+from playground.errors import PlaygroundError
+from playground.runner import Runner
+from playground.spec import (K_MAX, K_MIN, DrafterKind, DrafterSpec, PairSpec, Precision, RunSpec, parse_drafter_name,
+                             parse_list)
+
+PRECISIONS = [p.value for p in Precision]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--pairs", nargs="+", default=None, help="catalog pair names (default: the default pair)")
+    p.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"],
+                   help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' / 'heuristic' (transformers' schedule), 'theory'")
+    p.add_argument("--temps", nargs="+", default=["0"], help="temperatures 0..2 (0 = greedy)")
+    p.add_argument("--drafters", nargs="+", default=[DrafterKind.DRAFT_MODEL.value],
+                   help="'draft model', 'prompt lookup', 'early exit'; 'draft model:int8' (or :fp32/:bf16/:fp16) for "
+                        "a draft precision; 'early exit:L' to exit after layer L")
+    p.add_argument("--target-precision", nargs="+", metavar="P",
+                   help="fp32 / bf16 / fp16, one or more (default: this device's, models.default_target_precision)")
+    p.add_argument("--draft-precision", nargs="+", metavar="P",
+                   help="fp32 / bf16 / fp16 / int8 (CPU), one or more, for draft-model drafters without a :precision "
+                        "(default: this device's, models.default_draft_precision)")
+    p.add_argument("--stock-kernels", action="store_true", help="our engine without the CPU verify kernel (speed.fast_verify)")
+    p.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
+    p.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compare-hf", action="store_true", help="add HF generate (target alone, assisted, prompt lookup)")
+    p.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")
+    p.add_argument("--record-overhead", type=int, metavar="REPS",
+                   help="instead of the grid: the first pair, drafter, k, temperature and prompt with record on and "
+                        "off, REPS times each")
+    p.add_argument("--targets", help="targets file (default docs/targets.json)")
+    p.add_argument("--json", help="write every result, the targets and the environment to this file")
+    p.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/benchmarks.md)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def pair_specs(names: list[str], target_precisions: list[str] | None) -> list[PairSpec]:
+    """Catalog pairs x target precisions (None: the device default)."""
+    precisions = target_precisions or [models.default_target_precision().value]
+    out = []
+    for name in dict.fromkeys(names):
+        pair = models.get_pair(name)
+        out += [PairSpec(pair.name, pair.target, pair.draft, target_precision=p) for p in dict.fromkeys(precisions)]
+    return out
+
+
+def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[DrafterSpec]:
+    """Drafter names (spec.parse_drafter_name); a draft model without ":precision" takes each of draft_precisions."""
+    out: list[DrafterSpec] = []
+    for name in names:
+        d = parse_drafter_name(name)
+        if d.kind is DrafterKind.DRAFT_MODEL and d.precision is None and draft_precisions:
+            out += [replace(d, precision=p) for p in draft_precisions]
+        else:
+            out.append(d)
+    out = list(dict.fromkeys(out))
+    if models.choose_device().type != "cpu" and any(d.precision is Precision.INT8 for d in out):
+        raise PlaygroundError("draft precision int8 (dynamic quantisation) is CPU only; on this device use bf16 or fp16.")
+    return out
+
+
+def environment() -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = ""
+    device = models.choose_device()
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit,
+        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else f"CPU, {os.cpu_count()} cores",
+        "default_target_precision": models.default_target_precision(device).value,
+        "default_draft_precision": models.default_draft_precision(device).value,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "processor": platform.processor() or platform.machine(),
+    }
+
+
+def _stderr_progress(message: str, fraction: float) -> None:
+    if message != getattr(_stderr_progress, "last", None):
+        print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+        _stderr_progress.last = message
+
+
+def _quiet(message: str, fraction: float) -> None:
+    pass
+
+
+def _clean(x):
+    """JSON without NaN: nan / inf -> null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+STDOUT_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_precision", "draft_precision", "tokens",
+                  "tokens_per_s", "speedup", "vs_best_hf", "alpha", "c", "v", "calibrated_speedup", "greedy"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    progress = _quiet if args.quiet else _stderr_progress
+    runner = Runner()
+    try:
+        temps = parse_list(" ".join(args.temps), "--temps", float, lambda t: math.isfinite(t) and 0 <= t <= 2,
+                           "temperatures from 0 to 2, 0 = greedy")
+        pairs = pair_specs(args.pairs or [models.default_pair()], args.target_precision)
+        drafters = drafter_specs(args.drafters, args.draft_precision)
+        decodes = decode_grid(args.k, temps, args.max_new_tokens, args.seed, record=not args.no_record)
+        prompts = load_prompts(args.prompts, args.categories)
+        checks = targets.load_targets(args.targets)
+        if args.record_overhead is not None:
+            spec = RunSpec(pairs[0], drafters[0], decodes[0], next(iter(prompts.values())))
+            o = record_overhead(runner, spec, args.record_overhead, progress)
+            print(f"record on {o['record_on_tps']:.3f} tok/s, off {o['record_off_tps']:.3f} tok/s (medians of "
+                  f"{o['reps']}; {o['target_precision']} target): instrumentation costs {o['overhead']:.1%}")
+            if args.json:
+                Path(args.json).write_text(json.dumps(_clean({"environment": environment(), "record_overhead": o}), indent=1))
+            return 0
+        results = run_grid(runner, pairs, prompts, decodes, drafters, compare_hf=args.compare_hf, progress=progress,
+                           max_cells=None, stock_kernels=args.stock_kernels)
+    except PlaygroundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    env = environment()
+    frame = report.runs_frame(results)
+    checked = targets.check(frame, checks)
+    print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
+    print(report.markdown_table(frame, [c for c in STDOUT_COLUMNS if c != "pair" or frame["pair"].nunique() > 1]))
+    print("\n" + report.calibration_line(frame))
+    for t in checked:
+        print(f"target: {t['name']}: {report.fmt(t['value'])} ({t['how']} {t['goal']:g}) -> {report.fmt(t['met']) or 'n/a'}")
+    if args.json:
+        rows = grid_frame(results).to_dict("records")
+        doc = {"environment": env, "args": vars(args), "targets": checked,
+               "results": [row | {"new_tokens": r.new_tokens} for row, r in zip(rows, results)]}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(_clean(doc), indent=1, default=str))
+        print(f"\nwrote {args.json}")
+    if args.report:
+        command = "python -m playground.bench " + " ".join(
+            f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
+        report.write_report(results, env, command, Path(args.report), args.targets)
+        print(f"wrote {args.report}")
+    return 0

@@ -1,0 +1,321 @@
+"""The benchmark grid: pairs x prompts x decode configs x drafters, every run through the one Runner.
+
+Per (pair, prompt, sampling settings) the target alone runs first, through the same runner and engine
+(RunSpec.baseline()); then each configuration, in an order rotated per prompt so that no configuration
+always runs first or last on a noisy machine. Every figure of a row comes from trace.summarize (with
+the baseline and the runner's cost profile of the target and drafter); greedy equality from
+trace.compare_outputs (near-ties in low precision told apart from real differences).
+
+Used by the CLI (python -m playground.bench) and by the UI's Sweep and Compare tabs (MAX_CELLS runs
+at most per request, counted before anything runs).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from playground import models, speed, trace
+from playground.bench import hf
+from playground.errors import PlaygroundError
+from playground.models import LoadedPair, Progress, _quiet
+from playground.records import RoundRecord
+from playground.runner import Runner
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec, check_prompt, parse_k
+
+MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters
+nan = float("nan")
+
+
+@dataclass
+class Result:
+    """One run: ours (a drafter, or the target alone) or an HF `generate` configuration."""
+
+    pair: str
+    category: str
+    method: str  # our drafter's label ("draft model", "draft model (int8)", "target alone", ...) or an hf.HF_METHODS
+    drafter: str  # the drafter kind (spec.DrafterKind value); HF rows: the kind of ours they correspond to
+    engine: str  # "ours" or "hf"
+    k: str  # "4", "heuristic", "theory"; HF: num_assistant_tokens, "heuristic", "hf default"; "" for the baselines
+    temperature: float
+    target_precision: str
+    draft_precision: str  # "" without a draft model; early exit: the target's (it drafts with the target's layers)
+    tokens: int
+    seconds: float  # ours: engine time (trace.summarize's wall_s); HF: wall_s
+    tokens_per_s: float  # tokens / seconds
+    wall_s: float = nan  # perf_counter around the whole call (tokenising included), both engines
+    speedup: float = nan  # ours: over our target alone (same prompt, target, precision, sampling); HF: over hf target alone
+    alpha: float = nan
+    alpha_eval: float = nan
+    mean_accepted: float = nan
+    c: float = nan  # draft seconds per drafted token / one target step
+    v: float = nan  # verify seconds per round / one target step
+    theory_speedup: float = nan  # Leviathan's ideal for the measured alpha_eval and c (v = 1)
+    calibrated_speedup: float = nan  # the same with this machine's measured v(k)
+    greedy_equal: bool | None = None  # temperature 0: output == our target alone's output
+    near_tie: bool | None = None  # greedy and different: whether the first difference is a near-tie
+    diff_position: int | None = None  # the first differing output position
+    gap_spec: float = nan  # top-1 minus top-2 logit there, in this run (nan when not recorded)
+    gap_base: float = nan  # ... and in the target alone's run
+    new_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def wall_tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s > 0 else nan
+
+
+# ---------------------------------------------------------------- the request
+
+def decode_grid(ks: Sequence[str | int | tuple[int, KPolicy]], temps: Sequence[float], max_new_tokens: int = 64,
+                seed: int = 0, record: bool = True, top_k: int = 0, top_p: float = 1.0) -> list[DecodeConfig]:
+    """The decode configs of k values x temperatures. A k is a (k, policy) pair or what spec.parse_k reads
+    ("4", "adaptive" / "heuristic", "theory")."""
+    out = []
+    for temperature in temps:
+        for k in ks:
+            k, policy = k if isinstance(k, tuple) else parse_k(k)
+            out.append(DecodeConfig(max_new_tokens=max_new_tokens, k=k, policy=policy, temperature=temperature,
+                                    top_k=top_k, top_p=top_p, seed=seed, record=record))
+    return list(dict.fromkeys(out))
+
+
+def count_cells(pairs: Sequence, prompts: dict, decodes: Sequence, drafters: Sequence) -> int:
+    """Runs of our engine a request asks for (the baselines and HF peers come on top)."""
+    return len(pairs) * len(prompts) * len(decodes) * len(drafters)
+
+
+def _baseline_decode(decode: DecodeConfig) -> DecodeConfig:
+    """What the target alone shares with a config: sampling, seed, length, recording (not k)."""
+    return DecodeConfig(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, top_k=decode.top_k,
+                        top_p=decode.top_p, seed=decode.seed, record=decode.record)
+
+
+def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
+    if not (pairs and prompts and decodes and drafters):
+        raise PlaygroundError("Nothing to run: give at least one pair, prompt, k, temperature and drafter.")
+    cells = count_cells(pairs, prompts, decodes, drafters)
+    if max_cells is not None and cells > max_cells:
+        raise PlaygroundError(f"That grid needs {cells} runs ({len(pairs)} pairs x {len(prompts)} prompts x "
+                              f"{len(decodes)} k/temperature settings x {len(drafters)} drafters); the limit is "
+                              f"{max_cells}: fewer k values, temperatures, prompts, pairs or drafters.")
+    for prompt in prompts.values():
+        check_prompt(prompt)
+    for pair in pairs:  # builds (so validates) every spec before anything runs
+        for drafter in drafters:
+            RunSpec(pair, drafter, decodes[0], next(iter(prompts.values())))
+
+
+# ---------------------------------------------------------------- running one thing
+
+def _sync(model) -> None:
+    if model.device.type == "cuda":
+        torch.cuda.synchronize(model.device)
+
+
+def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Progress):
+    """(rounds, loaded pair, wall seconds, cost profile); warm-up and loading outside the clock."""
+    loaded = runner.load(spec, progress)
+    with loaded.in_use():
+        if kernels is not None:
+            speed.fast_verify(loaded.target, kernels)
+        if not runner.is_warm(spec, loaded):
+            runner.warm_up(spec, loaded, progress)
+        _sync(loaded.target)
+        start = time.perf_counter()
+        rounds = list(runner.rounds(spec, loaded))
+        _sync(loaded.target)
+        wall = time.perf_counter() - start
+    return rounds, loaded, wall, runner.profile(spec, loaded)
+
+
+def _as_rounds(tokens: list[int]) -> list[RoundRecord]:
+    """An HF output as one record (only its tokens: trace.compare_outputs reads new_tokens and margins)."""
+    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1] if tokens else -1,
+                        token_kind="target", new_tokens=list(tokens), draft_s=0.0, verify_s=0.0, total_new=len(tokens))]
+
+
+def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: DecodeConfig, precision: str) -> dict:
+    if decode.temperature != 0:
+        return {}
+    cmp = trace.compare_outputs(rounds, base, precision)
+    return dict(greedy_equal=cmp["equal"], near_tie=None if cmp["equal"] else cmp["near_tie"],
+                diff_position=cmp["position"], gap_spec=cmp["gap_spec"], gap_base=cmp["gap_base"])
+
+
+def _draft_precision(spec: RunSpec, loaded: LoadedPair) -> str:
+    if spec.drafter.kind is DrafterKind.DRAFT_MODEL and loaded.draft_precision:
+        return loaded.draft_precision.value
+    if spec.drafter.kind is DrafterKind.EARLY_EXIT:
+        return loaded.target_precision.value
+    return ""
+
+
+def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float, profile, base) -> Result:
+    s = trace.summarize(rounds, base, profile)
+    is_base = spec.drafter.kind is DrafterKind.TARGET_ALONE
+    return Result(
+        spec.pair.name, category, spec.drafter.label, spec.drafter.kind.value, "ours", "" if is_base else spec.decode.k_label,
+        spec.decode.temperature, loaded.target_precision.value, _draft_precision(spec, loaded), s["tokens"], s["wall_s"],
+        s["tokens_per_s"], wall, 1.0 if is_base else s["speedup"], s["alpha"], s["alpha_eval"], s["mean_accepted"],
+        s["c"], s["v"], s["theory_speedup"], s["calibrated_speedup"],
+        new_tokens=[t for r in rounds for t in r.new_tokens],
+        **({} if is_base else _equality(rounds, base, spec.decode, loaded.target_precision.value)))
+
+
+# ---------------------------------------------------------------- the grid
+
+def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str], decodes: Sequence[DecodeConfig],
+             drafters: Sequence[DrafterSpec], compare_hf: bool = False, progress: Progress = _quiet,
+             max_cells: int | None = MAX_CELLS, stock_kernels: bool = False, chat: bool = True) -> list[Result]:
+    """Every (pair, prompt, decode, drafter), plus per (pair, prompt, sampling settings) the target alone
+    and, with compare_hf, the HF peers (hf.configs_for). One row per run, in a stable order (baseline,
+    then ours, then HF); the runs themselves go in an order rotated per prompt.
+
+    max_cells caps the runs of our engine for the whole request (None: no cap; the CLI's benchmark).
+    stock_kernels: our engine without speed.fast_verify (put back as load_pair leaves it afterwards)."""
+    _check(pairs, prompts, decodes, drafters, max_cells)
+    groups: dict[DecodeConfig, list[DecodeConfig]] = {}
+    for decode in decodes:
+        groups.setdefault(_baseline_decode(decode), []).append(decode)
+    kernels = False if stock_kernels else None
+    per_prompt = sum(1 + len(g) * len(drafters) for g in groups.values())
+    total = len(pairs) * len(prompts) * per_prompt
+    done = [0]
+    touched: list = []
+    hf_warm: set = set()
+
+    def tick(label: str) -> None:
+        progress(f"[{done[0] + 1}/{total}{'+HF' if compare_hf else ''}] {label}", done[0] / total)
+
+    results: list[Result] = []
+    try:
+        for pair in pairs:
+            for i, (category, prompt) in enumerate(prompts.items()):
+                for base_decode, group in groups.items():
+                    where = f"{pair.name} · {category} · T={base_decode.temperature:g}"
+                    base_spec = RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), base_decode, prompt, chat).baseline()
+                    tick(f"{where} · target alone")
+                    base, loaded, wall, profile = _run_ours(runner, base_spec, kernels, progress)
+                    touched.append(loaded.target)
+                    done[0] += 1
+                    rows = [_ours(base_spec, category, base, loaded, wall, profile, None)]
+                    jobs = [RunSpec(pair, d, decode, prompt, chat) for decode in group for d in drafters]
+                    if compare_hf:
+                        jobs += _hf_jobs(pair, group, drafters, prompt, chat)
+                    out: list[Result | None] = [None] * len(jobs)
+                    shift = i % len(jobs)
+                    for j in list(range(shift, len(jobs))) + list(range(shift)):
+                        job = jobs[j]
+                        if isinstance(job, RunSpec):
+                            tick(f"{where} · {job.drafter.label} · k={job.decode.k_label}")
+                            rounds, loaded, wall, profile = _run_ours(runner, job, kernels, progress)
+                            out[j] = _ours(job, category, rounds, loaded, wall, profile, base)
+                            done[0] += 1
+                        else:
+                            progress(f"{where} · {job[0].method} {job[0].k_label}", done[0] / total)
+                            out[j] = _run_hf(runner, job, category, base, hf_warm, progress)
+                    rows += [r for r in out if r is not None]
+                    hf_base = next((r for r in rows if r.method == hf.HF_TARGET_ALONE), None)
+                    for r in rows:
+                        if r.engine == "hf" and hf_base is not None and hf_base.tokens_per_s > 0:
+                            r.speedup = r.tokens_per_s / hf_base.tokens_per_s
+                    results += rows
+    finally:
+        if stock_kernels:
+            for target in {id(t): t for t in touched}.values():
+                speed.fast_verify(target, models.fast_verify_default())
+    progress("done", 1.0)
+    return results
+
+
+def _hf_jobs(pair: PairSpec, group: list[DecodeConfig], drafters: Sequence[DrafterSpec], prompt: str,
+             chat: bool) -> list[tuple]:
+    """(HFConfig, RunSpec whose load gives the models it runs on) for the HF peers of a group, deduplicated."""
+    jobs = {(hf.HFConfig(hf.HF_TARGET_ALONE)): RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), group[0], prompt, chat)}
+    for decode in group:
+        for d in drafters:
+            precision = (d.precision or models.default_draft_precision()).value if d.needs_draft_model else ""
+            for config in hf.configs_for(d, decode, precision):
+                jobs.setdefault(config, RunSpec(pair, d, decode, prompt, chat))
+    return list(jobs.items())
+
+
+def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], warm: set,
+            progress: Progress) -> Result:
+    config, spec = job
+    loaded = runner.load(spec, progress)
+    with loaded.in_use():
+        key = (id(loaded.target), id(loaded.draft), config.method)
+        if key not in warm:
+            hf.warm_up(loaded, config, spec.chat)
+            warm.add(key)
+        tokens, wall = hf.generate(loaded, config, spec.prompt, spec.decode, spec.chat)
+    precision = loaded.target_precision.value
+    return Result(spec.pair.name, category, config.method, config.drafter.value, "hf", config.k_label,
+                  spec.decode.temperature, precision, config.draft_precision, len(tokens), wall,
+                  len(tokens) / wall if wall > 0 else nan, wall, new_tokens=tokens,
+                  **_equality(_as_rounds(tokens), base, spec.decode, precision))
+
+
+# ---------------------------------------------------------------- the record-overhead mode
+
+def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress = _quiet) -> dict:
+    """What the UI's per-token records cost: the same spec with record on and off, interleaved `reps`
+    times through the runner; medians of tokens/s (trace.summarize) and the relative slowdown."""
+    if reps < 1:
+        raise PlaygroundError(f"--record-overhead takes a number of repetitions >= 1, got {reps!r}.")
+    loaded = runner.load(spec, progress)
+    tps: dict[bool, list[float]] = {True: [], False: []}
+    with loaded.in_use():
+        runner.warm_up(spec, loaded, progress)
+        for rep in range(reps):
+            progress(f"record on/off: {rep + 1}/{reps}", rep / reps)
+            for record in (True, False):
+                rounds = list(runner.rounds(spec.with_decode(record=record), loaded))
+                tps[record].append(trace.summarize(rounds)["tokens_per_s"])
+    on, off = statistics.median(tps[True]), statistics.median(tps[False])
+    return dict(drafter=spec.drafter.label, k=spec.decode.k_label, reps=reps, target_precision=loaded.target_precision.value,
+                draft_precision=loaded.draft_precision.value if loaded.draft_precision else "",
+                record_on_tps=on, record_off_tps=off, overhead=(off - on) / off, runs_on=tps[True], runs_off=tps[False])
+
+
+# ---------------------------------------------------------------- the table the UI and the report read
+
+def vs_best_hf(results: Sequence[Result]) -> list[float]:
+    """Per row of ours: its wall-clock tokens/s over the best HF speculative configuration's (hf.HF_SPECULATIVE)
+    on the same pair, target precision, prompt and temperature; nan for HF rows and where none ran.
+    Wall clock on both sides: HF's generate has no engine-time split like ours."""
+    best: dict[tuple, float] = {}
+    for r in results:
+        if r.engine == "hf" and r.method in hf.HF_SPECULATIVE and not math.isnan(r.wall_tokens_per_s):
+            key = (r.pair, r.target_precision, r.category, r.temperature)
+            best[key] = max(best.get(key, 0.0), r.wall_tokens_per_s)
+    out = []
+    for r in results:
+        top = best.get((r.pair, r.target_precision, r.category, r.temperature))
+        out.append(r.wall_tokens_per_s / top if r.engine == "ours" and top else nan)
+    return out
+
+
+FRAME_COLUMNS = [f for f in Result.__dataclass_fields__ if f != "new_tokens"] + [
+    "wall_tokens_per_s", "vs_best_hf", "calibrated_error", "greedy_ok"]
+
+
+def grid_frame(results: Sequence[Result]) -> pd.DataFrame:
+    """One row per run, every Result field but the tokens, plus wall_tokens_per_s, vs_best_hf,
+    calibrated_error = |calibrated_speedup - speedup| / speedup (our rows with a prediction) and
+    greedy_ok (greedy rows: 1 when identical to the target alone or different only after a near-tie, else 0)."""
+    rows = []
+    for r, ratio in zip(results, vs_best_hf(results)):
+        row = {k: v for k, v in asdict(r).items() if k != "new_tokens"}
+        predicted, measured = r.calibrated_speedup, r.speedup
+        error = abs(predicted - measured) / measured if r.engine == "ours" and measured > 0 else nan
+        ok = nan if r.greedy_equal is None else float(bool(r.greedy_equal or r.near_tie))
+        rows.append(row | {"wall_tokens_per_s": r.wall_tokens_per_s, "vs_best_hf": ratio, "calibrated_error": error,
+                           "greedy_ok": ok})
+    return pd.DataFrame(rows, columns=FRAME_COLUMNS)

@@ -1,0 +1,163 @@
+"""The peer: Hugging Face transformers `generate` on the very same loaded models.
+
+- "hf target alone": the target's own greedy / sampling loop.
+- "hf assisted (same draft)": `assistant_model=pair.draft`, the very draft object our engine drafts
+  with (same weights, same precision, e.g. int8-quantised), the same target object, with
+  num_assistant_tokens = k, schedule "constant" ("heuristic" when our k policy is the heuristic one)
+  and assistant_confidence_threshold = 0 (no early stop of a draft): the same algorithm as ours.
+- "hf assisted (HF defaults)": the same draft object with transformers' own defaults (below).
+- "hf prompt lookup": `prompt_lookup_num_tokens = k`, n-grams up to the same length as ours.
+
+transformers 5.x defaults (GenerationConfig._get_default_generation_params, filled in by
+AssistedCandidateGenerator where the draft's generation_config leaves a field unset):
+num_assistant_tokens = 20, num_assistant_tokens_schedule = "constant",
+assistant_confidence_threshold = 0.4 (a draft stops early once the draft's top probability falls
+under it; the threshold is re-fitted during a run from an ROC curve only when scikit-learn is installed).
+
+The draft's generation_config is shared with the rest of the app: every field changed here is put
+back afterwards, even when generate raises (the "heuristic" schedule writes its final
+num_assistant_tokens back into it). HF runs use the stock kernels (speed.fast_verify off): the
+verify kernel is one of our levers, not HF's.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from transformers import PreTrainedModel
+
+from playground import speed
+from playground.models import LoadedPair
+from playground.runner import WARM_PROMPT, encode_prompt
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy
+
+HF_TARGET_ALONE = "hf target alone"
+HF_SAME_DRAFT = "hf assisted (same draft)"
+HF_DEFAULTS = "hf assisted (HF defaults)"
+HF_PROMPT_LOOKUP = "hf prompt lookup"
+HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP)
+HF_SPECULATIVE = (HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP)  # what vs_best_hf compares against
+
+ASSISTANT_FIELDS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+
+
+@dataclass(frozen=True)
+class HFConfig:
+    """One HF configuration. k: num_assistant_tokens or prompt_lookup_num_tokens (None: HF's defaults)."""
+
+    method: str
+    k: int | None = None
+    schedule: str = "constant"  # "constant" or "heuristic" (same draft only)
+    max_ngram: int = 3  # prompt lookup: max_matching_ngram_size
+    draft_precision: str = ""  # which draft object (same draft / HF defaults): the one loaded at this precision
+
+    @property
+    def k_label(self) -> str:
+        if self.method == HF_DEFAULTS:
+            return "hf default"
+        if self.k is None:
+            return ""
+        return self.schedule if self.schedule != "constant" else str(self.k)
+
+    @property
+    def drafter(self) -> DrafterKind:
+        """Our drafter this one corresponds to."""
+        return {HF_TARGET_ALONE: DrafterKind.TARGET_ALONE, HF_PROMPT_LOOKUP: DrafterKind.PROMPT_LOOKUP}.get(
+            self.method, DrafterKind.DRAFT_MODEL)
+
+
+def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str = "") -> list[HFConfig]:
+    """The HF peers of one of our configurations (none for early exit: HF has no such drafter)."""
+    if drafter.kind is DrafterKind.DRAFT_MODEL:
+        schedule = "heuristic" if decode.policy is KPolicy.HEURISTIC else "constant"
+        return [HFConfig(HF_SAME_DRAFT, decode.k, schedule, draft_precision=draft_precision),
+                HFConfig(HF_DEFAULTS, draft_precision=draft_precision)]
+    if drafter.kind is DrafterKind.PROMPT_LOOKUP:
+        return [HFConfig(HF_PROMPT_LOOKUP, decode.k, max_ngram=drafter.max_ngram)]
+    return []
+
+
+@contextmanager
+def assistant_settings(draft: PreTrainedModel, values: dict) -> Iterator[None]:
+    """Set fields of the draft's generation_config for one generate call, then put every one back."""
+    config = draft.generation_config
+    saved = {name: getattr(config, name, None) for name in values}
+    try:
+        for name, value in values.items():
+            setattr(config, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(config, name, value)
+
+
+def _kernel_on(model: PreTrainedModel) -> bool:
+    return any("forward" in m.__dict__ for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+@contextmanager
+def stock_kernels(model: PreTrainedModel) -> Iterator[None]:
+    """speed.fast_verify off for the duration, then as it was."""
+    was_on = _kernel_on(model)
+    speed.fast_verify(model, False)
+    try:
+        yield
+    finally:
+        if was_on:
+            speed.fast_verify(model, True)
+
+
+def _sync(model: PreTrainedModel) -> None:
+    if model.device.type == "cuda":
+        torch.cuda.synchronize(model.device)
+
+
+def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConfig,
+             chat: bool = True) -> tuple[list[int], float]:
+    """One HF generation: (new tokens, wall seconds). The prompt is tokenised exactly as our runner
+    does (runner.encode_prompt); the clock covers encoding and generate, as ours covers encoding and
+    the rounds."""
+    target = pair.target
+    kwargs: dict = dict(max_new_tokens=decode.max_new_tokens, eos_token_id=sorted(pair.eos),
+                        pad_token_id=pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None
+                        else min(pair.eos))
+    if decode.temperature > 0:
+        kwargs.update(do_sample=True, temperature=decode.temperature, top_p=decode.top_p, top_k=decode.top_k)
+    else:
+        kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    assistant: dict = {}
+    if config.method in (HF_SAME_DRAFT, HF_DEFAULTS):
+        if pair.draft is None:
+            raise ValueError(f"{config.method} needs a pair with a draft model")
+        kwargs["assistant_model"] = pair.draft
+        if config.method == HF_SAME_DRAFT:
+            assistant = {"num_assistant_tokens": config.k, "num_assistant_tokens_schedule": config.schedule,
+                         "assistant_confidence_threshold": 0.0}
+        else:  # unset: transformers fills in its defaults (20, "constant", 0.4)
+            assistant = {name: None for name in ASSISTANT_FIELDS}
+    elif config.method == HF_PROMPT_LOOKUP:
+        kwargs.update(prompt_lookup_num_tokens=config.k, max_matching_ngram_size=config.max_ngram)
+    draft = pair.draft if assistant else None
+    with stock_kernels(target), (assistant_settings(draft, assistant) if draft is not None else _nothing()):
+        torch.manual_seed(decode.seed)
+        _sync(target)
+        start = time.perf_counter()
+        ids = encode_prompt(pair.tokenizer, prompt, chat).to(target.device)
+        with torch.inference_mode():
+            out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+        _sync(target)
+        seconds = time.perf_counter() - start
+    return out[0, ids.shape[1]:].tolist(), seconds
+
+
+def warm_up(pair: LoadedPair, config: HFConfig, chat: bool = True) -> None:
+    """First calls pay one-time costs (kernel selection, allocator growth): keep them out of the numbers."""
+    generate(pair, config, WARM_PROMPT, DecodeConfig(max_new_tokens=4, k=2, record=False), chat)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

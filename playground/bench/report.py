@@ -1,0 +1,151 @@
+"""docs/benchmarks.md and its plotly figures, from one run's results. Pure but for writing the files."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from playground.bench import hf, targets as targets_mod
+from playground.bench.grid import Result, grid_frame
+from playground.bench.targets import geomean
+
+GROUP = ["pair", "method", "k", "temperature", "target_precision", "draft_precision"]
+GEOMEAN = ["tokens_per_s", "speedup", "vs_best_hf", "theory_speedup", "calibrated_speedup"]
+MEAN = ["alpha", "mean_accepted", "c", "v"]
+RUN_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_precision", "draft_precision", "tokens",
+               "tokens_per_s", "speedup", "vs_best_hf", "alpha", "mean_accepted", "c", "v", "theory_speedup",
+               "calibrated_speedup", "calibrated_error", "greedy"]
+DEFINITIONS = (
+    "speedup = tokens/s over the target alone at the same precision (same engine, prompt and sampling; HF rows: "
+    "over HF's own target alone); tokens/s = tokens / engine time (trace.summarize); vs_best_hf = our wall-clock "
+    "tokens/s over the best HF speculative configuration's (`generate` with the same draft object at k, with "
+    "transformers' defaults, or prompt lookup) on the same prompt and temperature, wall clock around tokenising and "
+    "generating on both sides; c = draft cost per token and v = verify cost per round, both in target steps; "
+    "theory = Leviathan et al.'s ideal (1 - a^(k+1)) / ((1 - a)(k c + 1)) for the measured a and c; calibrated = "
+    "the same with this machine's measured v(k) = V(k + 1) / V(1); calibrated_error = |calibrated - measured| / "
+    "measured; greedy = output identical to the target alone's, or the position and logit gap of the first "
+    "difference (a near-tie when the gap is within the precision's rounding).")
+
+
+def fmt(x, digits: int = 2) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return "yes" if x else "NO"
+    if isinstance(x, float):
+        return "" if math.isnan(x) else f"{x:.{digits}f}"
+    return str(x)
+
+
+def greedy_cell(row: pd.Series) -> str:
+    """"yes", "near-tie at 12 (gap 0.03)", "NO at 12 (gap 2.10)", or "" for sampling."""
+    if row["greedy_equal"] is None or (isinstance(row["greedy_equal"], float) and math.isnan(row["greedy_equal"])):
+        return ""
+    if row["greedy_equal"]:
+        return "yes"
+    gaps = [g for g in (row["gap_spec"], row["gap_base"]) if isinstance(g, float) and not math.isnan(g)]
+    gap = f" (gap {min(gaps):.3f})" if gaps else ""
+    return f"{'near-tie' if row['near_tie'] else 'NO'} at {int(row['diff_position'])}{gap}"
+
+
+def markdown_table(frame: pd.DataFrame, columns: Sequence[str]) -> str:
+    rows = ["| " + " | ".join(columns) + " |", "| " + " | ".join(["---"] * len(columns)) + " |"]
+    for _, row in frame.iterrows():
+        rows.append("| " + " | ".join(fmt(row[c]) for c in columns) + " |")
+    return "\n".join(rows)
+
+
+def runs_frame(results: Sequence[Result]) -> pd.DataFrame:
+    df = grid_frame(results)
+    df["greedy"] = [greedy_cell(row) for _, row in df.iterrows()]
+    return df
+
+
+def summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration: geometric means over the categories of tokens/s and the ratios, means of alpha,
+    c and v, the median calibrated error; `categories` = how many it ran on."""
+    rows = []
+    for key, g in frame.groupby(GROUP, sort=False, dropna=False):
+        row = dict(zip(GROUP, key)) | {"categories": g["category"].nunique()}
+        row |= {c: geomean(g[c]) for c in GEOMEAN}
+        row |= {c: pd.to_numeric(g[c], errors="coerce").mean() for c in MEAN}
+        row["calibrated_error"] = pd.to_numeric(g["calibrated_error"], errors="coerce").median()
+        rows.append(row)
+    return pd.DataFrame(rows, columns=GROUP + ["categories"] + GEOMEAN + MEAN + ["calibrated_error"])
+
+
+def calibration_line(frame: pd.DataFrame) -> str:
+    errors = pd.to_numeric(frame["calibrated_error"], errors="coerce").dropna()
+    if errors.empty:
+        return "median |predicted - measured| / measured: no row of our engine with a calibrated prediction in this run."
+    within = int((errors <= 0.15).sum())
+    return (f"median |predicted - measured| / measured = {errors.median():.3f} over {len(errors)} rows of our engine "
+            f"(calibrated prediction; within 15 %: {within} of {len(errors)}).")
+
+
+def figures(frame: pd.DataFrame) -> dict[str, go.Figure]:
+    ours = frame[(frame["engine"] == "ours") & (frame["drafter"] != "target alone")]
+    peers = frame[frame["method"].isin(hf.HF_SPECULATIVE)]
+    predicted = pd.concat([ours.assign(model="Leviathan ideal (v = 1)", predicted=ours["theory_speedup"]),
+                           ours.assign(model="calibrated (measured v(k))", predicted=ours["calibrated_speedup"])])
+    return {
+        "speedup_vs_k": px.bar(pd.concat([ours, peers]), x="k", y="speedup", color="method", barmode="group",
+                               facet_col="category", title="Speedup over the target alone, per prompt category"),
+        "measured_vs_theory": px.scatter(predicted, x="predicted", y="speedup", color="model", symbol="category",
+                                         hover_data=["method", "k", "alpha", "c", "v"],
+                                         title="Measured speedup vs predicted (measured alpha, c; ideal and calibrated)"),
+        "alpha_per_category": px.bar(ours, x="category", y="alpha", color="method", barmode="group", facet_col="k",
+                                     title="Acceptance rate alpha per category"),
+        "vs_best_hf": px.bar(ours.dropna(subset=["vs_best_hf"]), x="category", y="vs_best_hf", color="method",
+                             barmode="group", facet_col="k",
+                             title="Our tokens/s over the best HF speculative configuration's"),
+    }
+
+
+def markdown(results: Sequence[Result], env: dict, command: str, checked: list[dict],
+             figure_names: Sequence[str] = ()) -> str:
+    """The report's text: how it was made, geometric means, the targets, the calibration line, every run."""
+    frame = runs_frame(results)
+    many_pairs = frame["pair"].nunique() > 1
+    head = [c for c in summary(frame).columns if many_pairs or c != "pair"]
+    run_cols = [c for c in RUN_COLUMNS if many_pairs or c != "pair"]
+    lines = [
+        "# Benchmarks", "",
+        f"Generated by `{command}` on {env.get('date', '')}, commit `{env.get('commit', '')}`: {env.get('device', '')}, "
+        f"torch {env.get('torch', '')}, {env.get('threads', '')} threads. Every number below comes from that one run; "
+        "each row names its target and draft precision.", "",
+        DEFINITIONS, "",
+        "## Geometric mean over categories", "",
+        markdown_table(summary(frame), head), "",
+        "## Targets", "",
+        "Read from [targets.json](targets.json) (change a target there), checked against this run; for each, the best "
+        "configuration. Why unmet ones are unmet, and which levers got how far: [levers.md](levers.md).", "",
+        "| target | best configuration | value | goal | met |", "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [f"| {t['name']} | {t['best']} | {fmt(t['value'])} | {t['how']} {fmt(t['goal'])} | {fmt(t['met'])} |"
+              for t in checked]
+    lines += ["", "## Calibrated prediction vs measured", "", calibration_line(frame), ""]
+    if figure_names:
+        lines += ["Figures: " + ", ".join(f"[{n}](figures/{n}.html)" for n in figure_names), ""]
+    lines += ["## Every run", "", markdown_table(frame, run_cols), ""]
+    return "\n".join(lines)
+
+
+def write_report(results: Sequence[Result], env: dict, command: str, path: str | Path,
+                 targets_path: str | Path | None = None) -> list[dict]:
+    """docs/benchmarks.md (or `path`) with its figures in figures/ next to it; returns the checked targets."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = path.parent / "figures"
+    folder.mkdir(exist_ok=True)
+    frame = runs_frame(results)
+    figs = figures(frame)
+    for name, fig in figs.items():
+        fig.write_html(folder / f"{name}.html", include_plotlyjs="cdn")
+    checked = targets_mod.check(frame, targets_mod.load_targets(targets_path))
+    path.write_text(markdown(results, env, command, checked, list(figs)))
+    return checked

@@ -1,0 +1,176 @@
+"""What every tab shares: the shared controls as one named value, reading them into a RunSpec,
+the status line and the one-line message for an unexpected error.
+
+User input is parsed only by playground.spec (parse_drafter, parse_policy, the dataclasses'
+checks); this module only gathers the widgets' values and hands them over.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import gradio as gr
+
+from playground import models
+from playground.errors import PlaygroundError
+from playground.spec import DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+PROMPTS_FILE = ASSETS / "prompts.json"
+# One queue for every event that decodes (generate, step-through, sweep, compare): one decode at a time
+# (demo.queue's default_concurrency_limit), so that no run's timing shares the machine with another's.
+DECODING = "decoding"
+DEFAULT_PRECISION = "default"  # the precision dropdowns' first choice: the device default (None in the spec)
+
+try:  # on Hugging Face Spaces (ZeroGPU) the decoding runs under spaces.GPU; elsewhere as is
+    import spaces
+
+    gpu: Callable = spaces.GPU
+except ImportError:
+    def gpu(fn: Callable) -> Callable:
+        return fn
+
+
+# ---------------------------------------------------------------- the shared controls
+
+@dataclass(frozen=True)
+class Controls:
+    """The controls every tab runs with, in the order of the page (and of the API's inputs).
+
+    The layout builds one whose fields are the widgets (`as_inputs()` is then the `inputs=` list);
+    a callback gets one whose fields are their values (`Controls(*values)`)."""
+
+    pair: Any  # a catalog name
+    draft_id: Any  # custom draft model id or folder ("" = the pair's)
+    target_id: Any  # custom target model id or folder ("" = the pair's)
+    target_precision: Any  # "default", "fp32", "bf16", "fp16"
+    drafter: Any  # a DrafterKind value
+    draft_precision: Any  # "default", "fp32", "bf16", "int8" (draft model only)
+    exit_layer: Any  # early exit only; 0 = a quarter of the target's layers
+    k: Any
+    policy: Any  # a KPolicy label
+    temperature: Any
+    top_p: Any
+    max_new_tokens: Any
+    seed: Any
+    prompt: Any
+
+    def as_inputs(self) -> list:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def but(self, **changes: Any) -> "Controls":
+        return replace(self, **changes)
+
+
+N_CONTROLS = len(fields(Controls))
+
+
+def _precision(value: Any) -> Any:
+    """The dropdowns' "default" is the spec's None (the device default); any other value goes to the spec as is."""
+    return None if value in (None, "", DEFAULT_PRECISION) else value
+
+
+def read_spec(c: Controls, explain: int = 0) -> RunSpec:
+    """The shared controls' values -> a checked RunSpec; a PlaygroundError names the first bad value.
+    The custom model ids, when filled, override the pair's; a model spec is checked (resolved) before
+    anything loads, the draft only for the drafter that uses it."""
+    decode = DecodeConfig(max_new_tokens=c.max_new_tokens, k=c.k, policy=parse_policy(c.policy),
+                          temperature=c.temperature, top_p=c.top_p, seed=c.seed, explain=explain)
+    drafter = parse_drafter(c.drafter, _precision(c.draft_precision), c.exit_layer)
+    catalog = models.get_pair(c.pair)
+    target = str(c.target_id or "").strip() or catalog.target
+    draft = str(c.draft_id or "").strip() or catalog.draft
+    pair = PairSpec(catalog.name, target, draft, _precision(c.target_precision))
+    spec = RunSpec(pair, drafter, decode, c.prompt)  # checks the prompt
+    models.resolve(target)
+    if drafter.needs_draft_model:
+        models.resolve(draft)
+    return spec
+
+
+def precision_choices(default: str, options: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(label, value) pairs for a precision dropdown: the device default first, named."""
+    return [(f"default ({default} on this machine)", DEFAULT_PRECISION)] + [(p, p) for p in options]
+
+
+def checked_by_us(component: gr.components.Component) -> gr.components.Component:
+    """Let out-of-range API values through Gradio's own range check (whose message does not name the
+    field) to the spec's checks, which name it. The browser keeps the widget's bounds."""
+    component.preprocess = lambda payload: payload
+    return component
+
+
+# ---------------------------------------------------------------- messages
+
+def status_html(message: str, level: str = "info") -> str:
+    """The status line; level is info, busy, ok or error. The message is escaped."""
+    return f'<div class="status status-{level}" role="status">{html.escape(message)}</div>'
+
+
+_PATH = re.compile(r"(?<![\w.:/\\-])(?:/|[A-Za-z]:\\)[^\s'\"<>]*")
+
+
+def unexpected(exc: BaseException) -> str:
+    """The status line for an error nobody planned for: its type and first line, no traceback, and no
+    server paths (an absolute path in the message becomes "…")."""
+    line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    line = _PATH.sub(lambda m: "…" + m.group()[len(m.group().rstrip(":;,.)]")):], line)  # keep trailing punctuation
+    return status_html(f"Something went wrong: {type(exc).__name__}: {line}".rstrip(": "), "error")
+
+
+def error_status(exc: BaseException) -> str:
+    """A PlaygroundError's own message (it names the field), anything else as `unexpected`."""
+    return status_html(str(exc), "error") if isinstance(exc, PlaygroundError) else unexpected(exc)
+
+
+def fmt(x: Any, digits: int = 2, suffix: str = "") -> str:
+    """A number for a table: "–" for None and nan."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{x:.{digits}f}{suffix}" if isinstance(x, float) else f"{x}{suffix}"
+
+
+# ---------------------------------------------------------------- the Run tab's outputs
+
+class View(NamedTuple):
+    """What the Run tab's callbacks return, in the order of its outputs. gr.skip() = unchanged."""
+
+    status: Any
+    tokens: Any
+    compare: Any
+    summary: Any
+    acceptance: Any
+    latency: Any
+    histogram: Any
+    positions: Any
+    csv: Any
+    json: Any
+
+
+def unchanged(**changes: Any) -> View:
+    values = {name: gr.skip() for name in View._fields}
+    values.update(changes)
+    return View(**values)
+
+
+# ---------------------------------------------------------------- page text
+
+def load_examples(path: Path = PROMPTS_FILE) -> list[dict]:
+    """[{"category", "title", "prompt"}] from assets/prompts.json."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def pair_info(name: str) -> str:
+    """The chosen pair's models, under the dropdown."""
+    try:
+        pair = models.get_pair(name)
+    except PlaygroundError as exc:
+        return html.escape(str(exc))
+    note = f"<br>{html.escape(pair.note)}" if pair.note else ""
+    return (f'<div class="pair-info">draft <code>{html.escape(pair.draft)}</code> → '
+            f'target <code>{html.escape(pair.target)}</code>{note}</div>')

@@ -1,0 +1,41 @@
+"""The Export tab: the shared settings as a Hugging Face generate(...) call and a vLLM speculative_config."""
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from playground.drafters import default_exit_layer
+from playground.runner import Runner
+from playground.spec import DrafterKind
+from playground.ui.common import Controls, error_status, read_spec, status_html
+from playground.views.export_code import hf_generate_code, vllm_code
+
+
+def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any]:
+    """(status, transformers code, vLLM code) for the current pair, drafter, precisions, k and sampling."""
+    try:
+        spec = read_spec(controls)
+        layer = spec.drafter.exit_layer
+        if spec.drafter.kind is DrafterKind.EARLY_EXIT and layer is None:  # the default needs the target's layer count
+            layer = default_exit_layer(runner.load(spec).target)
+        hf, vllm = hf_generate_code(spec, layer), vllm_code(spec, layer)
+    except Exception as exc:
+        return error_status(exc), gr.skip(), gr.skip()
+    return status_html("The code for this pair, drafter and k:", "ok"), hf, vllm
+
+
+def build(runner: Runner, controls: Controls) -> None:
+    """The tab's widgets and events (inside a gr.Tab)."""
+    gr.Markdown("The same choice of pair, drafter, precisions and k as a Hugging Face `generate(...)` call and a "
+                "vLLM `speculative_config`, to take to production.")
+    run_btn = gr.Button("Show the code", variant="primary", elem_id="export-run")
+    status = gr.HTML("", elem_id="export-status")
+    hf = gr.Code(language="python", label="transformers", elem_id="export-hf")
+    vllm = gr.Code(language="python", label="vLLM", elem_id="export-vllm")
+
+    def on_export(*values: Any) -> tuple[str, Any, Any]:
+        return show_export(runner, Controls(*values))  # `inputs` below: the shared controls
+
+    run_btn.click(on_export, inputs=controls.as_inputs(), outputs=[status, hf, vllm], api_name="export",
+                  concurrency_limit=None)

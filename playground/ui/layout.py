@@ -1,0 +1,97 @@
+"""The page, top to bottom: the intro, the shared controls on the left, the prompt and the tabs on
+the right. Each tab's widgets and events live in its own module; this one only places them and
+hands every callback the one Runner of the app."""
+from __future__ import annotations
+
+import gradio as gr
+
+from playground import models
+from playground.runner import Runner
+from playground.spec import DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
+from playground.ui import compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
+from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_info, precision_choices)
+from playground.ui.state import SessionState
+
+CSS_FILE = ASSETS / "style.css"
+MAX_FILE_SIZE = "1mb"  # the app takes no uploads: Gradio refuses any upload over this
+DRAFT_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.INT8)
+
+INTRO = """# Speculative Decoding Playground
+A small **draft** proposes *k* tokens; the large **target** checks them all in one forward pass and keeps the
+longest prefix it agrees with, then adds one token of its own. The output is exactly what the target alone
+would produce (greedy) or follows the same distribution (sampling), in fewer expensive steps."""
+
+POLICY_INFO = ("fixed: k every round; heuristic: +2 after a fully accepted round, −1 otherwise; theory: the k with the "
+               "best expected speed for the α measured so far and the cost profile measured at the start of the run "
+               "(fixed for the run, so a seed reproduces it)")
+
+
+def build_demo(runner: Runner | None = None) -> gr.Blocks:
+    """The whole app; launch it with demo.launch(**launch_options())."""
+    runner = runner or Runner()  # the one runner: loads, warms up once per model and drafter, profiles, runs
+    examples = load_examples()
+    catalog = list(models.pairs())
+    default = models.default_pair()
+    with gr.Blocks(title="Speculative Decoding Playground") as demo:
+        state = gr.State(SessionState, delete_callback=SessionState.close)
+        gr.Markdown(INTRO, elem_id="intro")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300, elem_id="controls"):
+                pair = gr.Dropdown(catalog, value=default if default in catalog else catalog[0], label="Model pair",
+                                   elem_id="pair")
+                info = gr.HTML(pair_info(pair.value), elem_id="pair-info")
+                with gr.Accordion("Custom models (override the pair)", open=False):
+                    draft_id = gr.Textbox(label="Draft model id", placeholder="owner/name or a local folder", elem_id="draft-id")
+                    target_id = gr.Textbox(label="Target model id", placeholder="owner/name or a local folder",
+                                           elem_id="target-id")
+                target_precision = gr.Dropdown(
+                    precision_choices(models.default_target_precision().value, tuple(p.value for p in TARGET_PRECISIONS)),
+                    value="default", label="Target precision", elem_id="target-precision")
+                drafter = gr.Radio([d.value for d in DRAFTERS], value=DrafterKind.DRAFT_MODEL.value, label="Drafter",
+                                   elem_id="drafter", info="prompt lookup copies n-grams from the prompt; early exit "
+                                                           "drafts with the target's first layers: neither needs a draft model")
+                draft_precision = gr.Dropdown(
+                    precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
+                    value="default", label="Draft precision", elem_id="draft-precision", info="draft model drafter only")
+                exit_layer = checked_by_us(gr.Slider(0, 64, value=0, step=1, elem_id="exit-layer",
+                                                     label="Early-exit layer L (0 = a quarter of the target's layers)",
+                                                     info="early exit drafter only"))
+                k = checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k"))
+                policy = gr.Radio([p.label for p in KPolicy], value=KPolicy.FIXED.label, label="k policy",
+                                  elem_id="adaptive", info=POLICY_INFO)
+                temperature = checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
+                                                      elem_id="temperature"))
+                top_p = checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p"))
+                max_new = checked_by_us(gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens",
+                                                  elem_id="max-new"))
+                seed = checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed"))
+            with gr.Column(scale=3, min_width=480):
+                prompt = gr.Textbox(examples[0]["prompt"], label="Prompt", lines=4, max_lines=12, elem_id="prompt",
+                                    placeholder="Type a prompt or pick an example below")
+                gr.Examples([[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
+                            example_labels=[f"{e['category']}: {e['title']}" for e in examples], examples_per_page=12)
+                controls = Controls(pair, draft_id, target_id, target_precision, drafter, draft_precision, exit_layer,
+                                    k, policy, temperature, top_p, max_new, seed, prompt)
+                with gr.Tabs():
+                    with gr.Tab("Run", id="run"):
+                        run_tab.build(runner, controls, state)
+                    with gr.Tab("Step through", id="step"):
+                        step_tab.build(runner, controls, state)
+                    with gr.Tab("Theory", id="theory"):
+                        theory_tab.build(state)
+                    with gr.Tab("Sweep", id="sweep"):
+                        sweep_tab.build(runner, controls, state)
+                    with gr.Tab("Compare pairs", id="pairs"):
+                        compare_tab.build(runner, controls, state, catalog)
+                    with gr.Tab("Export", id="export"):
+                        export_tab.build(runner, controls)
+        pair.change(pair_info, inputs=pair, outputs=info, show_progress="hidden", concurrency_limit=None,
+                    api_visibility="undocumented")
+    demo.queue(default_concurrency_limit=1, max_size=32)
+    return demo
+
+
+def launch_options() -> dict:
+    """Gradio 6 takes the theme and the CSS at launch(); the app takes no upload, so the upload limit is small."""
+    return {"css_paths": [CSS_FILE], "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+            "max_file_size": MAX_FILE_SIZE}

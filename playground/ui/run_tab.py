@@ -1,0 +1,269 @@
+"""The Run tab: generate (streamed round by round), stop, the summary and the comparison panels.
+
+The callbacks are plain functions of the runner, the session state and the shared controls' values;
+`build` draws the tab and wires them. Every number shown comes from trace.summarize, with the
+runner's measured cost profile, so adding the target-alone comparison changes nothing but the
+measured speedup.
+"""
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import asdict
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+
+from playground import trace
+from playground.models import Progress, _quiet
+from playground.runner import Runner
+from playground.spec import DrafterKind
+from playground.ui.common import (DECODING, Controls, View, error_status, fmt, gpu, read_spec, status_html,
+                                  unchanged)
+from playground.ui.state import CurrentRun, SessionState
+from playground.views import charts, tokens
+
+TEXT_EVERY_S = 0.1  # send the text at most this often (every round when rounds are slower)
+CHART_EVERY_S = 1.0  # redraw the charts and the summary at most this often while a run streams
+STOP_SETTLE_S = 0.25  # Stop waits this long so that its view is the last one
+SPEEDUPS = ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k))", "measured (target alone ran)")
+
+
+class _Stopped(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- callbacks
+
+def generate(runner: Runner, state: SessionState | None, controls: Controls, compare: bool,
+             progress: Progress = _quiet) -> Iterator[View]:
+    """Load (cached), warm up (once per model and drafter, by the runner), run the speculative decoder
+    round by round and, when asked, the target alone; stream it all, then the final view."""
+    state = state if state is not None else SessionState()
+    try:
+        spec = read_spec(controls)
+        run = state.run = CurrentRun(spec, comparing=bool(compare))  # from now on Stop finds this run
+        loading = f"Loading {spec.pair.target}" + (f" and {spec.pair.draft}" if spec.drafter.needs_draft_model else "")
+        yield unchanged(status=status_html(loading + " …", "busy"), tokens=tokens.empty_output("Waiting for the first round …"),
+                        compare="", summary="", csv=gr.update(value=None, interactive=False),
+                        json=gr.update(value=None, interactive=False))
+        pair = runner.load(spec, progress)
+        run.tokenizer = pair.tokenizer
+        run.target_precision = pair.target_precision.value
+        run.draft_precision = pair.draft_precision.value if pair.draft_precision else None
+        if run.stopped:
+            return
+        with pair.in_use():  # the model cache never evicts a pair while it generates
+            if not runner.is_warm(spec, pair):  # warms the target alone too
+                yield unchanged(status=status_html("Warming up and measuring this machine's V(n) "
+                                                   "(once per model and drafter) …", "busy"))
+                runner.warm_up(spec, pair, progress)
+            run.profile = runner.profile(spec, pair)
+            yield from _stream(run, runner.rounds(spec, pair, progress), run.rounds, "Speculative")
+            if compare:
+                yield from _stream(run, runner.rounds(spec.baseline(), pair, progress), run.baseline, "Target alone",
+                                   baseline=True)
+        run.finished = True
+        summary = trace.summarize(run.rounds)
+        yield final_view(run, state, f"Done: {summary['tokens']} tokens in {summary['rounds']} rounds "
+                                     f"({_stop_reason(run)}).", "ok")
+    except _Stopped:  # Stop has shown the partial run: send nothing after it
+        return
+    except Exception as exc:  # a PlaygroundError names the field; anything else in one line, and keep serving
+        yield unchanged(status=error_status(exc))
+
+
+def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline: bool = False) -> Iterator[View]:
+    """Show each round as it comes: the speculative run in the token box (with the summary and the
+    charts every CHART_EVERY_S), the target-alone run in the comparison panel."""
+    spans: list[str] = []
+    context: list[int] = []
+    last_text = last_chart = 0.0
+    for record in rounds:
+        into.append(record)
+        if run.stopped:
+            raise _Stopped
+        spans.append(tokens.round_spans(record, run.tokenizer, context))
+        now = time.monotonic()
+        if now - last_text < TEXT_EVERY_S and not record.stop:
+            yield unchanged()  # rounds faster than a browser repaints: nothing new this time (Stop can still cancel here)
+            continue
+        last_text = now
+        text = tokens.wrap("".join(spans), run.spec.prompt)
+        message = status_html(f"{label}: round {record.round + 1}, {record.total_new} / "
+                              f"{run.spec.decode.max_new_tokens} tokens …", "busy")
+        if baseline:
+            yield unchanged(status=message, compare=f'<div class="compare"><h4>Target alone (running)</h4>{text}</div>')
+            continue
+        view = unchanged(status=message, tokens=text)
+        if now - last_chart >= CHART_EVERY_S:
+            summary, figures = panels(run)
+            view = view._replace(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
+            last_chart = time.monotonic()
+        yield view
+
+
+def stop(state: SessionState | None) -> View:
+    """The Stop button (the generate event is cancelled by `cancels=`): show what the run got so far."""
+    run = state.run if state is not None else None
+    if run is not None and run.finished:
+        return unchanged()  # nothing is running: keep the finished run as shown
+    if run is not None:
+        run.stopped = True
+        time.sleep(STOP_SETTLE_S)  # let an update computed before the flag leave first
+    if run is None or not run.rounds:
+        return unchanged(status=status_html("Stopped.", "info"))
+    run.rounds = list(run.rounds)  # a snapshot: the decoder may still finish the round it was in
+    where = ""
+    if run.baseline and not run.baseline_done:  # an unfinished baseline cannot be compared
+        run.baseline, where = [], " during the target-alone comparison (no comparison)"
+    count = sum(len(r.new_tokens) for r in run.rounds)
+    return final_view(run, state, f"Stopped{where}: {count} tokens in {len(run.rounds)} rounds so far.", "info")
+
+
+# ---------------------------------------------------------------- the views of a run
+
+def panels(run: CurrentRun) -> tuple[str, tuple]:
+    """The summary panel and the four charts: the same function while streaming and at the end."""
+    return summary_markdown(run.summary(), run), charts.all_charts(trace.frame(run.rounds))
+
+
+def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -> View:
+    """Everything at the end of a run (or when stopped): text, comparison, summary, charts, downloads."""
+    spec_html = tokens.render_rounds(run.rounds, run.tokenizer, run.spec.prompt)
+    comparison = compare_html(run, spec_html) if run.baseline_done else ""
+    summary, (acc, lat, hist, pos) = panels(run)
+    csv_path, json_path = write_trace(run, state) if run.rounds else (None, None)
+    return View(status=status_html(message, level), tokens=spec_html, compare=comparison, summary=summary,
+                acceptance=acc, latency=lat, histogram=hist, positions=pos,
+                csv=gr.update(value=csv_path, interactive=csv_path is not None),
+                json=gr.update(value=json_path, interactive=json_path is not None))
+
+
+def precisions(run: CurrentRun) -> str:
+    """What ran: "target bf16 · draft int8"."""
+    kind = run.spec.drafter.kind
+    draft = {DrafterKind.DRAFT_MODEL: f"draft {run.draft_precision}",
+             DrafterKind.EARLY_EXIT: f"draft: the target's first layers ({run.target_precision})",
+             DrafterKind.PROMPT_LOOKUP: "draft: prompt lookup (no model)"}.get(kind, "")
+    return " · ".join(p for p in (f"target {run.target_precision}", draft) if p)
+
+
+def summary_markdown(s: dict, run: CurrentRun) -> str:
+    """The summary panel: the three speedups side by side, each with what it assumes; then the measures."""
+    k = max(1, round(s["mean_k"])) if s["mean_k"] else None
+    measured = fmt(s["speedup"], 2, "×") if run.baseline_done else "– (tick *Compare with target alone*)"
+    speedups = (f"**Speedup over the target alone** (k = {fmt(k)}, α of evaluated drafts = {fmt(s['alpha_eval'], 3)})\n\n"
+                f"| {' | '.join(SPEEDUPS)} |\n|---|---|---|\n"
+                f"| **{fmt(s['theory_speedup'], 2, '×')}** | **{fmt(s['calibrated_speedup'], 2, '×')}** | **{measured}** |")
+    base = f" (target alone: {fmt(s['baseline_tokens_per_s'], 1)})" if run.baseline_done else ""
+    source = "V(1) measured by the runner on this machine" if s["step_source"] == "measured" else s["step_source"]
+    rows = [
+        ("tokens/s", fmt(s["tokens_per_s"], 1) + base),
+        ("precisions that ran", precisions(run)),
+        ("α acceptance (accepted / drafted)", fmt(s["alpha"], 3)),
+        ("mean accepted tokens per round", fmt(s["mean_accepted"], 2)),
+        ("tokens per round", fmt(s["tokens_per_round"], 2)),
+        (f"c, draft cost per token in target steps (target step: {source or '–'})", fmt(s["c"], 3)),
+        ("v, verify cost per round in target steps", fmt(s["v"], 2)),
+        ("best k, calibrated model (this α, c and the measured v(k))", fmt(s["best_k_calibrated"])),
+        ("best k, Leviathan ideal (v = 1)", fmt(s["best_k"])),
+        ("rounds · tokens · time", f"{s['rounds']} · {s['tokens']} · {fmt(s['wall_s'], 2, ' s')}"),
+    ]
+    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | **{value}** |" for name, value in rows)
+    return speedups + "\n\n" + table
+
+
+def comparison_verdict(run: CurrentRun) -> tuple[str, str]:
+    """(message, level) of the speculative output against the target alone's."""
+    if run.spec.decode.temperature > 0:
+        return ("Sampling (temperature > 0): both follow the target's distribution, but the random draws differ, "
+                "so the texts need not match."), "info"
+    result = trace.compare_outputs(run.rounds, run.baseline, run.target_precision)
+    if result["equal"]:
+        return "Identical outputs: greedy speculative decoding reproduced the target exactly.", "ok"
+    at = result["position"]
+    gaps = [g for g in (result["gap_spec"], result["gap_base"]) if g == g]
+    gap = fmt(min(gaps), 3) if gaps else "not recorded"
+    if result["near_tie"]:
+        return (f"The outputs are identical up to token {at}, where the target's top-2 logit gap was {gap}: a near-tie "
+                f"that {run.target_precision} rounding can flip (the pass of k + 1 tokens and the pass of 1 round "
+                f"differently). From there the two continue differently."), "info"
+    return (f"The outputs differ from token {at} on, and the target's top-2 logit gap there was {gap}: not a near-tie, "
+            f"so this is not rounding."), "error"
+
+
+def compare_html(run: CurrentRun, spec_html: str) -> str:
+    """Both texts side by side with their speeds, under the verdict."""
+    spec, base = trace.summarize(run.rounds), trace.summarize(run.baseline)
+    verdict, level = comparison_verdict(run)
+    base_html = tokens.render_rounds(run.baseline, run.tokenizer, run.spec.prompt)
+    drafter = html.escape(run.spec.drafter.label)
+    return (f'<div class="compare">{status_html(verdict, level)}<div class="compare-cols">'
+            f'<div class="compare-col"><h4>Speculative ({drafter}) · {fmt(spec["tokens_per_s"], 1)} tokens/s</h4>{spec_html}</div>'
+            f'<div class="compare-col"><h4>Target alone · {fmt(base["tokens_per_s"], 1)} tokens/s</h4>{base_html}</div>'
+            f"</div></div>")
+
+
+def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
+    """trace.csv and trace.json in the session's download folder (only for a finished or stopped run)."""
+    spec = run.spec
+    meta = {"pair": spec.pair.name, "target": spec.pair.target,
+            "draft": spec.pair.draft if spec.drafter.needs_draft_model else None,
+            "drafter": spec.drafter.kind.value, "exit_layer": spec.drafter.exit_layer,
+            "target_precision": run.target_precision, "draft_precision": run.draft_precision,
+            "config": asdict(spec.decode), "prompt": spec.prompt,
+            "panel_summary": run.summary(),  # what the summary panel showed (with the measured profile)
+            "profile_verify_s": run.profile.verify_s if run.profile else None,
+            "baseline": trace.summarize(run.baseline) if run.baseline_done else None}
+    csv_path, json_path = state.downloads.write({"trace.csv": trace.to_csv(run.rounds),
+                                                 "trace.json": trace.to_json(run.rounds, **meta)})
+    return csv_path, json_path
+
+
+def _stop_reason(run: CurrentRun) -> str:
+    reason = run.rounds[-1].stop if run.rounds else ""
+    return {"eos": "end of text", "length": "token limit"}.get(reason, "stopped")
+
+
+# ---------------------------------------------------------------- layout
+
+def build(runner: Runner, controls: Controls, state: gr.State) -> None:
+    """The tab's widgets and events (inside a gr.Tab)."""
+    with gr.Row():
+        run_btn = gr.Button("Generate", variant="primary", elem_id="generate")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
+        compare = gr.Checkbox(False, label="Compare with target alone", elem_id="compare-box")
+    status = gr.HTML(status_html("Ready: press Generate (the prompt box holds an example)."), elem_id="status")
+    gr.HTML(tokens.legend(), elem_id="legend")
+    text = gr.HTML(tokens.empty_output(), elem_id="tokens")
+    comparison = gr.HTML("", elem_id="compare")
+    with gr.Row(equal_height=False):
+        summary = gr.Markdown("", elem_id="summary")
+        with gr.Column(scale=0, min_width=200):
+            csv_btn = gr.DownloadButton("Trace as CSV", interactive=False, elem_id="download-csv")
+            json_btn = gr.DownloadButton("Trace as JSON", interactive=False, elem_id="download-json")
+    empty = charts.all_charts(trace.frame([]))
+    with gr.Column(elem_id="charts"):
+        with gr.Row():
+            acceptance = gr.Plot(empty[0], show_label=False, elem_id="chart-acceptance")
+            latency = gr.Plot(empty[1], show_label=False, elem_id="chart-latency")
+        with gr.Row():
+            histogram = gr.Plot(empty[2], show_label=False, elem_id="chart-histogram")
+            positions = gr.Plot(empty[3], show_label=False, elem_id="chart-positions")
+    outputs = list(View(status, text, comparison, summary, acceptance, latency, histogram, positions, csv_btn, json_btn))
+
+    def on_generate(progress: Any = gr.Progress(), *values: Any) -> Iterator[View]:
+        *shared, compare_value, session = values  # the order of `inputs` below
+        yield from generate(runner, session, Controls(*shared), compare_value, _progress(progress))
+
+    running = run_btn.click(gpu(on_generate), inputs=controls.as_inputs() + [compare, state], outputs=outputs,
+                            show_progress="minimal", show_progress_on=[status], api_name="generate",
+                            concurrency_id=DECODING)
+    stop_btn.click(stop, inputs=state, outputs=outputs, cancels=[running], show_progress="hidden",
+                   concurrency_limit=None, api_name="stop")
+
+
+def _progress(bar: Any) -> Callable[[str, float], None]:
+    """The runner's progress(message, fraction) on a gr.Progress."""
+    return lambda message, fraction: bar(fraction, desc=message)

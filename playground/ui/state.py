@@ -1,0 +1,100 @@
+"""Per-browser-session state (the value of the page's gr.State): the current run, the step-through
+run, and the session's folder of downloads. No gradio here: plain objects the callbacks fill in."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from playground import theory, trace
+from playground.engine import SpeculativeDecoder
+from playground.models import LoadedPair
+from playground.records import RoundRecord
+from playground.spec import RunSpec
+
+KEEP_DOWNLOADS = 3  # sets of download files kept per session; older ones are removed
+
+
+@dataclass
+class CurrentRun:
+    """One generation of the Run tab, as Stop finds it (the generator fills it in place)."""
+
+    spec: RunSpec
+    comparing: bool = False  # "Compare with target alone" was ticked
+    tokenizer: Any = None
+    target_precision: str = ""  # what ran, once loaded: "bf16"
+    draft_precision: str | None = None  # the draft model's, when one ran
+    profile: theory.CostProfile | None = None  # the runner's measured costs of this target and drafter
+    rounds: list[RoundRecord] = field(default_factory=list)
+    baseline: list[RoundRecord] = field(default_factory=list)  # the target alone, when compared
+    stopped: bool = False  # set by Stop; the generator then ends without another update
+    finished: bool = False  # the generator has shown its final view
+
+    @property
+    def baseline_done(self) -> bool:
+        """The target-alone run ran to its end (only a complete one is compared)."""
+        return bool(self.baseline) and bool(self.baseline[-1].stop)
+
+    def summary(self) -> dict:
+        """trace.summarize with the runner's profile: the baseline, once complete, only adds the measured speedup."""
+        return trace.summarize(self.rounds, self.baseline if self.baseline_done else None, self.profile)
+
+
+@dataclass
+class StepThrough:
+    """A step-through run: the decoder waits between rounds for the Next round button."""
+
+    spec: RunSpec
+    pair: LoadedPair  # kept in use while a round runs
+    decoder: SpeculativeDecoder
+    context: list[int] = field(default_factory=list)  # output ids so far
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.pair.tokenizer
+
+
+class Downloads:
+    """One temporary folder per session for the files it offers for download; each write goes to a
+    fresh subfolder (the browser may still fetch the last one) and only the newest KEEP_DOWNLOADS stay."""
+
+    def __init__(self) -> None:
+        self._folder: Path | None = None
+        self._count = 0
+
+    def write(self, files: dict[str, str]) -> list[str]:
+        """{file name: text} -> their paths. The names are ours (fixed), never user input."""
+        if self._folder is None or not self._folder.is_dir():
+            self._folder = Path(tempfile.mkdtemp(prefix="playground-session-"))
+        self._count += 1
+        folder = self._folder / str(self._count)
+        folder.mkdir()
+        paths = []
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+            paths.append(str(folder / name))
+        for old in self._folder.iterdir():
+            if old.name.isdigit() and int(old.name) <= self._count - KEEP_DOWNLOADS:
+                shutil.rmtree(old, ignore_errors=True)
+        return paths
+
+    def close(self) -> None:
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+
+class SessionState:
+    """What one browser session keeps between events."""
+
+    def __init__(self) -> None:
+        self.run: CurrentRun | None = None  # the Run tab's latest generation
+        self.step: StepThrough | None = None  # the Step-through tab's run
+        self.downloads = Downloads()
+
+    def close(self) -> None:
+        """The session ended (gr.State's delete_callback): remove its files."""
+        self.step = None
+        self.downloads.close()

@@ -1,0 +1,75 @@
+"""The Step-through tab: one round at a time with the shared settings, each round explained
+(views.step.explain_round): p and q of every proposed token, the verdict, the residual."""
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from playground.runner import Runner
+from playground.ui.common import DECODING, Controls, error_status, gpu, read_spec, status_html
+from playground.ui.state import SessionState, StepThrough
+from playground.views import tokens
+from playground.views.step import explain_round
+
+EXPLAIN_TOP = 4  # alternatives shown per position
+
+Outputs = tuple[str, Any, Any]  # (status, the text so far, the round's explanation)
+
+
+def step_start(runner: Runner, state: SessionState, controls: Controls) -> Outputs:
+    """Start a step-through run with the shared settings (loaded and warm, no round run yet)."""
+    try:
+        spec = read_spec(controls, explain=EXPLAIN_TOP)
+        pair = runner.load(spec)
+        with pair.in_use():
+            decoder = runner.decoder(spec, pair)
+    except Exception as exc:
+        return error_status(exc), gr.skip(), gr.skip()
+    state.step = StepThrough(spec, pair, decoder)
+    return (status_html("Ready: press Next round to run the first round.", "info"),
+            tokens.empty_output("Press Next round."), "")
+
+
+def step_next(state: SessionState | None) -> Outputs:
+    """Run one round of the step-through run and explain it."""
+    step = state.step if state is not None else None
+    if step is None:
+        return status_html("Press Start step-through first.", "error"), gr.skip(), gr.skip()
+    if step.decoder.done:
+        return status_html("This run is finished: press Start step-through for a new one.", "info"), gr.skip(), gr.skip()
+    try:
+        before = list(step.context)
+        with step.pair.in_use():
+            record = step.decoder.step()
+    except Exception as exc:
+        return error_status(exc), gr.skip(), gr.skip()
+    step.context.extend(record.new_tokens)
+    text = tokens.render_rounds(step.decoder.rounds, step.tokenizer, step.spec.prompt)
+    explanation = explain_round(record, step.tokenizer, before, step.spec.decode.sampling.greedy)
+    reason = {"eos": "end of text", "length": "token limit"}.get(record.stop, "")
+    end = f" Finished ({reason})." if record.stop else ""
+    return status_html(f"Round {record.round + 1}: {record.total_new} tokens so far.{end}",
+                       "ok" if record.stop else "info"), text, explanation
+
+
+def build(runner: Runner, controls: Controls, state: gr.State) -> None:
+    """The tab's widgets and events (inside a gr.Tab)."""
+    gr.Markdown("One round at a time, with the settings on the left: what the drafter proposed, p (draft) and "
+                "q (target) for each proposed token and its likeliest alternatives, the verdict, and on a "
+                "rejection the residual the correction is drawn from.")
+    with gr.Row():
+        start_btn = gr.Button("Start step-through", variant="primary", elem_id="step-start")
+        next_btn = gr.Button("Next round", elem_id="step-next")
+    status = gr.HTML(status_html("Press Start step-through."), elem_id="step-status")
+    text = gr.HTML(tokens.empty_output("The text grows here, round by round."), elem_id="step-text")
+    explanation = gr.HTML("", elem_id="step-round")
+    outputs = [status, text, explanation]
+
+    def on_start(*values: Any) -> Outputs:
+        *shared, session = values  # the order of `inputs` below
+        return step_start(runner, session, Controls(*shared))
+
+    start_btn.click(gpu(on_start), inputs=controls.as_inputs() + [state], outputs=outputs, api_name="step_start",
+                    concurrency_id=DECODING)
+    next_btn.click(gpu(step_next), inputs=state, outputs=outputs, api_name="step_next", concurrency_id=DECODING)

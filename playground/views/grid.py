@@ -1,0 +1,66 @@
+"""The sweep (k x temperature) and the pair comparison: figures of a benchmark grid.
+
+The grid is a DataFrame with one row per run (playground.bench.grid builds it): columns "pair",
+"method" (the drafter's label; the baseline's is "target alone"), "k" (text: a number or a
+policy name), "temperature", "tokens_per_s", "speedup", "alpha", "mean_accepted",
+"theory_speedup". Pure functions: DataFrame in, plotly figures out.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from playground.spec import DrafterKind
+from playground.views import charts
+
+BASELINE = DrafterKind.TARGET_ALONE.value
+COMPARED = (("tokens_per_s", "tokens/s"), ("alpha", "α"), ("mean_accepted", "mean accepted / round"),
+            ("speedup", "speedup"))
+
+
+def _k_order(k: object) -> tuple:
+    """Numbers in numeric order first ("2" before "10"), then policy names alphabetically."""
+    text = str(k)
+    return (not text.isdigit(), int(text) if text.isdigit() else 0, text)
+
+
+def _heatmap(grid: pd.DataFrame, value: str, title: str, scale: str, zmid: float | None = None) -> go.Figure:
+    """One value over temperature (rows) x k (columns), the mean over the grid's other axes."""
+    table = grid.pivot_table(index="temperature", columns="k", values=value, aggfunc="mean")
+    table = table[sorted(table.columns, key=_k_order)]
+    fig = go.Figure(go.Heatmap(z=table.values, x=[str(k) for k in table.columns], y=[f"{t:g}" for t in table.index],
+                               colorscale=scale, zmid=zmid, text=[[f"{v:.2f}" for v in row] for row in table.values],
+                               texttemplate="%{text}", hovertemplate="k=%{x}, T=%{y}: %{z:.3f}<extra></extra>"))
+    return charts.layout(fig, title, "k", "temperature")
+
+
+def sweep_figures(grid: pd.DataFrame) -> tuple[go.Figure, go.Figure, go.Figure]:
+    """Heatmaps over k x temperature (mean over prompts): measured speedup, alpha, and the theoretical
+    speedup for each cell's measured alpha and c. The baseline's rows are left out."""
+    ours = grid[grid["method"] != BASELINE] if len(grid) else grid
+    if ours.empty:
+        empty = charts.note(charts.layout(go.Figure(), "Sweep", "k", "temperature"), "Run a sweep to see the grid")
+        return empty, go.Figure(empty), go.Figure(empty)
+    return (_heatmap(ours, "speedup", "Measured speedup over the target alone", "RdBu", 1.0),
+            _heatmap(ours, "alpha", "Acceptance rate α", "Viridis"),
+            _heatmap(ours, "theory_speedup", "Theory: speedup for the measured α and c", "RdBu", 1.0))
+
+
+def compare_figure(grid: pd.DataFrame) -> go.Figure:
+    """Bars per (pair, drafter): tokens/s, alpha, mean accepted tokens, speedup (mean over prompts);
+    one colour per drafter, the pairs along x. The baseline's rows are left out."""
+    ours = grid[grid["method"] != BASELINE] if len(grid) else grid
+    fig = make_subplots(rows=1, cols=len(COMPARED), subplot_titles=[title for _, title in COMPARED])
+    if ours.empty:
+        return charts.note(charts.layout(fig, "Pair comparison", "", ""), "Run a comparison to see the bars")
+    columns = [value for value, _ in COMPARED]
+    means = ours.groupby(["pair", "method"], sort=False)[columns].mean().reset_index()
+    palette = [charts.BLUE, charts.GREEN, charts.ORANGE, charts.VERMILLION, charts.SKY, charts.PURPLE, charts.GREY]
+    for j, (method, rows) in enumerate(means.groupby("method", sort=False)):
+        for col, value in enumerate(columns, start=1):
+            fig.add_trace(go.Bar(x=rows["pair"], y=rows[value], name=method, legendgroup=method, showlegend=col == 1,
+                                 marker_color=palette[j % len(palette)]), 1, col)
+    charts.layout(fig, "Pairs and drafters on the same prompt and settings", "", "")
+    fig.update_layout(height=360, barmode="group")
+    return fig

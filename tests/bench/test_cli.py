@@ -1,0 +1,106 @@
+"""The benchmark's command line end to end on the tiny pair; bad input exits 2 naming the field."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from playground import bench, tiny
+
+
+@pytest.fixture(scope="module")
+def tiny_catalog_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench-cli")
+    return root, tiny.write_pairs_file(root)
+
+
+@pytest.fixture
+def catalog(tiny_catalog_dir, monkeypatch):
+    root, pairs_file = tiny_catalog_dir
+    monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(pairs_file))
+    monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(root))
+    return root
+
+
+def test_cli_runs_the_grid_and_writes_json_and_report(catalog, tmp_path, capsys):
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps([{"category": "code", "prompt": "def fibonacci(n):"},
+                                   {"category": "story", "prompt": "Once upon a time"}]))
+    out = tmp_path / "bench.json"
+    rc = bench.main(["--pairs", "tiny (test)", "--k", "3", "adaptive", "--temps", "0", "--drafters", "draft model",
+                     "--draft-precision", "fp32", "int8", "--target-precision", "fp32", "--prompts", str(prompts),
+                     "--max-new-tokens", "8", "--compare-hf", "--json", str(out),
+                     "--report", str(tmp_path / "docs" / "bench.md"), "--quiet"])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    results = doc["results"]
+    ours = [r for r in results if r["engine"] == "ours" and r["drafter"] == "draft model"]
+    # per prompt: 2 k x 2 draft precisions of ours; the baseline; HF: target alone, same draft at k = 3 and
+    # heuristic, HF defaults, each per draft precision
+    assert len(ours) == 2 * 2 * 2
+    assert {(r["method"], r["draft_precision"]) for r in ours} == {("draft model (fp32)", "fp32"),
+                                                                   ("draft model (int8)", "int8")}
+    assert len(results) == 2 * (1 + 4 + 1 + 2 * 3)
+    assert all(r["target_precision"] == "fp32" for r in results)
+    assert all(r["greedy_equal"] for r in results if r["method"] != "target alone")
+    assert all(r["tokens"] == 8 and r["speedup"] > 0 and r["vs_best_hf"] > 0 for r in ours)
+    assert [t["name"] for t in doc["targets"]] == [t["name"] for t in bench.targets.load_targets()]
+    assert doc["environment"]["commit"] is not None
+    printed = capsys.readouterr().out
+    assert "| code | draft model (int8) | 3 | 0.00 | fp32 | int8 | 8 |" in printed
+    assert "median |predicted - measured| / measured" in printed
+    md = (tmp_path / "docs" / "bench.md").read_text()
+    assert "## Geometric mean over categories" in md and "## Targets" in md
+    assert (tmp_path / "docs" / "figures" / "speedup_vs_k.html").stat().st_size > 1000
+
+
+def test_record_overhead_runs_both_ways_through_the_runner(catalog, tmp_path, capsys):
+    out = tmp_path / "overhead.json"
+    assert bench.main(["--pairs", "tiny (test)", "--k", "3", "--record-overhead", "2", "--max-new-tokens", "6",
+                       "--json", str(out), "--quiet"]) == 0
+    o = json.loads(out.read_text())["record_overhead"]
+    assert len(o["runs_on"]) == len(o["runs_off"]) == 2 and o["record_on_tps"] > 0 and o["record_off_tps"] > 0
+    assert o["target_precision"] == "fp32"
+    assert "instrumentation costs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--k", "0"], "--k"),
+    (["--k", "sometimes"], "--k"),
+    (["--temps", "3"], "--temps"),
+    (["--temps", "warm"], "--temps"),
+    (["--drafters", "early exit:seven"], "layer"),
+    (["--drafters", "draft model:int4"], "draft precision"),
+    (["--drafters", "beam search"], "Unknown drafter"),
+    (["--target-precision", "int8"], "target precision"),
+    (["--target-precision", "fp8"], "target precision"),
+    (["--draft-precision", "fp4"], "draft precision"),
+    (["--max-new-tokens", "0"], "max_new_tokens"),
+    (["--pairs", "no such pair"], "Unknown model pair"),
+    (["--categories", "poetry"], "--categories"),
+    (["--record-overhead", "0"], "--record-overhead"),
+])
+def test_bad_input_exits_2_naming_the_field(catalog, capsys, argv, field):
+    base = ["--pairs", "tiny (test)"] if "--pairs" not in argv else []
+    assert bench.main(base + argv + ["--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and field in err
+
+
+def test_unparseable_numbers_are_argparse_errors(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--max-new-tokens", "many"])
+    assert exit_.value.code == 2 and "--max-new-tokens" in capsys.readouterr().err
+
+
+def test_drafter_names_and_precisions_make_a_grid(monkeypatch):
+    from playground.bench.cli import drafter_specs
+    from playground.spec import DrafterKind, Precision
+
+    monkeypatch.setenv("PLAYGROUND_DEVICE", "cpu")
+    specs = drafter_specs(["draft model", "draft model:bf16", "early exit:7", "prompt lookup"], ["int8", "fp32"])
+    assert [(d.kind, d.precision, d.exit_layer) for d in specs] == [
+        (DrafterKind.DRAFT_MODEL, Precision.INT8, None), (DrafterKind.DRAFT_MODEL, Precision.FP32, None),
+        (DrafterKind.DRAFT_MODEL, Precision.BF16, None), (DrafterKind.EARLY_EXIT, None, 7),
+        (DrafterKind.PROMPT_LOOKUP, None, None)]
+    assert drafter_specs(["draft model"], None)[0].precision is None  # the device default, at load time

@@ -1,0 +1,186 @@
+"""The benchmark grid on the tiny pair, through the Runner: one baseline per prompt and sampling setting,
+greedy rows equal to it, the HF peer on the very same models leaving the draft's settings as it found
+them, vs_best_hf against the best HF configuration, and the cap counted over the whole request.
+Speed itself is never asserted."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from playground.bench import MAX_CELLS, Result, decode_grid, grid_frame, hf, run_grid, vs_best_hf
+from playground.errors import PlaygroundError
+from playground.runner import Runner
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec
+
+PROMPTS = {"code": "def fibonacci(n):", "story": "Once upon a time"}
+
+
+class CountingRunner(Runner):
+    """A real Runner that also counts the runs it is asked for, by drafter kind (warm-ups excluded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, str, float]] = []
+
+    def rounds(self, spec, pair, progress=None):
+        self.calls.append((spec.drafter.kind.value, spec.prompt, spec.decode.temperature))
+        return super().rounds(spec, pair)
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_models) -> PairSpec:
+    return PairSpec("tiny (test)", str(tiny_models["target"]), str(tiny_models["draft"]))
+
+
+@pytest.fixture(scope="module")
+def grid(pair):
+    runner = CountingRunner()
+    drafters = [DrafterSpec(DrafterKind.DRAFT_MODEL), DrafterSpec(DrafterKind.PROMPT_LOOKUP)]
+    results = run_grid(runner, [pair], PROMPTS, decode_grid(["3", "adaptive"], [0.0, 1.0], max_new_tokens=10),
+                       drafters, compare_hf=True)
+    return runner, results
+
+
+def test_the_target_alone_runs_once_per_prompt_and_temperature(grid):
+    runner, results = grid
+    baselines = [c for c in runner.calls if c[0] == DrafterKind.TARGET_ALONE.value]
+    assert sorted(baselines) == sorted((DrafterKind.TARGET_ALONE.value, p, t) for p in PROMPTS.values() for t in (0.0, 1.0))
+    ours = [c for c in runner.calls if c[0] != DrafterKind.TARGET_ALONE.value]
+    assert len(ours) == len(PROMPTS) * 2 * 2 * 2  # prompts x temperatures x k values x drafters
+    rows = [r for r in results if r.method == "target alone"]
+    assert len(rows) == 4 and all(r.speedup == 1.0 and r.engine == "ours" for r in rows)
+
+
+def test_greedy_rows_of_ours_and_hf_equal_the_target_alone(grid):
+    _, results = grid
+    base = {r.category: r.new_tokens for r in results if r.method == "target alone" and r.temperature == 0}
+    greedy = [r for r in results if r.temperature == 0 and r.method != "target alone"]
+    assert {r.engine for r in greedy} == {"ours", "hf"}
+    for r in greedy:
+        assert r.greedy_equal is True and r.new_tokens == base[r.category], (r.method, r.k)
+    assert all(r.greedy_equal is None for r in results if r.temperature > 0)
+
+
+def test_every_row_has_its_figures_and_precisions(grid):
+    _, results = grid
+    ours = [r for r in results if r.engine == "ours" and r.drafter == "draft model"]
+    assert ours and all(r.tokens == 10 and r.tokens_per_s > 0 and r.speedup > 0 for r in ours)
+    assert all(0 <= r.alpha <= 1 and r.c > 0 and not math.isnan(r.calibrated_speedup) for r in ours)
+    assert {r.target_precision for r in results} == {"fp32"}
+    assert all(r.draft_precision for r in ours)  # the precision the draft was loaded at
+    assert all(r.draft_precision == "" for r in results if r.drafter in ("prompt lookup", "target alone"))
+    methods = {r.method for r in results if r.engine == "hf"}
+    assert methods == {hf.HF_TARGET_ALONE, hf.HF_SAME_DRAFT, hf.HF_DEFAULTS, hf.HF_PROMPT_LOOKUP}
+    same = {r.k for r in results if r.method == hf.HF_SAME_DRAFT}
+    assert same == {"3", "heuristic"}  # constant k = 3, and transformers' schedule for our heuristic policy
+
+
+def test_the_frame_has_the_columns_the_views_read(grid):
+    _, results = grid
+    df = grid_frame(results)
+    assert len(df) == len(results)
+    for column in ("pair", "category", "method", "k", "temperature", "tokens_per_s", "speedup", "alpha",
+                   "mean_accepted", "theory_speedup", "calibrated_speedup", "vs_best_hf", "target_precision",
+                   "draft_precision", "greedy_ok"):
+        assert column in df.columns
+    assert "new_tokens" not in df.columns
+    assert df.loc[df["engine"] == "ours", "vs_best_hf"].notna().all()
+    assert df.loc[df["engine"] == "hf", "vs_best_hf"].isna().all()
+
+
+def test_hf_peer_restores_the_drafts_generation_config(tiny_models, pair):
+    runner = Runner()
+    spec = RunSpec(pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=8, k=2), "Once upon a time")
+    loaded = runner.load(spec)
+    config = loaded.draft.generation_config
+    before = {"num_assistant_tokens": 7, "num_assistant_tokens_schedule": "heuristic_transient",
+              "assistant_confidence_threshold": 0.33}
+    saved = {name: getattr(config, name) for name in before}
+    try:
+        for name, value in before.items():
+            setattr(config, name, value)
+        # the heuristic schedule writes its final num_assistant_tokens back into the draft's config
+        for c in (hf.HFConfig(hf.HF_SAME_DRAFT, 2, "heuristic"), hf.HFConfig(hf.HF_DEFAULTS),
+                  hf.HFConfig(hf.HF_SAME_DRAFT, 3)):
+            tokens, seconds = hf.generate(loaded, c, spec.prompt, spec.decode)
+            assert len(tokens) == 8 and seconds > 0
+            assert {name: getattr(config, name) for name in before} == before
+    finally:
+        for name, value in saved.items():
+            setattr(config, name, value)
+
+
+def test_hf_assisted_runs_with_the_same_draft_object(pair):
+    runner = Runner()
+    spec = RunSpec(pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=6), "Once upon a time")
+    loaded = runner.load(spec)
+    seen = []
+    real = loaded.draft.forward
+
+    def spy(*args, **kwargs):  # the draft object our engine drafts with is the one generate calls
+        seen.append(1)
+        return real(*args, **kwargs)
+
+    loaded.draft.forward = spy
+    try:
+        hf.generate(loaded, hf.HFConfig(hf.HF_SAME_DRAFT, 3), spec.prompt, spec.decode)
+    finally:
+        del loaded.draft.forward
+    assert seen
+
+
+def test_the_cap_counts_the_whole_request_before_anything_runs(pair):
+    runner = CountingRunner()
+    pairs = [PairSpec(f"p{i}", pair.target, pair.draft) for i in range(70)]
+    with pytest.raises(PlaygroundError, match=r"needs 70 runs.*limit is 64"):
+        run_grid(runner, pairs, {"a": "x"}, [DecodeConfig()], [DrafterSpec()])
+    # 4 pairs x 2 prompts x 3 k x 3 temperatures x 1 drafter = 72: each factor alone is small
+    decodes = decode_grid(["1", "2", "3"], [0, 0.5, 1])
+    with pytest.raises(PlaygroundError, match="needs 72 runs"):
+        run_grid(runner, pairs[:4], PROMPTS, decodes, [DrafterSpec()])
+    assert runner.calls == [] and MAX_CELLS == 64
+
+
+def test_a_bad_spec_is_refused_before_anything_runs(pair):
+    runner = CountingRunner()
+    no_draft = PairSpec("no draft", pair.target)
+    with pytest.raises(PlaygroundError, match="needs a pair with a draft model"):
+        run_grid(runner, [pair, no_draft], {"a": "x"}, [DecodeConfig()], [DrafterSpec()])
+    with pytest.raises(PlaygroundError, match="prompt is empty"):
+        run_grid(runner, [pair], {"a": "x", "b": "  "}, [DecodeConfig()], [DrafterSpec()])
+    assert runner.calls == []
+
+
+def test_decode_grid_reads_k_with_the_spec_parser():
+    decodes = decode_grid(["4", "adaptive", "theory", (2, KPolicy.FIXED)], [0.0, 0.7], max_new_tokens=5)
+    assert [(d.k, d.policy, d.temperature) for d in decodes[:4]] == [
+        (4, KPolicy.FIXED, 0.0), (4, KPolicy.HEURISTIC, 0.0), (4, KPolicy.THEORY, 0.0), (2, KPolicy.FIXED, 0.0)]
+    assert len(decodes) == 8
+    with pytest.raises(PlaygroundError, match="--k takes"):
+        decode_grid(["0"], [0.0])
+
+
+def _row(category, method, tps, engine="hf", temperature=0.0, pair="p"):
+    return Result(pair=pair, category=category, method=method, drafter="draft model", engine=engine, k="4",
+                  temperature=temperature, target_precision="bf16", draft_precision="bf16", tokens=10,
+                  seconds=10 / tps, tokens_per_s=tps, wall_s=10 / tps)
+
+
+def test_vs_best_hf_divides_by_the_best_hf_speculative_config_of_the_same_prompt_and_temperature():
+    rows = [
+        _row("code", "draft model", 30.0, engine="ours"),
+        _row("code", hf.HF_SAME_DRAFT, 20.0),
+        _row("code", hf.HF_DEFAULTS, 25.0),  # the best HF configuration on code
+        _row("code", hf.HF_TARGET_ALONE, 40.0),  # not speculative: never the reference
+        _row("code", hf.HF_SAME_DRAFT, 50.0, temperature=1.0),  # another temperature
+        _row("code", hf.HF_SAME_DRAFT, 60.0, pair="other"),  # another pair
+        _row("story", "draft model", 12.0, engine="ours"),
+        _row("story", hf.HF_PROMPT_LOOKUP, 8.0),
+        _row("qa", "draft model", 12.0, engine="ours"),  # no HF run on qa
+    ]
+    ratios = vs_best_hf(rows)
+    assert ratios[0] == pytest.approx(30 / 25)
+    assert ratios[6] == pytest.approx(12 / 8)
+    assert math.isnan(ratios[8])
+    assert all(math.isnan(r) for r, row in zip(ratios, rows) if row.engine == "hf")

@@ -1,0 +1,82 @@
+"""The runner: the one way anything decodes (load, warm-up once, cost profile, rounds)."""
+from __future__ import annotations
+
+import torch
+
+from playground import trace
+from playground.runner import Runner, encode_prompt, new_tokens
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, Precision, RunSpec
+
+
+def target_greedy(pair, prompt: str, n: int) -> list[int]:
+    ids = encode_prompt(pair.tokenizer, prompt)
+    with torch.inference_mode():
+        out = pair.target.generate(ids, do_sample=False, max_new_tokens=n, eos_token_id=sorted(pair.eos),
+                                   pad_token_id=0)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def test_run_equals_target_generate_for_every_drafter_and_policy(runner, tiny_spec):
+    for kind in (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT):
+        for policy in KPolicy:
+            spec = tiny_spec("The quick brown fox", kind, max_new_tokens=30, k=3, policy=policy)
+            pair = runner.load(spec)
+            assert new_tokens(runner.run_all(spec)) == target_greedy(pair, spec.prompt, 30), (kind, policy)
+
+
+def test_warm_up_happens_once_per_target_and_drafter(tiny_spec, monkeypatch):
+    runner = Runner()
+    spec = tiny_spec(max_new_tokens=5)
+    pair = runner.load(spec)
+    runner.run_all(spec)
+    assert runner.is_warm(spec, pair)
+    calls = []
+    monkeypatch.setattr(runner, "warm_up", lambda *a, **k: calls.append(a))
+    runner.run_all(spec)
+    runner.run_all(spec.baseline())
+    assert calls == []
+    lookup = tiny_spec(drafter=DrafterKind.PROMPT_LOOKUP, max_new_tokens=5)
+    assert not runner.is_warm(lookup, runner.load(lookup))  # a new drafter on the same target is cold
+
+
+def test_cost_profile_has_one_positive_value_per_measured_n(runner, tiny_spec):
+    spec = tiny_spec(max_new_tokens=5)
+    pair = runner.load(spec)
+    runner.run_all(spec)
+    profile = runner.profile(spec, pair)
+    assert sorted(profile.verify_s) == [1, 2, 3, 5, 9, 17]
+    assert all(s > 0 and s == s for s in profile.verify_s.values())
+    assert profile.draft_s > 0  # the draft model costs something per token
+    assert runner.step_s(pair) == profile.verify_s[1]
+
+
+def test_theory_policy_with_a_fixed_profile_is_reproducible_for_a_seed(runner, tiny_spec):
+    spec = tiny_spec("Once upon a time", max_new_tokens=40, k=4, policy=KPolicy.THEORY, temperature=1.0, seed=11)
+    first = runner.run_all(spec)
+    second = runner.run_all(spec)
+    assert new_tokens(first) == new_tokens(second)
+    assert [r.k for r in first] == [r.k for r in second]
+
+
+def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
+    pair = PairSpec("tiny", str(tiny_models["target"]), str(tiny_models["draft"]), target_precision="bf16")
+    spec = RunSpec(pair, DrafterSpec(precision="bf16"), DecodeConfig(max_new_tokens=24, k=4), "Once upon a time")
+    loaded = runner.load(spec)
+    assert loaded.target.dtype == torch.bfloat16 and loaded.draft.dtype == torch.bfloat16
+    assert runner.load(spec.baseline()).target is loaded.target  # the same bf16 model object
+    rounds, base = runner.run_all(spec), runner.run_all(spec.baseline())
+    verdict = trace.compare_outputs(rounds, base, Precision.BF16.value)
+    # the promise in low precision: identical, or a flip at a near-tie that the comparison names
+    assert verdict["equal"] or verdict["near_tie"], verdict
+
+
+def test_figures_are_the_same_with_and_without_a_baseline(runner, tiny_spec):
+    spec = tiny_spec(max_new_tokens=30, k=4)
+    pair = runner.load(spec)
+    rounds = runner.run_all(spec)
+    profile = runner.profile(spec, pair)
+    alone = trace.summarize(rounds, None, profile)
+    compared = trace.summarize(rounds, runner.run_all(spec.baseline()), profile)
+    assert (alone["c"], alone["calibrated_speedup"], alone["best_k_calibrated"]) == \
+        (compared["c"], compared["calibrated_speedup"], compared["best_k_calibrated"])
+    assert alone["step_source"] == "measured"

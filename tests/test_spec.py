@@ -1,0 +1,101 @@
+"""The run description: validated once, with messages that name the field; user input read only here."""
+from __future__ import annotations
+
+import pytest
+
+from playground.errors import PlaygroundError
+from playground.spec import (DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, Precision, RunSpec,
+                             check_prompt, parse_drafter, parse_drafter_name, parse_k, parse_list, parse_policy)
+
+PAIR = PairSpec("p", "target/folder", "draft/folder")
+
+
+def test_a_run_description_is_frozen_and_typed():
+    spec = RunSpec(PAIR, DrafterSpec("draft model", precision="int8"), DecodeConfig(k=3.0, policy="theory"), "hi")
+    assert spec.drafter.kind is DrafterKind.DRAFT_MODEL and spec.drafter.precision is Precision.INT8
+    assert spec.decode.k == 3 and isinstance(spec.decode.k, int) and spec.decode.policy is KPolicy.THEORY
+    with pytest.raises(Exception):
+        spec.decode.k = 5  # frozen
+
+
+def test_baseline_keeps_prompt_precision_and_sampling_and_drops_the_draft():
+    spec = RunSpec(PairSpec("p", "t", "d", target_precision="bf16"), DrafterSpec(),
+                   DecodeConfig(k=6, policy=KPolicy.HEURISTIC, temperature=0.7, seed=3), "hello")
+    base = spec.baseline()
+    assert base.drafter.kind is DrafterKind.TARGET_ALONE and base.decode.policy is KPolicy.FIXED
+    assert (base.prompt, base.pair.target_precision, base.decode.temperature, base.decode.seed) == \
+        ("hello", Precision.BF16, 0.7, 3)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("fixed k", KPolicy.FIXED), ("adaptive (heuristic)", KPolicy.HEURISTIC), ("adaptive (theory)", KPolicy.THEORY),
+    ("theory", KPolicy.THEORY), (True, KPolicy.HEURISTIC), (False, KPolicy.FIXED), ("adaptive", KPolicy.HEURISTIC),
+])
+def test_k_policy_is_read_from_labels_values_and_bools(value, expected):
+    assert parse_policy(value) is expected
+
+
+def test_unknown_policy_drafter_and_precision_name_the_field():
+    with pytest.raises(PlaygroundError, match="Unknown k policy 'magic'"):
+        parse_policy("magic")
+    with pytest.raises(PlaygroundError, match="Unknown drafter 'oracle'"):
+        parse_drafter("oracle")
+    with pytest.raises(PlaygroundError, match="Unknown draft precision 'int4'"):
+        DrafterSpec(precision="int4")
+    with pytest.raises(PlaygroundError, match="target precision must be one of"):
+        PairSpec("p", "t", target_precision="int8")
+    with pytest.raises(PlaygroundError, match="early-exit layer"):
+        parse_drafter("early exit", exit_layer=2.5)
+
+
+def test_command_line_names_become_typed_drafters():
+    assert parse_drafter_name("draft model:int8") == DrafterSpec(DrafterKind.DRAFT_MODEL, precision="int8")
+    assert parse_drafter_name("draft model") == DrafterSpec(DrafterKind.DRAFT_MODEL)
+    assert parse_drafter_name("early exit:7") == DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=7)
+    assert parse_drafter_name("prompt lookup").kind is DrafterKind.PROMPT_LOOKUP
+    assert parse_k("4") == (4, KPolicy.FIXED) and parse_k("theory")[1] is KPolicy.THEORY
+    for bad in ("early exit:x", "prompt lookup:3", "oracle"):
+        with pytest.raises(PlaygroundError):
+            parse_drafter_name(bad)
+    with pytest.raises(PlaygroundError, match="--k takes"):
+        parse_k("17")
+
+
+def test_a_drafter_option_only_applies_to_its_own_drafter():
+    assert parse_drafter("prompt lookup", precision="int8", exit_layer=3) == DrafterSpec(DrafterKind.PROMPT_LOOKUP)
+    assert parse_drafter("early exit", precision="int8", exit_layer=0).exit_layer is None
+    assert parse_drafter("draft model", precision="default").precision is None
+
+
+def test_the_draft_model_drafter_needs_a_draft():
+    with pytest.raises(PlaygroundError, match="needs a pair with a draft model"):
+        RunSpec(PairSpec("p", "t"), DrafterSpec(), DecodeConfig(), "hi")
+
+
+@pytest.mark.parametrize("prompt, words", [("", "empty"), ("  \n", "empty"), (None, "empty"),
+                                           ("x" * 100_000, "too long"), ("abc\ud800def", "not valid text")])
+def test_bad_prompts_are_refused_with_a_clear_message(prompt, words):
+    with pytest.raises(PlaygroundError, match=words):
+        check_prompt(prompt)
+    with pytest.raises(PlaygroundError, match=words):
+        RunSpec(PAIR, DrafterSpec(), DecodeConfig(), prompt)
+
+
+def test_list_boxes_parse_in_order_without_duplicates():
+    assert parse_list("1 2, 4 2 8", "k values", int, lambda v: 1 <= v <= 16, "1..16") == [1, 2, 4, 8]
+    with pytest.raises(PlaygroundError, match="k values: 'x' is not a number"):
+        parse_list("1 x", "k values", int, lambda v: True, "1..16")
+    with pytest.raises(PlaygroundError, match="temperatures: give at least one value"):
+        parse_list("  ", "temperatures", float, lambda v: True, "0..2")
+
+
+def test_oversized_list_input_is_refused_before_any_value_is_parsed():
+    huge = " ".join(f"{i / 100000:.5f}" for i in range(80_000))  # ~640 KB of distinct temperatures
+    parsed = []
+    with pytest.raises(PlaygroundError, match="too long"):
+        parse_list(huge, "temperatures", lambda t: parsed.append(t) or float(t), lambda v: True, "0..2")
+    assert parsed == []  # refused from its length alone
+    many = " ".join(str(i) for i in range(200))  # short enough to parse, too many values
+    with pytest.raises(PlaygroundError, match="more than 64 distinct values"):
+        parse_list(many, "k values", lambda t: parsed.append(t) or int(t), lambda v: True, "any", limit=64)
+    assert len(parsed) == 65  # stopped at the first value over the limit

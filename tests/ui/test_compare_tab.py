@@ -1,0 +1,34 @@
+"""The Compare pairs tab's callback on the tiny pairs: every pair x drafter against its own target alone."""
+from __future__ import annotations
+
+from playground import bench
+from playground.ui.compare_tab import run_compare
+from playground.ui.state import SessionState
+from ui_support import PAIR, TWIN, controls
+
+BASELINE = "target alone"
+
+
+def compare(runner, pairs, drafters, **changes):
+    return run_compare(runner, SessionState(), pairs, drafters, controls(**changes))
+
+
+def test_pair_comparison(tiny_catalog, runner):
+    status, fig, table, csv = compare(runner, [PAIR, TWIN], ["draft model", "prompt lookup"], k=3, max_new_tokens=16)
+    assert "2 pair(s) × 2 drafter(s)" in status
+    assert len(table) == 2 * (1 + 2)
+    twin = table[(table["pair"] == TWIN) & (table["method"].str.startswith("draft model"))]
+    assert twin["alpha"].iloc[0] == 1.0  # the twin is the target: every draft accepted
+    assert all(table[table["method"] != BASELINE]["greedy_equal"])
+    assert {d.name for d in fig.data} == set(table[table["method"] != BASELINE]["method"])
+    assert csv["value"].endswith("comparison.csv")
+
+
+def test_comparison_checks_its_request(tiny_catalog, runner, monkeypatch):
+    assert "Pick at least one pair" in compare(runner, [], ["draft model"])[0]
+    assert "Unknown drafter" in compare(runner, [PAIR], ["oracle"])[0]
+    assert "k (draft length)" in compare(runner, [PAIR], ["draft model"], k=17)[0]
+    assert "allowed model roots" not in compare(runner, [PAIR], ["prompt lookup"], draft_id="../../etc", max_new_tokens=4)[0]
+    monkeypatch.setattr(bench, "MAX_CELLS", 3)  # the cap counts the runs of the whole request, over every pair
+    status = compare(runner, [PAIR, TWIN], ["draft model", "prompt lookup"])[0]
+    assert "That grid needs 4 runs" in status and "the limit is 3" in status

@@ -1,0 +1,251 @@
+"""The Run tab's callbacks called directly on the tiny pairs: clear messages for bad input, a full run
+with the comparison, the summary panel, Stop, downloads; and the page itself (build_demo)."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from playground.records import RoundRecord
+from playground.spec import DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.ui import build_demo, common, run_tab
+from playground.ui.common import View
+from playground.ui.state import KEEP_DOWNLOADS, CurrentRun, SessionState
+from ui_support import PAIR, SKIP, controls
+
+
+def call(runner, state=None, compare=False, **changes) -> list[View]:
+    return list(run_tab.generate(runner, state if state is not None else SessionState(), controls(**changes), compare))
+
+
+def only_status(views: list[View]) -> str:
+    """The views of a refused run: at most the loading message, then the error; nothing else changes."""
+    final = views[-1]
+    assert all(getattr(final, f) == SKIP for f in View._fields if f != "status")
+    assert "status-error" in final.status and "Traceback" not in final.status
+    return final.status
+
+
+# ---------------------------------------------------------------- bad input
+
+def test_empty_prompt(tiny_catalog, runner):
+    views = call(runner, prompt="   ")
+    assert len(views) == 1 and "The prompt is empty" in only_status(views)  # refused before anything shows
+
+
+def test_lone_surrogate_prompt_names_the_prompt(tiny_catalog, runner):
+    message = only_status(call(runner, prompt="abc\ud800def"))
+    assert "The prompt contains characters that are not valid text" in message
+
+
+def test_bad_custom_id(tiny_catalog, runner):
+    message = only_status(call(runner, draft_id="../../etc"))
+    assert "allowed model roots" in message and "&#x27;../../etc&#x27;" in message
+    assert "neither a Hub id" in only_status(call(runner, target_id="not a model!"))
+
+
+def test_bad_settings_and_pair(tiny_catalog, runner):
+    assert "k (draft length)" in only_status(call(runner, k=0))
+    assert "temperature" in only_status(call(runner, temperature=5))
+    assert "Unknown model pair" in only_status(call(runner, pair="no such pair"))
+    assert "Unknown drafter" in only_status(call(runner, drafter="oracle"))
+    assert "Unknown k policy" in only_status(call(runner, policy="sideways"))
+    assert "target precision must be one of" in only_status(call(runner, target_precision="int8"))
+    assert "draft precision" in only_status(call(runner, draft_precision="fp8"))
+
+
+def test_unexpected_error_is_one_line_without_server_paths(tiny_catalog, runner, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk on fire at /srv/secret/models/x.bin (C:\\models\\y)\nsecond line of detail")
+
+    monkeypatch.setattr(runner, "load", boom)
+    status = call(runner)[-1].status
+    assert "Something went wrong: RuntimeError: disk on fire at …" in status
+    assert "second line" not in status and "/srv" not in status and "secret" not in status and "models" not in status
+
+
+def test_failed_load_keeps_serving(tiny_catalog, tiny_models, runner):
+    broken = tiny_models["target"].parent / "broken"
+    broken.mkdir(exist_ok=True)
+    (broken / "config.json").write_text("{not json")
+    assert "Could not load" in call(runner, target_id=str(broken))[-1].status
+    assert "status-ok" in call(runner)[-1].status  # the next run works
+
+
+# ---------------------------------------------------------------- a full run
+
+def test_full_run_with_compare(tiny_catalog, runner):
+    state = SessionState()
+    views = call(runner, state, compare=True, max_new_tokens=16)
+    final = views[-1]
+    assert "status-ok" in final.status and "Done: 16 tokens" in final.status
+    assert 'class="tok tok-accepted"' in final.tokens or 'class="tok tok-correction"' in final.tokens
+    assert "Identical outputs" in final.compare and "tok-target" in final.compare
+    run = state.run
+    assert run.rounds and run.baseline_done and run.finished and run.profile is not None
+    # streamed: the speculative rounds in the token box, then the target alone in the comparison panel
+    statuses = [v.status for v in views if v.status != SKIP]
+    assert any("Speculative: round" in s for s in statuses) and any("Target alone: round" in s for s in statuses)
+    assert any(v.compare != SKIP and "Target alone (running)" in v.compare for v in views)
+    streamed = [v.tokens for v in views[:-1] if v.tokens != SKIP and "tok-output" in v.tokens and "tok-empty" not in v.tokens]
+    assert streamed[-1] == final.tokens  # the last round streamed shows what the final view shows
+    again = call(runner, SessionState(), compare=True, max_new_tokens=16)
+    assert not any("Warming up" in str(v.status) for v in again)  # the runner warms up once per model and drafter
+    csv_path, json_path = Path(final.csv["value"]), Path(final.json["value"])
+    assert (csv_path.name, json_path.name) == ("trace.csv", "trace.json") and csv_path.parent == json_path.parent
+    data = json.loads(json_path.read_text())
+    assert data["drafter"] == DrafterKind.DRAFT_MODEL.value and len(data["rounds"]) == len(run.rounds)
+    assert data["baseline"]["tokens"] == 16 and data["target_precision"] == "fp32"
+    assert data["panel_summary"]["step_source"] == "measured"
+    assert csv_path.read_text().count("\n") == len(run.rounds) + 1
+
+
+def numbers(summary: str) -> dict:
+    """The summary panel's speedup row and c, as text."""
+    ideal, calibrated, measured = re.search(r"\n\| \*\*(.+?)\*\* \| \*\*(.+?)\*\* \| \*\*(.+?)\*\* \|", summary).groups()
+    c = re.search(r"\| c, draft cost per token in target steps \(target step: (.+?)\) \| \*\*(.+?)\*\* \|", summary).groups()
+    return {"ideal": ideal, "calibrated": calibrated, "measured": measured, "c": c}
+
+
+def test_the_comparison_adds_only_the_measured_speedup(tiny_catalog, runner):
+    """The same rounds with and without the target-alone run: the same c, the same calibrated and ideal
+    predictions; only the measured speedup appears."""
+    state = SessionState()
+    final = call(runner, state, compare=True, max_new_tokens=16)[-1]
+    with_base = numbers(final.summary)
+    alone = replace(state.run, baseline=[])
+    without = numbers(run_tab.summary_markdown(alone.summary(), alone))
+    assert with_base["c"] == without["c"] and with_base["c"][0].startswith("V(1) measured")
+    assert (with_base["ideal"], with_base["calibrated"]) == (without["ideal"], without["calibrated"])
+    assert with_base["calibrated"].endswith("×") and with_base["measured"].endswith("×")
+    assert without["measured"].startswith("–")
+    for label in run_tab.SPEEDUPS:
+        assert label in final.summary
+    assert "best k, calibrated model" in final.summary and "target fp32 · draft int8" in final.summary
+
+
+def test_streamed_and_final_panels_agree(tiny_catalog, runner, monkeypatch):
+    monkeypatch.setattr(run_tab, "TEXT_EVERY_S", 0.0)
+    monkeypatch.setattr(run_tab, "CHART_EVERY_S", 0.0)  # panels with every round
+    state = SessionState()
+    views = call(runner, state, max_new_tokens=20)
+    last_streamed = [v for v in views[:-1] if v.summary != SKIP and v.summary][-1]
+    final = views[-1]
+    assert last_streamed.summary == final.summary
+    for name in ("acceptance", "latency", "histogram", "positions"):
+        assert getattr(last_streamed, name).to_dict() == getattr(final, name).to_dict()
+
+
+def test_sampling_compare_says_texts_may_differ(tiny_catalog, runner):
+    final = call(runner, compare=True, temperature=1.0, seed=5)[-1]
+    assert "need not match" in final.compare
+
+
+def test_prompt_lookup_needs_no_draft(tiny_catalog, runner):
+    state = SessionState()
+    final = call(runner, state, drafter="prompt lookup", draft_id="../../etc")[-1]  # the draft id is not looked at
+    assert "status-ok" in final.status and "draft: prompt lookup (no model)" in final.summary
+
+
+def test_early_exit_in_the_app_equals_the_target_alone(tiny_catalog, runner):
+    final = call(runner, drafter="early exit", compare=True, exit_layer=1, max_new_tokens=24)[-1]
+    assert "status-ok" in final.status and "Identical outputs" in final.compare
+    assert "early-exit layer must be a whole number from 1 to 1" in call(runner, drafter="early exit", exit_layer=5)[-1].status
+
+
+# ---------------------------------------------------------------- the comparison verdict
+
+def rounds_of(tokens: list[int], margins: list[float]) -> list[RoundRecord]:
+    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1], token_kind="target",
+                        new_tokens=tokens, draft_s=0.0, verify_s=0.01, total_new=len(tokens), margins=margins, stop="length")]
+
+
+@pytest.mark.parametrize("base, margins, level, words", [
+    ([1, 2, 3, 4], [5.0] * 4, "ok", "Identical outputs"),
+    ([1, 2, 9, 9], [5.0, 5.0, 0.2, 5.0], "info", "identical up to token 2, where the target's top-2 logit gap was 0.200"),
+    ([1, 2, 9, 9], [5.0, 5.0, 3.0, 5.0], "error", "differ from token 2 on"),
+])
+def test_comparison_verdict(base, margins, level, words):
+    spec = RunSpec(PairSpec("p", "t", "d"), DrafterSpec(), prompt="x")
+    run = CurrentRun(spec, target_precision="bf16", rounds=rounds_of([1, 2, 3, 4], margins),
+                     baseline=rounds_of(base, margins))
+    message, got = run_tab.comparison_verdict(run)
+    assert got == level and words in message
+    if level == "info":
+        assert "bf16 rounding can flip" in message and "pass of k + 1 tokens and the pass of 1" in message
+
+
+# ---------------------------------------------------------------- Stop and downloads
+
+def test_stop_shows_partial_run(tiny_catalog, runner):
+    state = SessionState()
+    stream = run_tab.generate(runner, state, controls(k=2, max_new_tokens=200), True)
+    while state.run is None or len(state.run.rounds) < 3:
+        next(stream)
+    stream.close()  # what cancelling does to the generator
+    view = run_tab.stop(state)
+    assert "Stopped" in view.status and f"{len(state.run.rounds)} rounds" in view.status
+    assert "tok-accepted" in view.tokens or "tok-correction" in view.tokens
+    assert Path(view.csv["value"]).is_file()
+    assert "Stopped." in run_tab.stop(SessionState()).status
+    finished = SessionState()
+    call(runner, finished)
+    assert all(v == SKIP for v in run_tab.stop(finished))  # Stop after the end changes nothing
+
+
+def test_downloads_are_few_per_session(tiny_catalog, runner):
+    state = SessionState()
+    paths = [Path(call(runner, state, max_new_tokens=4)[-1].csv["value"]) for _ in range(KEEP_DOWNLOADS + 2)]
+    assert all(p.parent.parent == paths[0].parent.parent for p in paths)  # one folder per session
+    assert [p.is_file() for p in paths] == [False] * 2 + [True] * KEEP_DOWNLOADS
+    assert call(runner, state, prompt=" ")[-1].csv == SKIP  # a refused run writes nothing
+    state.close()
+    assert not paths[0].parent.parent.exists()
+
+
+def test_unexpected_keeps_one_line_and_hides_paths():
+    status = common.unexpected(OSError("cannot open /home/someone/models/x.safetensors: denied\nmore"))
+    assert "cannot open …: denied" in status and "/home" not in status and "more" not in status
+    assert "a/b stays" in common.unexpected(ValueError("a/b stays"))
+
+
+# ---------------------------------------------------------------- the page
+
+def test_examples_cover_the_categories():
+    examples = common.load_examples()
+    assert {"code", "story", "QA", "summarisation", "translation", "math"} <= {e["category"] for e in examples}
+    assert all(e["prompt"].strip() and e["title"] for e in examples)
+
+
+def blocks_by_id(demo: gr.Blocks) -> dict:
+    return {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+
+
+def test_build_demo(tiny_catalog, runner):
+    demo = build_demo(runner)
+    assert isinstance(demo, gr.Blocks)
+    blocks = blocks_by_id(demo)
+    assert {"prompt", "generate", "stop", "tokens", "summary", "status", "charts", "step-start", "step-next",
+            "chart-theory", "chart-profile", "sweep-run", "cmp-run", "export-run", "exit-layer", "target-precision",
+            "draft-precision"} <= set(blocks)
+    assert blocks["pair"].value == PAIR
+    assert blocks["target-precision"].value == "default" and "default (fp32 on this machine)" in str(blocks["target-precision"].choices)
+    assert {"fp32", "bf16", "int8"} <= {value for _, value in blocks["draft-precision"].choices}
+    assert {"fixed k", "adaptive (heuristic)", "adaptive (theory)"} == {value for _, value in blocks["adaptive"].choices}
+    endpoints = set(demo.get_api_info()["named_endpoints"])
+    assert {"/generate", "/stop", "/step_start", "/step_next", "/sweep", "/compare", "/export"} <= endpoints
+
+
+def test_the_first_generate_on_the_initial_prompt_produces_tokens(tiny_catalog, runner):
+    prompt = blocks_by_id(build_demo(runner))["prompt"].value
+    assert prompt.strip() and prompt == common.load_examples()[0]["prompt"]
+    final = call(runner, prompt=prompt, max_new_tokens=8)[-1]
+    assert "status-ok" in final.status and final.tokens.count('class="tok tok-') >= 1
+
+
+def test_controls_are_the_inputs_in_page_order():
+    assert common.N_CONTROLS == 14 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")

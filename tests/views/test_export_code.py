@@ -1,0 +1,336 @@
+"""The exported HF / vLLM code, from a RunSpec: it parses, runs (against stand-ins for torch,
+transformers and vLLM that record what they are asked), carries the run's settings and precisions,
+and embeds user text only as string literals. No network, no models."""
+from __future__ import annotations
+
+import ast
+import sys
+import types
+
+import pytest
+
+from playground.errors import PlaygroundError
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config
+
+TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"
+HOSTILE = 'x"); import os; os.system("rm -rf /") #\n'
+ALLOWED_IMPORTS = {"torch", "transformers", "vllm"}
+DRAFTERS = [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT]
+
+
+def make(drafter: DrafterKind = DrafterKind.DRAFT_MODEL, *, precision=None, exit_layer=None, max_ngram=3,
+         target=TARGET, draft=DRAFT, target_precision=None, prompt="Hello", chat=True, **decode) -> RunSpec:
+    return RunSpec(PairSpec("pair", target, draft, target_precision),
+                   DrafterSpec(drafter, precision=precision, exit_layer=exit_layer, max_ngram=max_ngram),
+                   DecodeConfig(**decode), prompt, chat)
+
+
+# ---------------------------------------------------------------- stand-ins that record the calls
+
+class Recorder:
+    def __init__(self):
+        self.loaded: dict[str, object] = {}  # model id -> dtype
+        self.generate: dict = {}
+        self.quantized: list = []
+        self.llm: dict = {}
+        self.params: dict = {}
+        self.asked: list[str] = []
+
+
+class FakeInputs(dict):
+    def to(self, device):
+        return self
+
+
+class FakeTokenizer:
+    chat_template = "{{ messages }}"
+
+    def __init__(self, rec):
+        self.rec = rec
+
+    def apply_chat_template(self, messages, **kw):
+        self.rec.asked.append("chat:" + messages[0]["content"])
+        return FakeInputs(input_ids=types.SimpleNamespace(shape=(1, 3)))
+
+    def __call__(self, prompt, **kw):
+        self.rec.asked.append("raw:" + prompt)
+        return FakeInputs(input_ids=types.SimpleNamespace(shape=(1, 3)))
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "generated"
+
+
+class FakeModel:
+    def __init__(self, rec):
+        self.rec, self.model = rec, "decoder"
+        self.generation_config = types.SimpleNamespace()
+
+    def to(self, device):
+        self.device = device
+        return self
+
+    def generate(self, **kw):
+        kw.pop("input_ids", None)
+        self.rec.generate = kw
+        return FakeOutput()
+
+
+class FakeOutput:
+    def __getitem__(self, index):
+        assert index == (0, slice(3, None))  # the first sequence, after the prompt's 3 tokens
+        return [1, 2]
+
+
+def fake_modules(rec: Recorder) -> dict[str, types.ModuleType]:
+    torch = types.ModuleType("torch")
+    torch.float32, torch.bfloat16, torch.float16, torch.qint8 = "float32", "bfloat16", "float16", "qint8"
+    torch.cuda = types.SimpleNamespace(is_available=lambda: False)
+    torch.nn = types.SimpleNamespace(Linear="Linear")
+    ao, quantization = types.ModuleType("torch.ao"), types.ModuleType("torch.ao.quantization")
+    quantization.per_channel_dynamic_qconfig = "per-channel"
+
+    def quantize_dynamic(module, spec, dtype):
+        rec.quantized.append((module, spec, dtype))
+        return "quantized " + module
+
+    quantization.quantize_dynamic = quantize_dynamic
+    torch.ao, ao.quantization = ao, quantization
+
+    transformers = types.ModuleType("transformers")
+
+    def load_model(model_id, dtype=None):
+        rec.loaded[model_id] = dtype
+        return FakeModel(rec)
+
+    transformers.AutoModelForCausalLM = types.SimpleNamespace(from_pretrained=load_model)
+    transformers.AutoTokenizer = types.SimpleNamespace(from_pretrained=lambda model_id: FakeTokenizer(rec))
+
+    vllm = types.ModuleType("vllm")
+
+    class LLM:
+        def __init__(self, **kw):
+            rec.llm = kw
+
+        def chat(self, messages, params):
+            rec.asked.append("chat:" + messages[0]["content"])
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="generated")])]
+
+        def generate(self, prompts, params):
+            rec.asked.append("raw:" + prompts[0])
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="generated")])]
+
+    vllm.LLM = LLM
+    vllm.SamplingParams = lambda **kw: rec.params.update(kw)
+    return {"torch": torch, "torch.ao": ao, "torch.ao.quantization": quantization, "transformers": transformers,
+            "vllm": vllm}
+
+
+@pytest.fixture
+def execute(monkeypatch, capsys):
+    """execute(code) -> Recorder: runs the snippet against the stand-ins; it must print the output."""
+    def run(code: str) -> Recorder:
+        rec = Recorder()
+        for name, module in fake_modules(rec).items():
+            monkeypatch.setitem(sys.modules, name, module)
+        exec(compile(code, "<exported>", "exec"), {})
+        assert capsys.readouterr().out == "generated\n"
+        return rec
+
+    return run
+
+
+def imported(code: str) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add((node.module or "").split(".")[0])
+    return names
+
+
+# ---------------------------------------------------------------- Hugging Face
+
+def test_a_draft_model_run_exports_assisted_generation(execute):
+    code = hf_generate_code(make(k=5, max_new_tokens=50))
+    rec = execute(code)
+    assert imported(code) <= ALLOWED_IMPORTS
+    assert rec.loaded == {TARGET: "auto", DRAFT: "auto"}
+    kw = rec.generate
+    assert isinstance(kw.pop("assistant_model"), FakeModel)
+    assert kw == {"max_new_tokens": 50, "do_sample": False, "repetition_penalty": 1.0}
+    assert "assistant.generation_config.num_assistant_tokens = 5" in code
+    assert "assistant.generation_config.num_assistant_tokens_schedule = 'constant'" in code
+
+
+@pytest.mark.parametrize("policy, schedule", [("fixed", "constant"), ("heuristic", "heuristic"), ("theory", "heuristic")])
+def test_the_k_policy_becomes_the_assistant_schedule(policy, schedule):
+    code = hf_generate_code(make(policy=policy))
+    assert f"assistant.generation_config.num_assistant_tokens_schedule = {schedule!r}" in code
+
+
+def test_the_theory_policy_says_it_has_no_transformers_equivalent():
+    assert "'adaptive (theory)' k has no transformers equivalent" in hf_generate_code(make(policy="theory"))
+    assert "no transformers equivalent" not in hf_generate_code(make(policy="heuristic"))
+
+
+def test_a_prompt_lookup_run_exports_prompt_lookup_with_its_ngram_size(execute):
+    code = hf_generate_code(make(DrafterKind.PROMPT_LOOKUP, k=7, max_ngram=2, draft=None))
+    rec = execute(code)
+    assert rec.generate == {"prompt_lookup_num_tokens": 7, "max_matching_ngram_size": 2, "max_new_tokens": 64,
+                            "do_sample": False, "repetition_penalty": 1.0}
+    assert list(rec.loaded) == [TARGET]
+    assert "assistant" not in code
+
+
+def test_an_early_exit_run_exports_its_layer(execute):
+    code = hf_generate_code(make(DrafterKind.EARLY_EXIT, exit_layer=6, k=3))
+    rec = execute(code)
+    assert rec.generate["assistant_early_exit"] == 6
+    assert list(rec.loaded) == [TARGET]
+    assert "model.generation_config.num_assistant_tokens = 3" in code
+    assert "LayerSkip" in code
+
+
+def test_early_exit_at_the_default_layer_takes_the_resolved_layer(execute):
+    rec = execute(hf_generate_code(make(DrafterKind.EARLY_EXIT), exit_layer=2))
+    assert rec.generate["assistant_early_exit"] == 2
+
+
+def test_early_exit_without_a_known_layer_is_refused():
+    with pytest.raises(PlaygroundError, match="exit layer"):
+        hf_generate_code(make(DrafterKind.EARLY_EXIT))
+
+
+def test_the_target_alone_exports_plain_generation(execute):
+    rec = execute(hf_generate_code(make(DrafterKind.TARGET_ALONE, max_new_tokens=9)))
+    assert rec.generate == {"max_new_tokens": 9, "do_sample": False, "repetition_penalty": 1.0}
+
+
+def test_sampling_settings_are_carried_with_top_k_off_explicitly(execute):
+    rec = execute(hf_generate_code(make(DrafterKind.PROMPT_LOOKUP, temperature=0.8, top_p=0.9)))
+    assert rec.generate["do_sample"] is True
+    assert (rec.generate["temperature"], rec.generate["top_p"], rec.generate["top_k"]) == (0.8, 0.9, 0)
+
+
+def test_a_top_k_is_carried(execute):
+    rec = execute(hf_generate_code(make(DrafterKind.PROMPT_LOOKUP, temperature=1.0, top_k=20)))
+    assert rec.generate["top_k"] == 20
+
+
+def test_greedy_runs_export_no_sampling_parameters(execute):
+    rec = execute(hf_generate_code(make(temperature=0.0, top_p=0.5)))
+    assert rec.generate["do_sample"] is False
+    assert "temperature" not in rec.generate
+    assert "top_p" not in rec.generate
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", "bfloat16"), ("fp16", "float16"), ("fp32", "float32")])
+def test_the_target_loads_in_the_runs_precision(execute, precision, dtype):
+    rec = execute(hf_generate_code(make(DrafterKind.PROMPT_LOOKUP, target_precision=precision)))
+    assert rec.loaded[TARGET] == dtype
+
+
+def test_a_bf16_draft_loads_in_bf16_and_says_so(execute):
+    code = hf_generate_code(make(precision="bf16"))
+    assert execute(code).loaded[DRAFT] == "bfloat16"
+    assert "# The run drafted in bf16." in code
+
+
+def test_an_int8_draft_is_quantised_per_channel_on_the_cpu_and_says_so(execute):
+    code = hf_generate_code(make(precision="int8", target_precision="bf16"))
+    rec = execute(code)
+    assert rec.loaded == {TARGET: "bfloat16", DRAFT: "float32"}  # int8 is quantised from an fp32 load
+    assert rec.quantized == [("decoder", {"Linear": "per-channel"}, "qint8")]
+    assert 'device = "cpu"' in code
+    assert "# The run drafted in int8" in code
+
+
+def test_the_chat_template_is_applied_when_the_run_used_it(execute):
+    assert execute(hf_generate_code(make(prompt="Hi there"))).asked == ["chat:Hi there"]
+    assert execute(hf_generate_code(make(prompt="Hi there", chat=False))).asked == ["raw:Hi there"]
+
+
+# ---------------------------------------------------------------- vLLM
+
+def test_a_draft_model_run_exports_vllms_draft_model_config(execute):
+    rec = execute(vllm_code(make(k=5, temperature=0.8, top_p=0.9, max_new_tokens=40)))
+    assert rec.llm == {"model": TARGET, "speculative_config": {"model": DRAFT, "num_speculative_tokens": 5}}
+    assert rec.params == {"temperature": 0.8, "top_p": 0.9, "max_tokens": 40}
+    assert rec.asked == ["chat:Hello"]
+
+
+def test_a_prompt_lookup_run_exports_vllms_ngram_config(execute):
+    rec = execute(vllm_code(make(DrafterKind.PROMPT_LOOKUP, k=7, max_ngram=4, draft=None)))
+    assert rec.llm["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 7, "prompt_lookup_max": 4,
+                                             "prompt_lookup_min": 1}
+
+
+def test_vllm_gets_the_target_precision_and_top_k(execute):
+    rec = execute(vllm_code(make(target_precision="bf16", temperature=1.0, top_k=20)))
+    assert rec.llm["dtype"] == "bfloat16"
+    assert rec.params["top_k"] == 20
+
+
+def test_vllm_without_chat_generates_from_the_raw_prompt(execute):
+    assert execute(vllm_code(make(prompt="def f(", chat=False))).asked == ["raw:def f("]
+
+
+def test_the_target_alone_exports_vllm_without_speculation(execute):
+    rec = execute(vllm_code(make(DrafterKind.TARGET_ALONE)))
+    assert rec.llm == {"model": TARGET}
+
+
+def test_early_exit_has_no_vllm_equivalent_and_says_so():
+    code = vllm_code(make(DrafterKind.EARLY_EXIT, exit_layer=6))
+    assert ast.parse(code).body == []  # comments only
+    assert "vLLM has no early-exit" in code
+    assert vllm_config(make(DrafterKind.EARLY_EXIT, exit_layer=6)) is None
+
+
+# ---------------------------------------------------------------- user text stays text
+
+@pytest.mark.parametrize("where", ["prompt", "target", "draft"])
+@pytest.mark.parametrize("export", [hf_generate_code, vllm_code])
+def test_hostile_text_stays_a_string_literal(where, export):
+    code = export(make(temperature=0.8, **{where: HOSTILE}))
+    tree = ast.parse(code)
+    assert "os" not in imported(code)
+    assert HOSTILE in [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    assert "os" not in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+@pytest.mark.parametrize("export", [hf_generate_code, vllm_code])
+def test_a_hostile_prompt_is_exactly_the_prompt_constant(export):
+    tree = ast.parse(export(make(DrafterKind.PROMPT_LOOKUP, prompt=HOSTILE)))
+    assigns = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+    assert isinstance(assigns["prompt"], ast.Constant)
+    assert assigns["prompt"].value == HOSTILE
+
+
+def test_a_hostile_prompt_reaches_the_model_unchanged(execute):
+    assert execute(hf_generate_code(make(prompt=HOSTILE))).asked == ["chat:" + HOSTILE]
+
+
+# ---------------------------------------------------------------- packs
+
+def test_known_packs_map_to_their_hub_models():
+    assert hub_id("pack:qwen2.5-coder-0.5b-instruct") == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    assert hub_id("pack:qwen2.5-coder-1.5b-instruct") == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+
+
+@pytest.mark.parametrize("model", ["pack:something-else", "HuggingFaceTB/SmolLM2-135M-Instruct", "/models/my-llama"])
+def test_other_models_are_exported_as_given(model):
+    assert hub_id(model) == model
+
+
+def test_pack_runs_export_hub_ids(execute):
+    spec = make(target="pack:qwen2.5-coder-1.5b-instruct", draft="pack:qwen2.5-coder-0.5b-instruct")
+    hf, vllm = hf_generate_code(spec), vllm_code(spec)
+    assert "pack:" not in hf
+    assert "pack:" not in vllm
+    assert set(execute(hf).loaded) == {"Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct"}
+    assert execute(vllm).llm == {"model": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+                                 "speculative_config": {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+                                                        "num_speculative_tokens": 4}}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import statistics
 import weakref
-from dataclasses import replace
 from typing import Iterator
 
 import torch
@@ -143,11 +142,6 @@ class Runner:
 
 
 def new_tokens(rounds: list[RoundRecord]) -> list[int]:
+    """The output of a run: the new tokens of its rounds, in order."""
     return [t for r in rounds for t in r.new_tokens]
 
-
-def baseline_of(spec: RunSpec) -> RunSpec:
-    return spec.baseline()
-
-
-__all__ = ["Runner", "encode_prompt", "make_drafter", "new_tokens", "replace"]

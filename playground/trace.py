@@ -161,7 +161,10 @@ def to_csv(rounds: list[RoundRecord]) -> str:
     return df.to_csv(index=False)
 
 
-def to_json(rounds: list[RoundRecord], **meta) -> str:
+def to_json(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
+            profile: theory.CostProfile | None = None, **meta) -> str:
+    """The run as JSON: meta, the summary (the same summarize as the panel: same baseline, same profile),
+    the cost profile V(n) it used, and every round."""
     def clean(x):
         if isinstance(x, float) and not math.isfinite(x):
             return None
@@ -171,4 +174,7 @@ def to_json(rounds: list[RoundRecord], **meta) -> str:
             return [clean(v) for v in x]
         return x
 
-    return json.dumps(clean({**meta, "summary": summarize(rounds), "rounds": [asdict(r) for r in rounds]}), indent=1)
+    doc = {**meta, "summary": summarize(rounds, baseline, profile),
+           "profile_verify_s": {str(n): s for n, s in profile.verify_s.items()} if profile else None,
+           "baseline_summary": summarize(baseline) if baseline else None, "rounds": [asdict(r) for r in rounds]}
+    return json.dumps(clean(doc), indent=1)

@@ -202,3 +202,31 @@ def test_concurrent_requests_for_one_model_load_it_once(tiny_models, monkeypatch
     for t in threads:
         t.join()
     assert len(calls) == 1 and all(r is results[0] for r in results)
+
+
+def test_an_absurd_config_is_refused_from_its_config_before_loading(tiny_models, tmp_path, monkeypatch):
+    """A tiny weights file under a config that says hidden_size 10^7: refused by the memory check, not allocated."""
+    import json
+    import shutil
+    absurd = tmp_path / "absurd"
+    shutil.copytree(tiny_models["target"], absurd)
+    config = json.loads((absurd / "config.json").read_text())
+    config.update(hidden_size=10**7, intermediate_size=4 * 10**7)
+    (absurd / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
+    monkeypatch.setenv("PLAYGROUND_MEMORY_GB", "8")
+    assert models.estimate_bytes(str(absurd), "fp32") > 10**15  # from the config, not the ~100 KB file
+    loads = []
+    from playground.models import cache as cache_module
+    monkeypatch.setattr(cache_module, "load_model", lambda *a, **k: loads.append(a))
+    with pytest.raises(PlaygroundError, match="Not enough memory"):
+        models.ModelCache().get(str(absurd))
+    assert loads == []
+
+
+def test_config_params_count_a_llama_style_decoder_by_hand():
+    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 320, "intermediate_size": 128,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False}
+    # embeddings 2 * 320 * 64; per layer q,o 2 * 64 * 64, k,v 2 * 64 * 32, mlp 3 * 64 * 128
+    assert models.config_params(cfg) == 2 * 320 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128)
+    assert models.config_params({"hidden_size": "x"}) is None

@@ -193,11 +193,27 @@ def memory_budget() -> int:
     return int(0.8 * psutil.virtual_memory().total)
 
 
+def config_params(config: dict) -> int | None:
+    """The parameters a decoder's config.json implies (embeddings, attention, MLP, LM head): checked
+    before loading, so that a small weights file with an absurd config is refused, not allocated."""
+    try:
+        h, layers, vocab = int(config["hidden_size"]), int(config["num_hidden_layers"]), int(config["vocab_size"])
+        inter = int(config.get("intermediate_size") or 4 * h)
+        heads = int(config.get("num_attention_heads") or 1)
+        kv = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or h // max(1, heads))
+    except (KeyError, TypeError, ValueError):
+        return None
+    attention = 2 * h * heads * head_dim + 2 * h * kv * head_dim
+    embeddings = vocab * h * (1 if config.get("tie_word_embeddings") else 2)
+    return max(0, embeddings + layers * (attention + 3 * h * inter))
+
+
 def estimate_bytes(spec: str, precision: Precision | None = None) -> int | None:
-    """Bytes a model will take once loaded, from what is on disk; None when unknown (a Hub id
-    not in the local cache)."""
+    """Peak bytes a model takes while it loads (int8 loads in fp32 first), from its config and what is on
+    disk, whichever is larger; None when unknown (a Hub id not in the local cache)."""
     precision = Precision(precision or default_target_precision())
-    size = 1 if precision is Precision.INT8 else torch.finfo(torch_dtype(precision)).bits // 8
+    size = torch.finfo(torch_dtype(precision)).bits // 8
     source = resolve(spec)
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
         return PACKS[source[len(PACK_PREFIX):]].params * size
@@ -205,11 +221,15 @@ def estimate_bytes(spec: str, precision: Precision | None = None) -> int | None:
         stored = sum(f.stat().st_size for f in source.glob("*.safetensors"))
         try:
             config = json.loads((source / "config.json").read_text())
+        except ValueError:
+            config = {}
+        try:
             stored_dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
             stored_size = torch.finfo(getattr(torch, stored_dtype)).bits // 8
-        except (ValueError, AttributeError, TypeError):
+        except (AttributeError, TypeError):
             stored_size = 4
-        return stored * size // stored_size
+        params = config_params(config) if isinstance(config, dict) else None
+        return max(stored * size // stored_size, (params or 0) * size)
     return None
 
 

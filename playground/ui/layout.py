@@ -7,7 +7,7 @@ import gradio as gr
 
 from playground import models
 from playground.runner import Runner
-from playground.spec import DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
+from playground.spec import DEFAULT_POLICY, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
 from playground.ui import compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_info, precision_choices)
 from playground.ui.state import SessionState
@@ -57,7 +57,7 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                                                      label="Early-exit layer L (0 = a quarter of the target's layers)",
                                                      info="early exit drafter only"))
                 k = checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k"))
-                policy = gr.Radio([p.label for p in KPolicy], value=KPolicy.FIXED.label, label="k policy",
+                policy = gr.Radio([p.label for p in KPolicy], value=DEFAULT_POLICY.label, label="k policy",
                                   elem_id="adaptive", info=POLICY_INFO)
                 temperature = checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
                                                       elem_id="temperature"))

@@ -60,7 +60,9 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
                 runner.warm_up(spec, pair, progress)
             run.profile = runner.profile(spec, pair)
             yield from _stream(run, runner.rounds(spec, pair, progress), run.rounds, "Speculative")
-            if compare:
+            if compare:  # the speculative run's complete figures first: the comparison will only add the speedup
+                summary, figures = panels(run)
+                yield unchanged(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
                 yield from _stream(run, runner.rounds(spec.baseline(), pair, progress), run.baseline, "Target alone",
                                    baseline=True)
         run.finished = True
@@ -212,12 +214,10 @@ def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
             "draft": spec.pair.draft if spec.drafter.needs_draft_model else None,
             "drafter": spec.drafter.kind.value, "exit_layer": spec.drafter.exit_layer,
             "target_precision": run.target_precision, "draft_precision": run.draft_precision,
-            "config": asdict(spec.decode), "prompt": spec.prompt,
-            "panel_summary": run.summary(),  # what the summary panel showed (with the measured profile)
-            "profile_verify_s": run.profile.verify_s if run.profile else None,
-            "baseline": trace.summarize(run.baseline) if run.baseline_done else None}
+            "config": asdict(spec.decode), "prompt": spec.prompt}
+    baseline = run.baseline if run.baseline_done else None  # the summary is the panel's: same rounds, baseline, profile
     csv_path, json_path = state.downloads.write({"trace.csv": trace.to_csv(run.rounds),
-                                                 "trace.json": trace.to_json(run.rounds, **meta)})
+                                                 "trace.json": trace.to_json(run.rounds, baseline, run.profile, **meta)})
     return csv_path, json_path
 
 

@@ -104,6 +104,37 @@ def test_generate_shows_tokens_charts_and_summary(page):
     assert page.locator("#download-csv").is_enabled()
 
 
+def summary_figure(text: str, name: str) -> str:
+    """The value of a row of the summary panel's table ("| name | **value** |" drawn as text)."""
+    line = next(line for line in text.splitlines() if line.strip().startswith(name))
+    return line.split("\t")[-1].strip()
+
+
+def test_adding_the_comparison_changes_neither_c_nor_the_predictions(page):
+    """c and the ideal and calibrated speedups as the panel shows them when the speculative run is done and
+    the target alone starts, and again when the comparison has finished: the same numbers."""
+    page.locator("#prompt textarea").fill("The quick brown fox jumps over the lazy dog")
+    set_number(page, "max-new", 64)
+    page.locator("#compare-box input[type=checkbox]").check()
+    page.evaluate("""() => { window.atBaseline = null;
+        const box = document.querySelector('#status');
+        new MutationObserver(() => {
+            if (window.atBaseline === null && box.innerText.includes('Target alone: round'))
+                window.atBaseline = document.querySelector('#summary').innerText;
+        }).observe(box, {subtree: true, childList: true, characterData: true}); }""")
+    generate_and_wait(page)
+    before = page.evaluate("window.atBaseline")
+    after = page.locator("#summary").inner_text()
+    assert before, "the status never showed the target-alone run"
+    for name in ("c, draft cost per token", "v, verify cost per round", "best k, calibrated model"):
+        assert summary_figure(before, name) == summary_figure(after, name), name
+    ideal_before, calibrated_before, measured_before = re.findall(r"([\d.]+×|–[^\n\t]*)", before)[:3]
+    ideal_after, calibrated_after, measured_after = re.findall(r"([\d.]+×|–[^\n\t]*)", after)[:3]
+    assert (ideal_before, calibrated_before) == (ideal_after, calibrated_after)
+    assert measured_before.startswith("–") and measured_after.endswith("×")  # only the measured speedup arrives
+    page.locator("#compare-box input[type=checkbox]").uncheck()
+
+
 def test_stop_mid_run_then_run_again(page):
     page.locator("#compare-box input[type=checkbox]").uncheck()
     set_number(page, "k", 1)

@@ -99,8 +99,10 @@ def test_full_run_with_compare(tiny_catalog, runner):
     assert (csv_path.name, json_path.name) == ("trace.csv", "trace.json") and csv_path.parent == json_path.parent
     data = json.loads(json_path.read_text())
     assert data["drafter"] == DrafterKind.DRAFT_MODEL.value and len(data["rounds"]) == len(run.rounds)
-    assert data["baseline"]["tokens"] == 16 and data["target_precision"] == "fp32"
-    assert data["panel_summary"]["step_source"] == "measured"
+    assert data["baseline_summary"]["tokens"] == 16 and data["target_precision"] == "fp32"
+    panel = run.summary()
+    assert data["summary"]["step_source"] == "measured" and data["summary"]["c"] == panel["c"]  # the panel's figures
+    assert data["summary"]["speedup"] == panel["speedup"] and sorted(map(int, data["profile_verify_s"])) == [1, 2, 3, 5, 9, 17]
     assert csv_path.read_text().count("\n") == len(run.rounds) + 1
 
 

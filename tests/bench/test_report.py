@@ -10,11 +10,14 @@ import pytest
 from playground.bench import grid_frame, hf, report, targets
 from playground.bench.grid import Result
 from playground.errors import PlaygroundError
+from playground.spec import DEFAULT_POLICY
+
+DEFAULT_K = DEFAULT_POLICY.value  # the k label of the default policy's rows: what the targets' k "default" selects
 
 ENV = {"date": "today", "commit": "abc1234", "device": "CPU, 2 cores", "torch": "2.x", "threads": 2}
 
 
-def row(category, method, speedup, engine="ours", k="4", calibrated=float("nan"), tps=None, drafter="draft model",
+def row(category, method, speedup, engine="ours", k=DEFAULT_K, calibrated=float("nan"), tps=None, drafter="draft model",
         greedy=True, **extra):
     tps = tps or 10.0 * speedup
     return Result(pair="p", category=category, method=method, drafter=drafter, engine=engine, k=k, temperature=0.0,
@@ -69,7 +72,7 @@ def test_editing_a_copy_of_the_json_changes_the_check(tmp_path):
 
 
 def test_a_target_with_no_rows_is_not_met_nor_failed():
-    frame = grid_frame([r for r in run() if r.k != "4"])  # the default k policy did not run
+    frame = grid_frame([r for r in run() if r.k != DEFAULT_K])  # the default k policy did not run
     checked = targets.check(frame, targets.load_targets())
     assert checked[0]["met"] is None and math.isnan(checked[0]["value"])
 
@@ -89,7 +92,7 @@ def test_report_has_geometric_means_precisions_calibration_and_targets(tmp_path)
     checked = report.write_report(run(), ENV, "python -m playground.bench --k 2 4", path)
     md = path.read_text()
     assert "## Geometric mean over categories" in md and "## Every run" in md
-    assert "| draft model | 4 | 0.00 | bf16 | bf16 | 3 |" in md  # the per-method geometric mean row, precisions
+    assert "| draft model | theory | 0.00 | bf16 | bf16 | 3 |" in md  # the per-method geometric mean row, precisions
     geo = (2.0 * 1.2 * 1.1) ** (1 / 3)
     assert f"| {geo:.2f} |" in md
     assert "median |predicted - measured| / measured = " in md

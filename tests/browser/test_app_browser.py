@@ -90,10 +90,9 @@ def test_generate_shows_tokens_charts_and_summary(page):
     page.locator("#prompt textarea").fill("Once upon a time <b>there</b> was a fox")
     set_number(page, "max-new", 48)
     page.locator("#compare-box input[type=checkbox]").check()
-    page.click("#generate")
-    page.wait_for_selector("#tokens .tok-accepted, #tokens .tok-correction")
-    page.wait_for_selector("#status .status-ok")
+    generate_and_wait(page)  # this run's own final status, not the last test's
     assert "Done" in status(page)
+    page.wait_for_selector("#tokens .tok-accepted, #tokens .tok-correction")
     spans = page.locator("#tokens .tok")
     assert spans.count() > 10
     assert "q (target)" in (spans.first.get_attribute("title") or "")

@@ -26,6 +26,9 @@ def args(prompt="Once upon a time", k=4, policy="fixed k", temperature=0.0, top_
             top_p, max_new, seed, prompt, compare]
 
 
+RUNNING = ("PROCESSING", "ITERATING")  # gradio_client reports a streaming job as ITERATING once it yields
+
+
 def call(client: Client, a: list) -> tuple[str, str]:
     """(status html, tokens html) of a finished generation."""
     out = client.predict(*a, api_name="/generate")
@@ -63,7 +66,7 @@ def test_concurrent_clients_get_their_own_outputs(app_server, client):
             job = me.submit(*args(**SETTINGS[which]), api_name="/generate")
             started = None
             while not job.done():
-                if started is None and job.status().code.name == "PROCESSING":
+                if started is None and job.status().code.name in RUNNING:
                     started = time.monotonic()
                 time.sleep(0.02)
             try:
@@ -169,9 +172,13 @@ def test_stop_mid_run_then_a_normal_run_matches_solo(app_server, client):
     solo = call(client, args(**SETTINGS[0]))[1]
     job = client.submit(*args(prompt="Once upon a time", k=1, max_new=400), api_name="/generate")
     deadline = time.monotonic() + 60
-    while job.status().code.name != "PROCESSING" and time.monotonic() < deadline:
+    while job.status().code.name not in RUNNING and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert time.monotonic() < deadline, "the run never started"
     time.sleep(0.5)
-    job.cancel()
+    assert not job.done(), "the run finished before the stop: the cancellation was not exercised"
+    assert job.cancel() is True
+    time.sleep(0.5)
+    assert job.status().code.name == "CANCELLED"
     status, tokens = call(client, args(**SETTINGS[0]))
     assert "Done" in status and tokens == solo

@@ -232,6 +232,15 @@ def parse_policy(value: object) -> KPolicy:
     raise PlaygroundError(f"Unknown k policy {value!r}; choose one of: {', '.join(p.label for p in KPolicy)}.")
 
 
+DEFAULT_PRECISION = "default"  # the UI's and the API's word for "this device's default" (None in a spec)
+
+
+def parse_precision(value: object) -> object:
+    """A precision widget's value: "default" (or empty) -> None, the device default; anything else is
+    left for the spec to check (it names the field)."""
+    return None if value in (None, "", DEFAULT_PRECISION) else value
+
+
 def parse_drafter(kind: object, precision: object = None, exit_layer: object = None) -> DrafterSpec:
     """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer."""
     if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
@@ -241,7 +250,7 @@ def parse_drafter(kind: object, precision: object = None, exit_layer: object = N
         exit_layer = None
     elif isinstance(exit_layer, bool) or not _is_int(exit_layer) or exit_layer < 0:
         raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {exit_layer!r}.")
-    precision = None if precision in (None, "", "default") else precision
+    precision = parse_precision(precision)
     return DrafterSpec(kind, precision if kind is DrafterKind.DRAFT_MODEL else None,
                        exit_layer if kind is DrafterKind.EARLY_EXIT else None)
 

@@ -28,6 +28,12 @@ def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
     return model.eval()
 
 
+def synchronize(model: PreTrainedModel) -> None:
+    """Wait for the model's device to finish (CUDA runs asynchronously): call it around anything timed."""
+    if model.device.type == "cuda":
+        torch.cuda.synchronize(model.device)
+
+
 def _block_linear(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     rows = x.numel() // x.shape[-1]
     if 4 <= rows <= 64:

@@ -32,6 +32,12 @@ def position_acceptance(rounds: list[RoundRecord]) -> list[float]:
     return [kept[i] / reached[i] if reached[i] else float("nan") for i in range(k_max)]
 
 
+def speedup(tokens_per_s: float, baseline_tokens_per_s: float) -> float:
+    """Speedup: tokens/s over the target alone's tokens/s on the same prompt, target, precision and
+    sampling (nan without a usable baseline). The benchmark's HF rows use it with HF's own target alone."""
+    return tokens_per_s / baseline_tokens_per_s if baseline_tokens_per_s > 0 else float("nan")
+
+
 def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
               profile: theory.CostProfile | None = None) -> dict:
     """Headline numbers of a run: every figure the UI, the benchmark and the reports show, defined here once.
@@ -109,8 +115,8 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
         if profile is not None:
             summary["calibrated_speedup"] = theory.calibrated_speedup(alpha_eval, k_int, c, profile)
             summary["best_k_calibrated"] = theory.best_k_calibrated(alpha_eval, c, profile)
-    if base and base["tokens_per_s"] > 0:
-        summary["speedup"] = summary["tokens_per_s"] / base["tokens_per_s"]
+    if base:
+        summary["speedup"] = speedup(summary["tokens_per_s"], base["tokens_per_s"])
     return summary
 
 
@@ -144,14 +150,11 @@ def compare_outputs(spec_rounds: list[RoundRecord], base_rounds: list[RoundRecor
     b = [t for r in base_rounds for t in r.new_tokens]
     at = first_difference(a, b)
     if at is None:
-        return {"equal": True, "position": None, "gap_spec": nan_, "gap_base": nan_, "near_tie": False}
+        return {"equal": True, "position": None, "gap_spec": float("nan"), "gap_base": float("nan"), "near_tie": False}
     gap_a, gap_b = margin_at(spec_rounds, at), margin_at(base_rounds, at)
     known = [g for g in (gap_a, gap_b) if not math.isnan(g)]
     near = bool(known) and min(known) <= near_tie_tolerance(precision)
     return {"equal": False, "position": at, "gap_spec": gap_a, "gap_base": gap_b, "near_tie": near}
-
-
-nan_ = float("nan")
 
 
 def to_csv(rounds: list[RoundRecord]) -> str:

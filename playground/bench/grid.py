@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import pandas as pd
-import torch
 
 from playground import models, speed, trace
 from playground.bench import hf
@@ -112,11 +111,6 @@ def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
 
 # ---------------------------------------------------------------- running one thing
 
-def _sync(model) -> None:
-    if model.device.type == "cuda":
-        torch.cuda.synchronize(model.device)
-
-
 def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Progress):
     """(rounds, loaded pair, wall seconds, cost profile); warm-up and loading outside the clock."""
     loaded = runner.load(spec, progress)
@@ -125,10 +119,10 @@ def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Pro
             speed.fast_verify(loaded.target, kernels)
         if not runner.is_warm(spec, loaded):
             runner.warm_up(spec, loaded, progress)
-        _sync(loaded.target)
+        speed.synchronize(loaded.target)
         start = time.perf_counter()
         rounds = list(runner.rounds(spec, loaded))
-        _sync(loaded.target)
+        speed.synchronize(loaded.target)
         wall = time.perf_counter() - start
     return rounds, loaded, wall, runner.profile(spec, loaded)
 
@@ -177,7 +171,8 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
     then ours, then HF); the runs themselves go in an order rotated per prompt.
 
     max_cells caps the runs of our engine for the whole request (None: no cap; the CLI's benchmark).
-    stock_kernels: our engine without speed.fast_verify (put back as load_pair leaves it afterwards)."""
+    stock_kernels: the target without speed.fast_verify, for our runs and the HF peer alike (put back as
+    load_pair leaves it afterwards)."""
     _check(pairs, prompts, decodes, drafters, max_cells)
     groups: dict[DecodeConfig, list[DecodeConfig]] = {}
     for decode in decodes:
@@ -222,8 +217,8 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
                     rows += [r for r in out if r is not None]
                     hf_base = next((r for r in rows if r.method == hf.HF_TARGET_ALONE), None)
                     for r in rows:
-                        if r.engine == "hf" and hf_base is not None and hf_base.tokens_per_s > 0:
-                            r.speedup = r.tokens_per_s / hf_base.tokens_per_s
+                        if r.engine == "hf" and hf_base is not None:
+                            r.speedup = trace.speedup(r.tokens_per_s, hf_base.tokens_per_s)
                     results += rows
     finally:
         if stock_kernels:

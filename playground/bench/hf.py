@@ -16,8 +16,9 @@ under it; the threshold is re-fitted during a run from an ROC curve only when sc
 
 The draft's generation_config is shared with the rest of the app: every field changed here is put
 back afterwards, even when generate raises (the "heuristic" schedule writes its final
-num_assistant_tokens back into it). HF runs use the stock kernels (speed.fast_verify off): the
-verify kernel is one of our levers, not HF's.
+num_assistant_tokens back into it). HF runs on the target exactly as ours does: the same object,
+the same precision and the same kernels (speed.fast_verify, an fp32-only lever, patches the target
+itself, so HF's generate gets it too; `--stock-kernels` turns it off for both).
 """
 from __future__ import annotations
 
@@ -94,27 +95,6 @@ def assistant_settings(draft: PreTrainedModel, values: dict) -> Iterator[None]:
             setattr(config, name, value)
 
 
-def _kernel_on(model: PreTrainedModel) -> bool:
-    return any("forward" in m.__dict__ for m in model.modules() if isinstance(m, torch.nn.Linear))
-
-
-@contextmanager
-def stock_kernels(model: PreTrainedModel) -> Iterator[None]:
-    """speed.fast_verify off for the duration, then as it was."""
-    was_on = _kernel_on(model)
-    speed.fast_verify(model, False)
-    try:
-        yield
-    finally:
-        if was_on:
-            speed.fast_verify(model, True)
-
-
-def _sync(model: PreTrainedModel) -> None:
-    if model.device.type == "cuda":
-        torch.cuda.synchronize(model.device)
-
-
 def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConfig,
              chat: bool = True) -> tuple[list[int], float]:
     """One HF generation: (new tokens, wall seconds). The prompt is tokenised exactly as our runner
@@ -141,14 +121,15 @@ def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConf
     elif config.method == HF_PROMPT_LOOKUP:
         kwargs.update(prompt_lookup_num_tokens=config.k, max_matching_ngram_size=config.max_ngram)
     draft = pair.draft if assistant else None
-    with stock_kernels(target), (assistant_settings(draft, assistant) if draft is not None else _nothing()):
+    # The same target object in the same state as ours (its kernels included: --stock-kernels applies to both).
+    with assistant_settings(draft, assistant) if draft is not None else _nothing():
         torch.manual_seed(decode.seed)
-        _sync(target)
+        speed.synchronize(target)
         start = time.perf_counter()
         ids = encode_prompt(pair.tokenizer, prompt, chat).to(target.device)
         with torch.inference_mode():
             out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-        _sync(target)
+        speed.synchronize(target)
         seconds = time.perf_counter() - start
     return out[0, ids.shape[1]:].tolist(), seconds
 

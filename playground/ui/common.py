@@ -18,14 +18,13 @@ import gradio as gr
 
 from playground import models
 from playground.errors import PlaygroundError
-from playground.spec import DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy
+from playground.spec import DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy, parse_precision
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"
 # One queue for every event that decodes (generate, step-through, sweep, compare): one decode at a time
 # (demo.queue's default_concurrency_limit), so that no run's timing shares the machine with another's.
 DECODING = "decoding"
-DEFAULT_PRECISION = "default"  # the precision dropdowns' first choice: the device default (None in the spec)
 
 try:  # on Hugging Face Spaces (ZeroGPU) the decoding runs under spaces.GPU; elsewhere as is
     import spaces
@@ -70,22 +69,17 @@ class Controls:
 N_CONTROLS = len(fields(Controls))
 
 
-def _precision(value: Any) -> Any:
-    """The dropdowns' "default" is the spec's None (the device default); any other value goes to the spec as is."""
-    return None if value in (None, "", DEFAULT_PRECISION) else value
-
-
 def read_spec(c: Controls, explain: int = 0) -> RunSpec:
     """The shared controls' values -> a checked RunSpec; a PlaygroundError names the first bad value.
     The custom model ids, when filled, override the pair's; a model spec is checked (resolved) before
     anything loads, the draft only for the drafter that uses it."""
     decode = DecodeConfig(max_new_tokens=c.max_new_tokens, k=c.k, policy=parse_policy(c.policy),
                           temperature=c.temperature, top_p=c.top_p, seed=c.seed, explain=explain)
-    drafter = parse_drafter(c.drafter, _precision(c.draft_precision), c.exit_layer)
+    drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer)
     catalog = models.get_pair(c.pair)
     target = str(c.target_id or "").strip() or catalog.target
     draft = str(c.draft_id or "").strip() or catalog.draft
-    pair = PairSpec(catalog.name, target, draft, _precision(c.target_precision))
+    pair = PairSpec(catalog.name, target, draft, parse_precision(c.target_precision))
     spec = RunSpec(pair, drafter, decode, c.prompt)  # checks the prompt
     models.resolve(target)
     if drafter.needs_draft_model:

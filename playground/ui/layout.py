@@ -7,7 +7,7 @@ import gradio as gr
 
 from playground import models
 from playground.runner import Runner
-from playground.spec import DEFAULT_POLICY, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
+from playground.spec import DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
 from playground.ui import compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_info, precision_choices)
 from playground.ui.state import SessionState
@@ -46,13 +46,13 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                                            elem_id="target-id")
                 target_precision = gr.Dropdown(
                     precision_choices(models.default_target_precision().value, tuple(p.value for p in TARGET_PRECISIONS)),
-                    value="default", label="Target precision", elem_id="target-precision")
+                    value=DEFAULT_PRECISION, label="Target precision", elem_id="target-precision")
                 drafter = gr.Radio([d.value for d in DRAFTERS], value=DrafterKind.DRAFT_MODEL.value, label="Drafter",
                                    elem_id="drafter", info="prompt lookup copies n-grams from the prompt; early exit "
                                                            "drafts with the target's first layers: neither needs a draft model")
                 draft_precision = gr.Dropdown(
                     precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
-                    value="default", label="Draft precision", elem_id="draft-precision", info="draft model drafter only")
+                    value=DEFAULT_PRECISION, label="Draft precision", elem_id="draft-precision", info="draft model drafter only")
                 exit_layer = checked_by_us(gr.Slider(0, 64, value=0, step=1, elem_id="exit-layer",
                                                      label="Early-exit layer L (0 = a quarter of the target's layers)",
                                                      info="early exit drafter only"))

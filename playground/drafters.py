@@ -35,6 +35,20 @@ class Drafter(Protocol):
     def observe(self, num_accepted: int) -> None:
         """The target kept the first num_accepted tokens of the last proposal."""
 
+    # Optional: annotate(record) adds the drafter's own view of the round to its RoundRecord (the
+    # cross-tokenizer drafter's draft-side text; the runner's decoder calls it after each step).
+
+
+def draft_cache(model: PreTrainedModel) -> DynamicCache:
+    """A KV cache a drafter can crop back anywhere: full layers for attention models, even those with
+    sliding-window layers (Gemma 3, Mistral), whose own cache layers cannot be cropped once past their
+    window; the model's mask applies the window. Other layer kinds (linear attention, Mamba) get the
+    model's own cache."""
+    kinds = set(getattr(model.config, "layer_types", None) or ())
+    if kinds <= {"full_attention", "sliding_attention"}:
+        return DynamicCache()
+    return DynamicCache(config=model.config)
+
 
 def crop_cache(cache: DynamicCache, length: int) -> None:
     """Cut a KV cache back to its first `length` positions."""
@@ -57,7 +71,7 @@ class ModelDrafter:
         self.reset()
 
     def reset(self) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache = draft_cache(self.model)
         self.cached = 0  # positions of the sequence held in the cache
         self.proposal_start = 0
 

@@ -33,6 +33,13 @@ class RoundRecord:
     residual: list[tuple[int, float]] = field(default_factory=list)
     stop: str = ""  # "eos", "length" when this round ended the run
     prefill: int = 0  # tokens the target scored in this pass beyond the k + 1 (the prompt, in round 0)
+    # A cross-tokenizer draft (its own tokenizer; draft_tokens are its proposal translated into the
+    # target's tokens): the draft side of the round. draft_text: the text the draft proposed;
+    # draft_pieces: the draft's own tokens, each as the text it added (some may have fallen beyond the
+    # translated part); draft_source: per entry of draft_tokens, the draft pieces whose text overlaps it.
+    draft_text: str = ""
+    draft_pieces: list[str] = field(default_factory=list)
+    draft_source: list[str] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:

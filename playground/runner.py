@@ -16,6 +16,7 @@ from typing import Iterator
 import torch
 
 from playground import models, speed, theory
+from playground.cross import CrossTokenizerDrafter
 from playground.drafters import (Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, default_exit_layer,
                                  early_exit_model)
 from playground.engine import SpeculativeDecoder
@@ -43,12 +44,17 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> torch.Tensor:
     return ids
 
 
-def make_drafter(spec: DrafterSpec, pair: LoadedPair) -> Drafter:
-    """The drafter a DrafterSpec describes, on a loaded pair."""
+def make_drafter(spec: DrafterSpec, pair: LoadedPair, prompt: str | None = None, chat: bool = True) -> Drafter:
+    """The drafter a DrafterSpec describes, on a loaded pair. prompt and chat: how the run encodes its
+    prompt, for a draft with its own tokenizer (it encodes the prompt its own way)."""
+    if spec.needs_draft_model and pair.draft is None:
+        raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
     if spec.kind is DrafterKind.DRAFT_MODEL:
-        if pair.draft is None:
-            raise PlaygroundError("The 'draft model' drafter needs a pair with a draft model.")
         return ModelDrafter(pair.draft)
+    if spec.kind is DrafterKind.CROSS_TOKENIZER:
+        draft_tok = pair.draft_tokenizer or pair.tokenizer
+        draft_prompt = encode_prompt(draft_tok, prompt, chat)[0].tolist() if prompt else None
+        return CrossTokenizerDrafter(pair.draft, draft_tok, pair.tokenizer, draft_prompt)
     if spec.kind is DrafterKind.PROMPT_LOOKUP:
         return PromptLookupDrafter(max_ngram=spec.max_ngram)
     if spec.kind is DrafterKind.EARLY_EXIT:  # shares the target's weights: its precision, no copy
@@ -56,6 +62,18 @@ def make_drafter(spec: DrafterSpec, pair: LoadedPair) -> Drafter:
         drafter.name = DrafterKind.EARLY_EXIT.value
         return drafter
     return NoDrafter()
+
+
+class _Decoder(SpeculativeDecoder):
+    """The engine's decoder; a drafter with an `annotate(record)` method (the cross-tokenizer drafter)
+    adds its side of each round to the round's record."""
+
+    def step(self) -> RoundRecord:
+        record = super().step()
+        annotate = getattr(self.drafter, "annotate", None)
+        if annotate is not None:
+            annotate(record)
+        return record
 
 
 class Runner:
@@ -72,13 +90,14 @@ class Runner:
     @staticmethod
     def load(spec: RunSpec, progress: Progress = _quiet) -> LoadedPair:
         draft = spec.pair.draft if spec.drafter.needs_draft_model else None
-        return models.load_pair(draft, spec.pair.target, progress, spec.pair.target_precision, spec.drafter.precision)
+        return models.load_pair(draft, spec.pair.target, progress, spec.pair.target_precision, spec.drafter.precision,
+                                same_tokenizer=spec.drafter.same_tokenizer)
 
     # ------------------------------------------------------------ one-time costs
 
     @staticmethod
     def _key(spec: DrafterSpec, pair: LoadedPair) -> tuple:
-        model = id(pair.draft) if spec.kind is DrafterKind.DRAFT_MODEL else None
+        model = id(pair.draft) if spec.needs_draft_model else None
         return (spec.kind, spec.exit_layer, spec.max_ngram, model)
 
     def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
@@ -119,7 +138,8 @@ class Runner:
     def _decoder(self, spec: RunSpec, pair: LoadedPair) -> SpeculativeDecoder:
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
-        return SpeculativeDecoder(pair.target, make_drafter(spec.drafter, pair), ids, spec.decode, pair.eos, profile)
+        drafter = make_drafter(spec.drafter, pair, spec.prompt, spec.chat)
+        return _Decoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
     def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> SpeculativeDecoder:
         """A ready decoder, warm: call step() for one round, or iterate it."""

@@ -59,9 +59,14 @@ class DrafterKind(str, Enum):
     PROMPT_LOOKUP = "prompt lookup"
     EARLY_EXIT = "early exit"
     TARGET_ALONE = "target alone"  # no draft: the autoregressive baseline through the same loop
+    # A draft model with its own tokenizer: drafts in its tokens, translated into the target's through
+    # text, verified as a deterministic draft (p one-hot: lossless). playground/cross.py.
+    CROSS_TOKENIZER = "cross-tokenizer draft model"
 
 
-DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT)  # what a user can pick
+# What a user can pick.
+DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER)
+MODEL_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER)  # those that run the pair's draft model
 
 
 class Precision(str, Enum):
@@ -81,7 +86,7 @@ class DrafterSpec:
     """Which drafter, with its own typed options."""
 
     kind: DrafterKind = DrafterKind.DRAFT_MODEL
-    precision: Precision | None = None  # draft model: None = the device default (models.default_draft_precision)
+    precision: Precision | None = None  # draft models: None = the device default (models.default_draft_precision)
     exit_layer: int | None = None  # early exit: the target's layers that draft; None = a quarter of them
     max_ngram: int = 3  # prompt lookup: longest n-gram matched
 
@@ -100,7 +105,7 @@ class DrafterSpec:
     @property
     def label(self) -> str:
         """A short human name: "draft model (int8)", "early exit (L = 7)", "prompt lookup"."""
-        if self.kind is DrafterKind.DRAFT_MODEL and self.precision:
+        if self.kind in MODEL_DRAFTERS and self.precision:
             return f"{self.kind.value} ({self.precision.value})"
         if self.kind is DrafterKind.EARLY_EXIT and self.exit_layer:
             return f"{self.kind.value} (L = {self.exit_layer})"
@@ -108,6 +113,11 @@ class DrafterSpec:
 
     @property
     def needs_draft_model(self) -> bool:
+        return self.kind in MODEL_DRAFTERS
+
+    @property
+    def same_tokenizer(self) -> bool:
+        """Whether the pair's tokenizers must agree (the draft model drafter compares token ids)."""
         return self.kind is DrafterKind.DRAFT_MODEL
 
 
@@ -193,7 +203,8 @@ class RunSpec:
     def __post_init__(self) -> None:
         check_prompt(self.prompt)
         if self.drafter.needs_draft_model and not self.pair.draft:
-            raise PlaygroundError(f"The 'draft model' drafter needs a pair with a draft model; {self.pair.name!r} has none.")
+            raise PlaygroundError(f"The '{self.drafter.kind.value}' drafter needs a pair with a draft model; "
+                                  f"{self.pair.name!r} has none.")
 
     def baseline(self) -> "RunSpec":
         """The target alone on the same prompt, target, precision and sampling settings."""
@@ -251,22 +262,23 @@ def parse_drafter(kind: object, precision: object = None, exit_layer: object = N
     elif isinstance(exit_layer, bool) or not _is_int(exit_layer) or exit_layer < 0:
         raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {exit_layer!r}.")
     precision = parse_precision(precision)
-    return DrafterSpec(kind, precision if kind is DrafterKind.DRAFT_MODEL else None,
+    return DrafterSpec(kind, precision if kind in MODEL_DRAFTERS else None,
                        exit_layer if kind is DrafterKind.EARLY_EXIT else None)
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
-    """The command line's drafter names: "draft model", "draft model:int8", "early exit:7", "prompt lookup"."""
+    """The command line's drafter names: "draft model", "draft model:int8", "early exit:7", "prompt lookup",
+    "cross-tokenizer draft model" (":int8" too)."""
     kind, _, option = str(name).partition(":")
     if kind not in [d.value for d in DRAFTERS]:
         raise PlaygroundError(f"Unknown drafter {name!r}: use {[d.value for d in DRAFTERS]}, optionally with "
-                              f":{'/:'.join(p.value for p in Precision)} for the draft model, :L (a layer) for early exit.")
+                              f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit.")
     if kind == DrafterKind.EARLY_EXIT.value:
         if option and not option.isdigit():
             raise PlaygroundError(f"Early exit takes a layer number after the colon, got {name!r}.")
         return DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=int(option) if option else None)
-    if kind == DrafterKind.DRAFT_MODEL.value:
-        return DrafterSpec(DrafterKind.DRAFT_MODEL, precision=option or None)
+    if kind in [d.value for d in MODEL_DRAFTERS]:
+        return DrafterSpec(DrafterKind(kind), precision=option or None)
     if option:
         raise PlaygroundError(f"{kind!r} takes no option, got {name!r}.")
     return DrafterSpec(DrafterKind(kind))

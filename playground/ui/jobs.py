@@ -1,0 +1,161 @@
+"""The device queue as the app uses it: how many decoding jobs a client has waiting or running, whether
+anybody still listens to a running job, and taking a waiting run out of the queue (Stop before it started).
+
+Every decoding event shares one Gradio queue (common.DECODING, one job at a time). Gradio 6 has no public
+API for these three questions, so this module is the one place that reads its queue's state (gradio.queueing:
+Queue.event_queue_per_concurrency_id, active_jobs, pending_messages_per_session, Event.alive). Where there is
+no queue (a callback called directly, or a ZeroGPU worker) nothing is refused and nobody is ever gone.
+
+Who a job belongs to: its session (a browser page, a gradio_client Client), or, for a REST call
+(`POST /gradio_api/call/<api>`, which brings no session of its own), the client's address.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+from gradio.server_messages import ProcessCompletedMessage
+
+from playground.errors import PlaygroundError
+from playground.ui.common import DECODING
+
+# Queued + running decoding jobs per client: one client cannot fill the queue (max_size) for everyone.
+MAX_JOBS_PER_CLIENT = int(os.environ.get("PLAYGROUND_MAX_JOBS_PER_CLIENT", "2"))
+# A running job whose messages nobody has taken for this long has no listener (a REST call whose result is
+# never fetched, a client that stopped reading): it ends at its next round.
+UNREAD_S = 3.0
+BEFORE_START = "Stopped before it started."
+
+
+class ClientGone(PlaygroundError):
+    """Nobody listens to this job any more: it ends at the next round (its message is for a late reader)."""
+
+
+def _queue(request: gr.Request | None) -> Any:
+    """Gradio's queue behind a request, or None."""
+    try:
+        return request.request.app.get_blocks()._queue
+    except AttributeError:
+        return None
+
+
+def _client(session_hash: str | None, job_id: str | None, http_request: Any) -> str:
+    """A session's hash; for a REST call (gradio names its session after the job, or it has none yet) the address."""
+    if session_hash and session_hash != job_id:
+        return session_hash
+    return f"address {getattr(getattr(http_request, 'client', None), 'host', None)}"
+
+
+def _jobs(queue: Any) -> tuple[list, list]:
+    """(waiting, running) decoding events."""
+    line = queue.event_queue_per_concurrency_id.get(DECODING)
+    waiting = list(line.queue) if line is not None else []
+    running = [e for job in list(queue.active_jobs) if job for e in job if e.concurrency_id == DECODING]
+    return waiting, running
+
+
+# ---------------------------------------------------------------- admission: a few jobs per client
+
+def refusal(request: gr.Request | None) -> str | None:
+    """Why this client may not queue another decoding job now (None: it may)."""
+    queue = _queue(request)
+    if queue is None:
+        return None
+    waiting, running = _jobs(queue)
+    me = _client(request.session_hash, None, request.request)
+    mine = sum(_client(e.session_hash, e._id, e.request) == me for e in waiting + running)
+    if mine < MAX_JOBS_PER_CLIENT:
+        return None
+    return (f"You already have {mine} runs waiting or running, the most one client may have (so that nobody can fill "
+            f"the queue for everyone): wait for one to finish, or press Stop.")
+
+
+def admission(inputs: list, shown_on: Any) -> Callable:
+    """The `validator=` of a decoding event: it runs when the job asks to join the queue, and refuses it
+    (Gradio answers 422; the browser shows the message under `shown_on`, one of `inputs`) beyond
+    MAX_JOBS_PER_CLIENT."""
+    at = inputs.index(shown_on)
+
+    async def admit(request: gr.Request, *values: Any) -> Any:  # on the event loop: no other job joins meanwhile
+        message = refusal(request)
+        verdicts = [gr.validate(message is None or i != at, message or "") for i in range(len(inputs))]
+        return verdicts if len(verdicts) > 1 else verdicts[0]  # Gradio wraps a single output itself
+
+    return admit
+
+
+# ---------------------------------------------------------------- a running job's listener
+
+class Listener:
+    """The running decoding job of a request, as its callback sees it. `gone` once its client disconnected
+    (Gradio then marks the event not alive), it was cancelled (no longer running), or nobody has taken a
+    message of its session for UNREAD_S seconds."""
+
+    def __init__(self, request: gr.Request | None) -> None:
+        self._queue = _queue(request)
+        session = getattr(request, "session_hash", None)
+        mine = [e for e in _jobs(self._queue)[1] if e.session_hash == session] if self._queue is not None else []
+        self.event = mine[0] if len(mine) == 1 else None  # one decoding job runs at a time
+        self._heard, self._backlog = time.monotonic(), 0
+
+    def queued_before(self, moment: float) -> bool:
+        """The job joined the queue before `moment` (time.monotonic); False when not known."""
+        return self.event is not None and self.event.enqueue_time < moment
+
+    @property
+    def gone(self) -> bool:
+        event = self.event
+        if event is None:
+            return False
+        if not event.alive or not any(job and event in job for job in list(self._queue.active_jobs)):
+            return True
+        messages = self._queue.pending_messages_per_session.get(event.session_hash)
+        backlog, now = (messages.qsize() if messages is not None else 0), time.monotonic()
+        if backlog == 0 or backlog < self._backlog:  # a reader took messages
+            self._heard = now
+        self._backlog = backlog
+        return now - self._heard > UNREAD_S
+
+    def check(self) -> None:
+        if self.gone:
+            raise ClientGone("Stopped: nobody was reading this run's results (the client left, or never read them).")
+
+
+class Watched:
+    """A Runner whose round streams end (ClientGone) at the next round once the listener is gone; the rest
+    is the runner's own. The tabs hand it to the generate loop and to bench.run_grid in the runner's place."""
+
+    def __init__(self, runner: Any, listener: Listener) -> None:
+        self._runner, self.listener = runner, listener
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+    def rounds(self, *args: Any, **kwargs: Any) -> Iterator:
+        for record in self._runner.rounds(*args, **kwargs):
+            self.listener.check()
+            yield record
+
+
+# ---------------------------------------------------------------- Stop before it started
+
+async def withdraw(request: gr.Request | None, api_name: str, outputs: list) -> int:
+    """Take this session's waiting `api_name` jobs out of the queue, each answered with `outputs` (its
+    output values, already as Gradio sends them) as if it had run. Runs on the event loop without awaiting,
+    so the queue cannot start one of them meanwhile. Returns how many."""
+    queue = _queue(request)
+    if queue is None:
+        return 0
+    line = queue.event_queue_per_concurrency_id.get(DECODING)
+    taken = [e for e in (list(line.queue) if line is not None else [])
+             if e.session_hash == request.session_hash and e.fn.api_name == api_name]
+    for event in taken:
+        line.queue.remove(event)
+        queue.event_ids_to_events.pop(event._id, None)
+        messages = queue.pending_messages_per_session.get(event.session_hash)
+        if messages is not None:  # the browser or client shows these outputs and stops waiting
+            messages.put_nowait(ProcessCompletedMessage(output={"data": outputs, "is_generating": False},
+                                                        success=True, event_id=event._id))
+    return len(taken)

@@ -1,0 +1,176 @@
+"""The device queue as the app reads it (playground.ui.jobs), on a stand-in for Gradio's queue: a few jobs
+per client, a running job's listener, a waiting run taken out of the queue; and every decoding callback
+ending at the next round once nobody listens (the real queue: tests/load)."""
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+
+import pytest
+
+import gradio as gr
+
+from playground.ui import build_demo, jobs, run_tab
+from playground.ui.common import DECODING
+from playground.ui.compare_tab import run_compare
+from playground.ui.state import SessionState
+from playground.ui.sweep_tab import THIS_PROMPT, run_sweep
+from ui_support import PAIR, controls
+
+
+def event(session: str | None, host: str = "10.0.0.1", api: str = "generate", at: float = 0.0) -> SimpleNamespace:
+    """A stand-in for gradio.queueing.Event; session None: a REST call (gradio names its session after it)."""
+    e = SimpleNamespace(_id=f"job-{id(object())}", request=SimpleNamespace(client=SimpleNamespace(host=host)),
+                        concurrency_id=DECODING, alive=True, enqueue_time=at, fn=SimpleNamespace(api_name=api))
+    e.session_hash = session or e._id
+    return e
+
+
+def gradio_queue(waiting=(), running=()) -> SimpleNamespace:
+    return SimpleNamespace(event_queue_per_concurrency_id={DECODING: SimpleNamespace(queue=list(waiting))},
+                           active_jobs=[list(running) if running else None, None], event_ids_to_events={},
+                           pending_messages_per_session={})
+
+
+def request(queue, session: str | None, host: str = "10.0.0.1") -> SimpleNamespace:
+    """A stand-in for gr.Request: its session and the HTTP request behind it, whose app holds the queue."""
+    app = SimpleNamespace(get_blocks=lambda: SimpleNamespace(_queue=queue))
+    return SimpleNamespace(session_hash=session, request=SimpleNamespace(app=app, client=SimpleNamespace(host=host)))
+
+
+# ---------------------------------------------------------------- a few jobs per client
+
+def test_a_client_may_have_at_most_two_decoding_jobs_waiting_or_running():
+    queue = gradio_queue(waiting=[event("a"), event("b")], running=[event("a")])
+    assert "You already have 2 runs waiting or running" in jobs.refusal(request(queue, "a"))
+    assert jobs.refusal(request(queue, "b")) is None and jobs.refusal(request(queue, "c")) is None
+
+
+def test_rest_calls_bring_no_session_and_count_by_address():
+    queue = gradio_queue(waiting=[event(None, "10.0.0.9"), event(None, "10.0.0.9")])
+    assert jobs.refusal(request(queue, None, "10.0.0.9")) is not None  # a third POST from the same address
+    assert jobs.refusal(request(queue, None, "10.0.0.8")) is None
+    assert jobs.refusal(request(queue, "a page", "10.0.0.9")) is None  # a browser page is its own client
+
+
+def test_without_a_queue_nothing_is_refused_and_nobody_is_gone():
+    assert jobs.refusal(None) is None
+    assert jobs.Listener(None).gone is False and not jobs.Listener(None).queued_before(time.monotonic())
+
+
+def test_the_refusal_shows_under_the_chosen_input():
+    queue = gradio_queue(waiting=[event("a"), event("a")])
+    admit = jobs.admission(["pair", "prompt", "state"], shown_on="prompt")
+    verdicts = asyncio.run(admit(request(queue, "a"), "tiny", "hello", None))
+    assert [v["is_valid"] for v in verdicts] == [True, False, True] and "You already have" in verdicts[1]["message"]
+    assert all(v["is_valid"] for v in asyncio.run(admit(request(queue, "b"), "tiny", "hello", None)))
+    assert asyncio.run(jobs.admission(["state"], shown_on="state")(request(queue, "a"), None))["is_valid"] is False
+
+
+# ---------------------------------------------------------------- a running job's listener
+
+def test_the_listener_hears_a_client_leave_or_a_cancel():
+    mine, other = event("a"), event("b")
+    queue = gradio_queue(running=[mine])
+    listener = jobs.Listener(request(queue, "a"))
+    assert listener.event is mine and not listener.gone
+    mine.alive = False  # Gradio saw the client's stream close
+    assert listener.gone
+    mine.alive = True
+    queue.active_jobs = [[other], None]  # cancelled: no longer running
+    assert listener.gone
+
+
+def test_the_listener_gives_up_on_messages_nobody_reads(monkeypatch):
+    monkeypatch.setattr(jobs, "UNREAD_S", 0.2)
+    mine = event("a")
+    queue = gradio_queue(running=[mine])
+    messages = asyncio.Queue()
+    queue.pending_messages_per_session["a"] = messages
+    listener = jobs.Listener(request(queue, "a"))
+    for _ in range(4):  # a reader takes each round's message before the next round ends: never gone
+        messages.put_nowait("round")
+        time.sleep(0.1)
+        messages.get_nowait()
+        assert not listener.gone
+    messages.put_nowait("round")
+    assert not listener.gone
+    time.sleep(0.3)  # nobody took it
+    messages.put_nowait("round")
+    assert listener.gone
+    with pytest.raises(jobs.ClientGone, match="nobody was reading"):
+        listener.check()
+
+
+# ---------------------------------------------------------------- Stop before it started
+
+def test_withdraw_takes_this_sessions_waiting_runs_out_and_answers_them():
+    mine, sweep, other = event("a"), event("a", api="sweep"), event("b")
+    queue = gradio_queue(waiting=[mine, sweep, other])
+    queue.pending_messages_per_session["a"] = asyncio.Queue()
+    outputs = ["<div>Stopped before it started.</div>", {"__type__": "update"}]
+    assert asyncio.run(jobs.withdraw(request(queue, "a"), "generate", outputs)) == 1
+    assert queue.event_queue_per_concurrency_id[DECODING].queue == [sweep, other]  # only the Run tab's runs
+    answer = queue.pending_messages_per_session["a"].get_nowait()
+    assert answer.event_id == mine._id and answer.success and answer.output["data"] == outputs
+    assert asyncio.run(jobs.withdraw(None, "generate", outputs)) == 0
+
+
+class Gone:
+    """A listener that lets `rounds` rounds run, then hears that nobody listens; it may have been queued before Stop."""
+
+    def __init__(self, rounds: int = 10**9, queued_at: float = 0.0) -> None:
+        self.rounds, self.checks, self.queued_at = rounds, 0, queued_at
+
+    def queued_before(self, moment: float) -> bool:
+        return self.queued_at < moment
+
+    def check(self) -> None:
+        self.checks += 1
+        if self.checks > self.rounds:
+            raise jobs.ClientGone("Stopped: nobody was reading this run's results.")
+
+
+def test_stop_of_a_waiting_run_says_it_stopped_before_it_started(tiny_catalog, runner):
+    state = SessionState()
+    assert jobs.BEFORE_START in run_tab.stop(state, withdrawn=1).status  # taken out of the queue
+    assert "Stopped." in run_tab.stop(state).status and jobs.BEFORE_START not in run_tab.stop(state).status
+    views = list(run_tab.generate(runner, state, controls(), False, listener=Gone(queued_at=state.stopped_at - 1)))
+    assert len(views) == 1 and jobs.BEFORE_START in views[0].status and state.run.rounds == []
+    views = list(run_tab.generate(runner, state, controls(), False, listener=Gone(queued_at=state.stopped_at + 1)))
+    assert "Done" in views[-1].status  # queued after the Stop: runs
+
+
+def test_generate_ends_at_the_next_round_once_nobody_listens(tiny_catalog, runner):
+    state = SessionState()
+    views = list(run_tab.generate(runner, state, controls(k=1, max_new_tokens=60), True, listener=Gone(rounds=3)))
+    assert "nobody was reading" in views[-1].status
+    assert len(state.run.rounds) == 3 and not state.run.baseline  # not the round after which it heard, nor any later
+
+
+def test_sweep_and_comparison_end_at_the_next_round_once_nobody_listens(tiny_catalog, runner):
+    listener = Gone(rounds=5)
+    status = run_sweep(jobs.Watched(runner, listener), SessionState(), controls(max_new_tokens=60), "1 2", "0 1",
+                       THIS_PROMPT)[0]
+    assert "nobody was reading" in status and listener.checks == 6  # of about 4 x 60 rounds
+    listener = Gone(rounds=5)
+    status = run_compare(jobs.Watched(runner, listener), SessionState(), [PAIR], ["draft model", "prompt lookup"],
+                         controls(max_new_tokens=60))[0]
+    assert "nobody was reading" in status and listener.checks == 6
+
+
+# ---------------------------------------------------------------- the page
+
+def test_every_decoding_event_is_admitted_per_client_and_shows_its_place_in_the_queue(tiny_catalog, runner):
+    demo = build_demo(runner)
+    decoding = [fn for fn in demo.fns.values() if fn.concurrency_id == "decoding"]
+    assert {fn.api_name for fn in decoding} == {"generate", "step_start", "step_next", "sweep", "compare"}
+    for fn in decoding:
+        assert fn.validator is not None, fn.api_name  # jobs.admission
+        assert fn.show_progress in ("full", "minimal"), fn.api_name  # Gradio shows "queue: n/m" while it waits
+        for widget in fn.inputs:  # a bad API value reaches our checks (a Gradio check fails before admission)
+            if isinstance(widget, (gr.Dropdown, gr.Radio, gr.CheckboxGroup, gr.Slider, gr.Number)):
+                assert widget.preprocess("no such value") == "no such value", (fn.api_name, widget.elem_id)
+    stop = next(fn for fn in demo.fns.values() if fn.api_name == "stop")
+    assert stop.concurrency_limit is None and stop.fn.__name__ == "on_stop"  # runs at once, also while a run waits

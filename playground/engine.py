@@ -18,6 +18,9 @@ from playground.records import RoundRecord
 from playground.sampling import logits_to_probs, verify_greedy, verify_sampling
 from playground.spec import K_MAX, K_MIN, DecodeConfig, KPolicy
 
+PROBE_EVERY = 8  # THEORY's pause drafts one probe token after this many plain steps in a row
+
+
 class KSchedule:
     """Draft length per round.
 
@@ -27,7 +30,9 @@ class KSchedule:
       E(alpha, k) / (k c + v(k)) (theory.calibrated_speedup), for alpha estimated from this run's
       recent rounds and the costs of a CostProfile. k = 0 (a plain target step) is allowed: when
       drafting does not pay, the run stops drafting, and tries again as the evidence decays
-      (theory.AcceptanceEstimate): the floor that keeps it at about the target alone's speed.
+      (theory.AcceptanceEstimate): the floor that keeps it at about the target alone's speed. After
+      PROBE_EVERY plain steps in a row it drafts one token (a probe): without new evidence the estimate
+      would rest at its prior, and a pause chosen on a costly start (a slow warm-up) would never end.
       With a profile fixed at the start (the runner measures one per model and drafter), the k
       sequence depends only on the accepted counts, so a seeded run is reproducible; without
       one, the profile is built from this run's own timings (and then depends on them).
@@ -39,6 +44,7 @@ class KSchedule:
         self.alpha = theory.AcceptanceEstimate()
         self._draft_s = 0.0
         self._drafted = 0
+        self._plain = 0  # rounds in a row THEORY chose not to draft
         self._verify_s: dict[int, float] = {}  # n -> EMA of seconds, when no profile was given
 
     def update(self, drafted: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0.0,
@@ -55,6 +61,9 @@ class KSchedule:
             return
         c = profile.c if self.profile else self._draft_s / max(1, self._drafted) / profile.step_s
         self.k = theory.best_k_calibrated(self.alpha.alpha, c, profile, K_MAX, k_min=0)
+        self._plain = self._plain + 1 if self.k == 0 else 0
+        if self._plain > PROBE_EVERY:  # a pause that has lasted: draft one token to learn this text's alpha again
+            self.k, self._plain = 1, 0
 
     def _own_profile(self, drafted: int, draft_s: float, verify_s: float, first: bool) -> theory.CostProfile | None:
         """A profile from this run's timings (the first round's pass includes the prompt: skipped)."""

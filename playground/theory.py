@@ -81,6 +81,22 @@ def calibrated_speedup(alpha: float, k: int, c: float, profile: CostProfile, tok
     return expected / (k * c + profile.v(k))
 
 
+def run_speedup(alpha: float, k: int, c: float, profile: CostProfile, tokens: int, first_round_s: float) -> float:
+    """The calibrated speedup of a whole run of `tokens` new tokens, with its one-off cost: the first
+    round scores the prompt (and fills the draft's cache), which the target alone pays too (its own
+    first pass). Time of the speculative run: first_round_s + (tokens - E) / E rounds of (k c + v(k))
+    steps; of the target alone: about first_round_s - k c steps + (tokens - 1) steps. Tends to
+    calibrated_speedup for long runs; a long prompt and few tokens pull it towards 1, and below it
+    when the draft's prefill is slow."""
+    if k == 0 or tokens <= 0:
+        return 1.0
+    step = profile.step_s
+    expected = expected_tokens(alpha, k)
+    spec_s = first_round_s + max(0.0, tokens - expected) / expected * (k * c + profile.v(k)) * step
+    base_s = max(step, first_round_s - k * c * step - (profile.V(k + 1) - step)) + (tokens - 1) * step
+    return base_s / spec_s
+
+
 def best_k_calibrated(alpha: float, c: float, profile: CostProfile, k_max: int = 16, k_min: int = 1) -> int:
     """The k in k_min..k_max with the best calibrated speedup; k_min = 0 allows "do not draft"
     (a plain target step, speedup 1) when no k pays."""

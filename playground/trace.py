@@ -32,6 +32,24 @@ def position_acceptance(rounds: list[RoundRecord]) -> list[float]:
     return [kept[i] / reached[i] if reached[i] else float("nan") for i in range(k_max)]
 
 
+def accepted_histogram(rounds: list[RoundRecord]) -> tuple[list[int], list[float]]:
+    """Draft rounds by number of kept draft tokens (0 .. max k): the measured counts, and the counts
+    Leviathan et al.'s i.i.d. model expects at the run's alpha_eval, a geometric law cut at each round's
+    k (P(n = j) = a^j (1 - a) for j < k, P(n = k) = a^k). Acceptances that come in runs show as more
+    rounds at 0 and at k than the geometric bars."""
+    drafts = [r for r in rounds if r.k > 0]
+    top = max((r.k for r in drafts), default=0)
+    measured = [0] * (top + 1) if drafts else []
+    expected = [0.0] * (top + 1) if drafts else []
+    evaluated = sum(min(r.k, r.accepted + 1) for r in drafts)
+    a = sum(r.accepted for r in drafts) / evaluated if evaluated else 0.0
+    for r in drafts:
+        measured[r.accepted] += 1
+        for j in range(r.k + 1):
+            expected[j] += a ** j * ((1 - a) if j < r.k else 1.0)
+    return measured, expected
+
+
 def speedup(tokens_per_s: float, baseline_tokens_per_s: float) -> float:
     """Speedup: tokens/s over the target alone's tokens/s on the same prompt, target, precision and
     sampling (nan without a usable baseline). The benchmark's HF rows use it with HF's own target alone."""
@@ -52,10 +70,12 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
       ("measured"); else the median of this run's plain target steps; else the mean verify pass of
       this run ("estimated": then v is 1 by construction). Never the baseline's speed, so c does not
       change when a comparison is added.
-    - c = draft seconds per drafted token / one target step; v = mean verify seconds per draft round
-      (the first round, which scores the prompt, left out) / one target step.
+    - c = draft seconds per drafted token / one target step; v = mean verify seconds per draft round /
+      one target step; both leave out the first round (it scores the prompt and fills the draft's cache).
     - theory_speedup: Leviathan's ideal E(alpha_eval, k) / (k c + 1), k = the mean draft length rounded;
-      calibrated_speedup: E(alpha_eval, k) / (k c + v(k)) with v(k) from the profile.
+      calibrated_speedup: the same model with this machine's v(k) from the profile and this run's first
+      round (its prompt pass, which the target alone pays too), for this run's length
+      (theory.run_speedup; E(alpha_eval, k) / (k c + v(k)) for a long run).
     """
     nan = float("nan")
     tokens = sum(len(r.new_tokens) for r in rounds)
@@ -79,7 +99,8 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
         step, step_source = sum(r.verify_s for r in later) / len(later), "estimated (v = 1 assumed)"
     else:
         step, step_source = nan, ""
-    c = (draft_s / drafted) / step if drafted and step > 0 else nan
+    later_drafted = sum(r.k for r in later)
+    c = (sum(r.draft_s for r in later) / later_drafted) / step if later_drafted and step > 0 else nan
     v = (sum(r.verify_s for r in later) / len(later)) / step if later and step > 0 else nan
     base = summarize(baseline) if baseline else None
     summary = {
@@ -113,11 +134,39 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
         summary["theory_speedup"] = theory.speedup(alpha_eval, k_int, c)
         summary["best_k"] = theory.best_k(alpha_eval, c)
         if profile is not None:
-            summary["calibrated_speedup"] = theory.calibrated_speedup(alpha_eval, k_int, c, profile)
+            summary["calibrated_speedup"] = theory.run_speedup(alpha_eval, k_int, c, profile, tokens, rounds[0].seconds)
             summary["best_k_calibrated"] = theory.best_k_calibrated(alpha_eval, c, profile)
     if base:
         summary["speedup"] = speedup(summary["tokens_per_s"], base["tokens_per_s"])
     return summary
+
+
+def vllm_metrics(rounds: list[RoundRecord]) -> dict:
+    """The run's spec-decode figures under vLLM's names (docs/trace.md): its Prometheus counters
+    (vllm:spec_decode_num_drafts, _num_draft_tokens, _num_accepted_tokens, _num_accepted_tokens_per_pos) and
+    its per-request `speculative_decoding_stats`. A draft (vLLM's spec step) is a round with k > 0: a round
+    where the k policy chose k = 0 is a plain target step and counts nowhere here."""
+    drafts = [r for r in rounds if r.k > 0]
+    k_max = max((r.k for r in drafts), default=0)
+    drafted = sum(r.k for r in drafts)
+    accepted = sum(r.accepted for r in drafts)
+    histogram: dict[int, int] = {}
+    for r in drafts:
+        histogram[r.accepted] = histogram.get(r.accepted, 0) + 1
+    return {
+        "num_drafts": len(drafts),
+        "num_draft_tokens": drafted,
+        "num_accepted_tokens": accepted,
+        "num_accepted_tokens_per_pos": [sum(r.accepted > i for r in drafts) for i in range(k_max)],
+        "mean_acceptance_length": 1 + accepted / len(drafts) if drafts else float("nan"),
+        "draft_acceptance_rate": accepted / drafted if drafted else float("nan"),
+        "acceptance_histogram": dict(sorted(histogram.items())),
+        "num_spec_steps": len(drafts),
+        "num_accepted_draft_tokens": accepted,
+        "num_spec_tokens": k_max,
+        "per_step_accepted": [r.accepted for r in drafts],
+        "per_step_drafted": [r.k for r in drafts],
+    }
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -167,7 +216,7 @@ def to_csv(rounds: list[RoundRecord]) -> str:
 def to_json(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
             profile: theory.CostProfile | None = None, **meta) -> str:
     """The run as JSON: meta, the summary (the same summarize as the panel: same baseline, same profile),
-    the cost profile V(n) it used, and every round."""
+    the cost profile V(n) it used, the spec-decode figures under vLLM's names, and every round (docs/trace.md)."""
     def clean(x):
         if isinstance(x, float) and not math.isfinite(x):
             return None
@@ -179,5 +228,6 @@ def to_json(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None
 
     doc = {**meta, "summary": summarize(rounds, baseline, profile),
            "profile_verify_s": {str(n): s for n, s in profile.verify_s.items()} if profile else None,
-           "baseline_summary": summarize(baseline) if baseline else None, "rounds": [asdict(r) for r in rounds]}
+           "baseline_summary": summarize(baseline) if baseline else None, "vllm": vllm_metrics(rounds),
+           "rounds": [asdict(r) for r in rounds]}
     return json.dumps(clean(doc), indent=1)

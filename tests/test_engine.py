@@ -258,3 +258,19 @@ def test_early_exit_draft_is_the_targets_first_layers_and_shares_its_weights(tin
     for bad in (0, 2, 1.5, True):
         with pytest.raises(PlaygroundError, match="early-exit layer must be a whole number from 1 to 1"):
             early_exit_model(target, bad)
+
+
+def test_theory_pause_probes_with_one_draft_token_and_resumes_when_drafts_pay():
+    """A pause chosen on costly evidence (here: a prior alpha too low for this c) must end when the
+    text turns out to be easy: every PROBE_EVERY + 1 plain steps one token is drafted."""
+    from playground.engine import PROBE_EVERY
+
+    s = KSchedule(4, KPolicy.THEORY, theory.CostProfile({1: 0.5, 17: 0.55}, draft_s=0.25))
+    s.update(4, 0)
+    assert s.k == 0
+    ks = []
+    for _ in range(3 * (PROBE_EVERY + 1)):
+        s.update(s.k, s.k)  # every draft it makes is accepted
+        ks.append(s.k)
+    assert 1 in ks[: PROBE_EVERY + 1]  # the first probe came within PROBE_EVERY + 1 rounds
+    assert ks[-1] >= 2  # accepted probes raised alpha until drafting pays: it drafts again

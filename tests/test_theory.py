@@ -75,3 +75,18 @@ def test_acceptance_estimate_weighs_recent_rounds_and_decays_to_the_prior():
     for _ in range(40):
         est.update(0, 0)  # plain steps: no evidence, back towards 1/2
     assert est.alpha == pytest.approx(0.5, abs=0.01)
+
+
+def test_run_speedup_counts_the_first_pass_both_runs_pay():
+    profile = theory.CostProfile({1: 0.1, 5: 0.12})
+    a, k, c = 0.8, 4, 0.2
+    e = (1 - a**5) / (1 - a)  # 3.3616
+    first = 2.0  # the prompt pass of a long prompt, plus the draft's prefill and k draft steps
+    spec_s = first + (64 - e) / e * (k * c + 1.2) * 0.1
+    base_s = first - k * c * 0.1 - (0.12 - 0.1) + 63 * 0.1
+    assert theory.run_speedup(a, k, c, profile, 64, first) == pytest.approx(base_s / spec_s)
+    # a long prompt pulls a short run towards 1; a long run tends to the steady-state calibrated speedup
+    steady = theory.calibrated_speedup(a, k, c, profile)
+    assert 1 < theory.run_speedup(a, k, c, profile, 64, first) < steady
+    assert theory.run_speedup(a, k, c, profile, 100_000, first) == pytest.approx(steady, rel=1e-2)
+    assert theory.run_speedup(a, 0, c, profile, 64, first) == 1.0

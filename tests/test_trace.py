@@ -94,3 +94,50 @@ def test_csv_and_json_round_trip():
     doc = json.loads(trace.to_json(ROUNDS, pair="tiny", k=4))
     assert doc["pair"] == "tiny" and len(doc["rounds"]) == 3 and doc["summary"]["tokens"] == 8
     assert doc["summary"]["speedup"] is None  # NaN becomes null: the file is valid JSON
+
+
+# ---------------------------------------------------------------- vLLM's names (docs/trace.md)
+
+MIXED = [  # a theory-policy-like run: k varies, and round 1 is a plain target step (k = 0)
+    rec(0, 3, 3, [0, 1, 2, 99], total=4),
+    rec(1, 0, 0, [99], total=5),
+    rec(2, 5, 1, [0, 99], total=7),
+    rec(3, 3, 0, [99], total=8),
+    rec(4, 3, 3, [0, 1, 2, 99], total=12, stop="length"),
+]
+
+
+def test_vllm_metrics_by_hand():
+    m = trace.vllm_metrics(MIXED)
+    # drafts are the rounds with k > 0: rounds 0, 2, 3, 4 (the plain target step of round 1 is no draft)
+    assert m["num_drafts"] == m["num_spec_steps"] == 4
+    assert m["num_draft_tokens"] == 3 + 5 + 3 + 3
+    assert m["num_accepted_tokens"] == m["num_accepted_draft_tokens"] == 3 + 1 + 0 + 3
+    # position i counts the drafts that accepted more than i tokens: 0 -> rounds 0, 2, 4; 1 and 2 -> rounds 0, 4
+    assert m["num_accepted_tokens_per_pos"] == [3, 2, 2, 0, 0]
+    assert m["num_spec_tokens"] == 5  # the longest draft (vLLM: the configured k)
+    assert m["mean_acceptance_length"] == 1 + 7 / 4  # the bonus / correction token counted in
+    assert m["draft_acceptance_rate"] == 7 / 14
+    assert m["acceptance_histogram"] == {0: 1, 1: 1, 3: 2}  # drafts by accepted tokens; empty buckets left out
+    assert m["per_step_accepted"] == [3, 1, 0, 3] and m["per_step_drafted"] == [3, 5, 3, 3]
+
+
+def test_vllm_metrics_agree_with_the_summary():
+    m, s = trace.vllm_metrics(ROUNDS), trace.summarize(ROUNDS)
+    assert m["draft_acceptance_rate"] == s["alpha"] == 5 / 12
+    assert m["mean_acceptance_length"] == 1 + s["mean_accepted"] == 1 + 5 / 3
+    assert m["num_accepted_tokens_per_pos"] == [2, 1, 1, 1]  # rounds 0 and 1 kept position 0; only round 0 the rest
+
+
+def test_a_run_without_drafts_has_no_vllm_rates():
+    m = trace.vllm_metrics(BASELINE)
+    assert (m["num_drafts"], m["num_draft_tokens"], m["num_accepted_tokens"]) == (0, 0, 0)
+    assert m["num_accepted_tokens_per_pos"] == [] and m["acceptance_histogram"] == {} and m["per_step_drafted"] == []
+    assert math.isnan(m["mean_acceptance_length"]) and math.isnan(m["draft_acceptance_rate"])
+
+
+def test_json_trace_carries_the_vllm_names():
+    doc = json.loads(trace.to_json(MIXED, BASELINE))
+    assert doc["vllm"]["acceptance_histogram"] == {"0": 1, "1": 1, "3": 2}  # JSON keys are strings, as vLLM's
+    assert doc["vllm"]["num_drafts"] == 4 and doc["vllm"]["mean_acceptance_length"] == 2.75
+    assert json.loads(trace.to_json(BASELINE))["vllm"]["mean_acceptance_length"] is None  # nan -> null

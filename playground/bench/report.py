@@ -26,7 +26,8 @@ DEFINITIONS = (
     "transformers' defaults, or prompt lookup) on the same prompt and temperature, wall clock around tokenising and "
     "generating on both sides; c = draft cost per token and v = verify cost per round, both in target steps; "
     "theory = Leviathan et al.'s ideal (1 - a^(k+1)) / ((1 - a)(k c + 1)) for the measured a and c; calibrated = "
-    "the same with this machine's measured v(k) = V(k + 1) / V(1); calibrated_error = |calibrated - measured| / "
+    "the same with this machine's measured v(k) = V(k + 1) / V(1), for the run's length and with its first "
+    "round (the prompt pass both runs pay; theory.run_speedup); c and v leave the first round out; calibrated_error = |calibrated - measured| / "
     "measured; greedy = output identical to the target alone's, or the position and logit gap of the first "
     "difference (a near-tie when the gap is within the precision's rounding).")
 

@@ -7,6 +7,7 @@ measured speedup.
 """
 from __future__ import annotations
 
+import asyncio
 import html
 import time
 from dataclasses import asdict
@@ -18,15 +19,16 @@ from playground import trace
 from playground.models import Progress, _quiet
 from playground.runner import Runner
 from playground.spec import DrafterKind
+from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, View, error_status, fmt, gpu, read_spec, status_html,
                                   unchanged)
 from playground.ui.state import CurrentRun, SessionState
-from playground.views import charts, tokens
+from playground.views import charts, race, tokens
 
 TEXT_EVERY_S = 0.1  # send the text at most this often (every round when rounds are slower)
 CHART_EVERY_S = 1.0  # redraw the charts and the summary at most this often while a run streams
 STOP_SETTLE_S = 0.25  # Stop waits this long so that its view is the last one
-SPEEDUPS = ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k))", "measured (target alone ran)")
+SPEEDUPS = ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k), this prompt's first pass)", "measured (target alone ran)")
 
 
 class _Stopped(Exception):
@@ -36,13 +38,19 @@ class _Stopped(Exception):
 # ---------------------------------------------------------------- callbacks
 
 def generate(runner: Runner, state: SessionState | None, controls: Controls, compare: bool,
-             progress: Progress = _quiet) -> Iterator[View]:
+             progress: Progress = _quiet, listener: jobs.Listener | None = None) -> Iterator[View]:
     """Load (cached), warm up (once per model and drafter, by the runner), run the speculative decoder
-    round by round and, when asked, the target alone; stream it all, then the final view."""
+    round by round and, when asked, the target alone; stream it all, then the final view. With a listener
+    (the job in Gradio's queue), the run ends at the next round once nobody listens."""
     state = state if state is not None else SessionState()
+    runner = jobs.Watched(runner, listener) if listener is not None else runner
     try:
         spec = read_spec(controls)
         run = state.run = CurrentRun(spec, comparing=bool(compare))  # from now on Stop finds this run
+        if listener is not None and listener.queued_before(state.stopped_at):  # Stop came while it waited
+            run.finished = True
+            yield unchanged(status=status_html(jobs.BEFORE_START, "info"))
+            return
         loading = f"Loading {spec.pair.target}" + (f" and {spec.pair.draft}" if spec.drafter.needs_draft_model else "")
         yield unchanged(status=status_html(loading + " …", "busy"), tokens=tokens.empty_output("Waiting for the first round …"),
                         compare="", summary="", csv=gr.update(value=None, interactive=False),
@@ -71,6 +79,8 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
                                      f"({_stop_reason(run)}).", "ok")
     except _Stopped:  # Stop has shown the partial run: send nothing after it
         return
+    except jobs.ClientGone as exc:  # nobody listens; a REST client that reads late learns why it ended
+        yield unchanged(status=status_html(str(exc), "info"))
     except Exception as exc:  # a PlaygroundError names the field; anything else in one line, and keep serving
         yield unchanged(status=error_status(exc))
 
@@ -105,9 +115,15 @@ def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline:
         yield view
 
 
-def stop(state: SessionState | None) -> View:
-    """The Stop button (the generate event is cancelled by `cancels=`): show what the run got so far."""
+def stop(state: SessionState | None, withdrawn: int = 0) -> View:
+    """The Stop button (the generate event is cancelled by `cancels=`): show what the run got so far.
+    withdrawn: how many of the session's runs were taken out of the queue before they started; a run of the
+    session that was waiting, and starts anyway, ends at once (state.stopped_at)."""
+    if state is not None:
+        state.stopped_at = time.monotonic()
     run = state.run if state is not None else None
+    if withdrawn and (run is None or run.finished):
+        return unchanged(status=status_html(jobs.BEFORE_START, "info"))
     if run is not None and run.finished:
         return unchanged()  # nothing is running: keep the finished run as shown
     if run is not None:
@@ -133,13 +149,19 @@ def panels(run: CurrentRun) -> tuple[str, tuple]:
 def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -> View:
     """Everything at the end of a run (or when stopped): text, comparison, summary, charts, downloads."""
     spec_html = tokens.render_rounds(run.rounds, run.tokenizer, run.spec.prompt)
-    comparison = compare_html(run, spec_html) if run.baseline_done else ""
+    comparison = compare_html(run, spec_html) + race_view(run) if run.baseline_done else ""
     summary, (acc, lat, hist, pos) = panels(run)
     csv_path, json_path = write_trace(run, state) if run.rounds else (None, None)
     return View(status=status_html(message, level), tokens=spec_html, compare=comparison, summary=summary,
                 acceptance=acc, latency=lat, histogram=hist, positions=pos,
                 csv=gr.update(value=csv_path, interactive=csv_path is not None),
                 json=gr.update(value=json_path, interactive=json_path is not None))
+
+
+def race_view(run: CurrentRun) -> str:
+    """The replay race of a compared run: each token at the moment its round ended in its own measured run."""
+    return race.race_html(run.rounds, run.baseline, run.tokenizer, run.spec.prompt,
+                          f"Speculative ({run.spec.drafter.label})")
 
 
 def precisions(run: CurrentRun) -> str:
@@ -237,7 +259,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     status = gr.HTML(status_html("Ready: press Generate (the prompt box holds an example)."), elem_id="status")
     gr.HTML(tokens.legend(), elem_id="legend")
     text = gr.HTML(tokens.empty_output(), elem_id="tokens")
-    comparison = gr.HTML("", elem_id="compare")
+    comparison = gr.HTML("", elem_id="compare", js_on_load=race.PLAYER_JS)  # the replay race plays in the page
     with gr.Row(equal_height=False):
         summary = gr.Markdown("", elem_id="summary")
         with gr.Column(scale=0, min_width=200):
@@ -253,14 +275,22 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
             positions = gr.Plot(empty[3], show_label=False, elem_id="chart-positions")
     outputs = list(View(status, text, comparison, summary, acceptance, latency, histogram, positions, csv_btn, json_btn))
 
-    def on_generate(progress: Any = gr.Progress(), *values: Any) -> Iterator[View]:
+    def on_generate(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Iterator[View]:
         *shared, compare_value, session = values  # the order of `inputs` below
-        yield from generate(runner, session, Controls(*shared), compare_value, _progress(progress))
+        yield from generate(runner, session, Controls(*shared), compare_value, _progress(progress),
+                            jobs.Listener(request))
 
-    running = run_btn.click(gpu(on_generate), inputs=controls.as_inputs() + [compare, state], outputs=outputs,
-                            show_progress="minimal", show_progress_on=[status], api_name="generate",
-                            concurrency_id=DECODING)
-    stop_btn.click(stop, inputs=state, outputs=outputs, cancels=[running], show_progress="hidden",
+    async def on_stop(session: SessionState | None, request: gr.Request = None) -> View:
+        # first (on the event loop) the session's waiting runs leave the queue, answered "Stopped before it started."
+        # (the browser's own cancel then finds nothing left to cancel: no "Error")
+        withdrawn = await jobs.withdraw(request, "generate", list(unchanged(status=status_html(jobs.BEFORE_START))))
+        return await asyncio.to_thread(stop, session, withdrawn)
+
+    inputs = controls.as_inputs() + [compare, state]
+    running = run_btn.click(gpu(on_generate), inputs=inputs, outputs=outputs, api_name="generate",
+                            validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
+                            show_progress="minimal", show_progress_on=[status])  # "queue: n/m" while it waits
+    stop_btn.click(on_stop, inputs=state, outputs=outputs, cancels=[running], show_progress="hidden",
                    concurrency_limit=None, api_name="stop")
 
 

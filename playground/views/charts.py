@@ -65,14 +65,15 @@ def latency_chart(df: pd.DataFrame) -> go.Figure:
 
 
 def accepted_histogram(df: pd.DataFrame) -> go.Figure:
-    """How many draft tokens each round kept: counts of 0, 1, ..., max k."""
+    """How many draft tokens each round kept (0, 1, ..., max k), against what the i.i.d. model expects."""
     fig = go.Figure()
-    rounds = _draft_rounds(df)
-    if len(rounds):
-        top = int(rounds["k"].max())
-        counts = rounds["accepted"].value_counts().reindex(range(top + 1), fill_value=0)
-        fig.add_bar(x=list(counts.index), y=list(counts.values), name="rounds", marker_color=SKY,
+    measured, expected = trace.accepted_histogram(list(df.itertuples())) if len(df) else ([], [])
+    if measured:
+        fig.add_bar(x=list(range(len(measured))), y=measured, name="measured", marker_color=SKY,
                     hovertemplate="%{y} rounds kept %{x} drafts<extra></extra>")
+        fig.add_scatter(x=list(range(len(expected))), y=expected, name="i.i.d. model (geometric)", mode="markers+lines",
+                        marker_color=ORANGE, line_dash="dot",
+                        hovertemplate="the i.i.d. model expects %{y:.1f} rounds to keep %{x}<extra></extra>")
     else:
         note(fig, "No draft rounds yet")
     fig = layout(fig, "Accepted tokens per round", "accepted draft tokens", "rounds", bargap=0.15)

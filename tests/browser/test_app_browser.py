@@ -6,6 +6,7 @@ The screenshot goes to $PLAYGROUND_SCREENSHOT (e.g. assets/screenshot.png), else
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -101,7 +102,7 @@ def test_generate_shows_tokens_charts_and_summary(page):
     page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
     summary = page.locator("#summary").inner_text()
     assert re.search(r"tokens/s\s+[\d.]+", summary) and re.search(r"best k[^\n]*\s+\d+", summary)
-    for label in ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k))", "measured (target alone ran)"):
+    for label in ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k), this prompt's first pass)", "measured (target alone ran)"):
         assert label in summary
     assert re.search(r"[\d.]+×\s+[\d.]+×\s+[\d.]+×", summary)  # the three speedups side by side
     assert "target fp32" in summary and "V(1) measured" in summary
@@ -191,6 +192,74 @@ def test_screenshot(page, tmp_path):
     out.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(out), full_page=True)
     assert out.stat().st_size > 10_000
+
+
+def race_texts(page) -> list[str]:
+    return page.evaluate("() => Array.from(document.querySelectorAll('#compare .race-text')).map(t => t.textContent)")
+
+
+def test_replay_race_replays_both_measured_runs(page, tmp_path):
+    """After a compared run: Replay at 4x grows both texts over time, each side's text is never complete before
+    its measured finish, and they end as the two final texts with the clocks at the measured times (the JSON
+    trace's engine seconds)."""
+    fixed_k(page)
+    page.locator("#prompt textarea").fill("Once upon a time there was a little fox")
+    set_number(page, "k", 4)
+    set_number(page, "max-new", 64)
+    page.locator("#compare-box input[type=checkbox]").check()
+    generate_and_wait(page)
+    page.wait_for_selector("#compare .race .race-replay")
+    # the final texts as the comparison columns show them (the output tokens: not the rejected drafts)
+    finals = page.evaluate("""() => Array.from(document.querySelectorAll('#compare .compare-col .tok-output')).map(
+        box => Array.from(box.querySelectorAll('.tok:not(.tok-rejected):not(.tok-unevaluated)')).map(s => s.textContent.replace(/\u21b5/g, '')).join(''))""")
+    assert len(finals) == 2 and all(finals)
+    assert race_texts(page) == finals  # before any replay: the final state
+    with page.expect_download() as download:
+        page.click("#download-json")
+    doc = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+    measured = [doc["summary"]["wall_s"], doc["baseline_summary"]["wall_s"]]
+
+    page.locator("#compare .race-speed", has_text="4×").click()
+    page.evaluate("""() => {  // sample (ms since the click, both text lengths) until the replay is over
+        const race = document.querySelector('#compare .race'), texts = race.querySelectorAll('.race-text');
+        window.raceLog = []; window.raceDone = false;
+        const start = performance.now();
+        const id = setInterval(() => {
+            window.raceLog.push([performance.now() - start, ...Array.from(texts).map(t => t.textContent.length)]);
+            if (race.dataset.state === 'final' && window.raceLog.length > 1) { clearInterval(id); window.raceDone = true; }
+        }, 4);
+        race.querySelector('.race-replay').click(); }""")
+    page.wait_for_function("window.raceDone === true", timeout=30_000)
+    log = page.evaluate("window.raceLog")
+    assert race_texts(page) == finals
+    for side in (0, 1):
+        lengths = [row[side + 1] for row in log]
+        final = len(finals[side])
+        assert lengths[-1] == final
+        assert lengths == sorted(lengths), "a text only grows"
+        assert any(0 < n < final for n in lengths), f"side {side} never showed part of its text"
+        done_at = next(ms for ms, *ns in log if ns[side] == final) / 1000 * 4  # race seconds at 4x
+        assert done_at >= measured[side] - 0.05, "a text complete before its measured finish"
+    elapsed = log[-1][0] / 1000
+    assert max(measured) / 4 - 0.05 <= elapsed <= max(measured) / 4 + 5  # played at 4x (the end within a slack)
+    for lane, seconds in zip(page.locator("#compare .race-lane").all(), measured):
+        clock = float(lane.locator(".race-time").inner_text().removesuffix(" s"))
+        assert abs(clock - seconds) <= 0.011, (clock, seconds)
+        done = lane.locator(".race-done")
+        assert done.is_visible() and abs(float(re.search(r"finished in ([\d.]+) s", done.inner_text())[1]) - seconds) <= 0.011
+    assert abs(float(page.locator("#compare .race-clock").inner_text().removesuffix(" s")) - max(measured)) <= 0.011
+
+    page.locator("#compare .race-speed", has_text="1×").click()  # a screenshot mid-race at the measured speed
+    page.locator("#compare .race-replay").click()
+    page.wait_for_function("""() => { const t = document.querySelectorAll('#compare .race-text');
+        return t[0].textContent.length + t[1].textContent.length > 20; }""")
+    main = Path(os.environ.get("PLAYGROUND_SCREENSHOT") or tmp_path / "screenshot.png")
+    out = main.with_name(f"{main.stem}-race.png")
+    page.locator("#compare .race").screenshot(path=str(out))
+    assert out.stat().st_size > 5_000
+    page.wait_for_function("document.querySelector('#compare .race').dataset.state === 'final'", timeout=30_000)
+    page.locator("#compare .race").screenshot(path=str(out.with_name(f"{main.stem}-race-final.png")))
+    page.locator("#compare-box input[type=checkbox]").uncheck()
 
 
 def shot(page, tmp_path, suffix: str) -> None:

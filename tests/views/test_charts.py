@@ -44,9 +44,18 @@ def test_latency_stacks_draft_and_verify_in_ms():
 
 
 def test_histogram_counts_rounds_by_how_many_drafts_they_kept():
-    (bars,) = charts.accepted_histogram(trace.frame(ROUNDS)).data
+    bars, _ = charts.accepted_histogram(trace.frame(ROUNDS)).data
     assert list(bars.x) == [0, 1, 2, 3]
     assert list(bars.y) == [1, 1, 1, 2]  # the plain step is not a draft round
+
+
+def test_histogram_shows_what_the_iid_model_expects_at_the_runs_alpha():
+    _, model = charts.accepted_histogram(trace.frame(ROUNDS)).data
+    a = 9 / 11  # kept 3+1+0+2+3 of the 3+2+1+2+3 evaluated drafts
+    # four rounds drafted 3 (geometric cut at 3), one drafted 2 (cut at 2)
+    by_hand = [5 * (1 - a), 5 * a * (1 - a), 4 * a**2 * (1 - a) + a**2, 4 * a**3]
+    assert list(model.y) == pytest.approx(by_hand)
+    assert sum(model.y) == pytest.approx(5)  # one expected count per draft round
 
 
 def test_position_chart_shows_kept_over_reached_per_position():

@@ -106,6 +106,7 @@ def app_process(tmp_path_factory):
                HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
     log = open(root / "app.log", "w")
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=root_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
+    (root / "app.pid").write_text(str(proc.pid))  # for the memory load test
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + 120

@@ -277,8 +277,11 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
 
     def on_generate(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Iterator[View]:
         *shared, compare_value, session = values  # the order of `inputs` below
-        yield from generate(runner, session, Controls(*shared), compare_value, _progress(progress),
-                            jobs.Listener(request))
+        try:
+            yield from generate(runner, session, Controls(*shared), compare_value, _progress(progress),
+                                jobs.Listener(request))
+        finally:
+            jobs.forget_updates(request)  # the streamed updates' leftovers (Gradio keeps them per session)
 
     async def on_stop(session: SessionState | None, request: gr.Request = None) -> View:
         # first (on the event loop) the session's waiting runs leave the queue, answered "Stopped before it started."

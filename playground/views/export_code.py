@@ -64,7 +64,8 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     run's drafter is early exit and spec.drafter.exit_layer is None (the default layer)."""
     kind, decode = spec.drafter.kind, spec.decode
     target_id = hub_id(spec.pair.target)
-    int8 = kind is DrafterKind.DRAFT_MODEL and spec.drafter.precision is Precision.INT8
+    model_draft = kind in (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER)
+    int8 = model_draft and spec.drafter.precision is Precision.INT8
     schedule = "heuristic" if decode.adaptive else "constant"
     lines = ["import torch"]
     if int8:
@@ -77,13 +78,17 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
         f"tok = AutoTokenizer.from_pretrained({target_id!r})",
         f"model = AutoModelForCausalLM.from_pretrained({target_id!r}, dtype={_dtype(spec.pair.target_precision)}).to(device)",
     ]
-    if decode.policy is KPolicy.THEORY and kind in (DrafterKind.DRAFT_MODEL, DrafterKind.EARLY_EXIT):
+    if decode.policy is KPolicy.THEORY and (model_draft or kind is DrafterKind.EARLY_EXIT):
         lines.append("# The playground's 'adaptive (theory)' k has no transformers equivalent: "
                      "the heuristic schedule is the nearest.")
     speculative = ""
     if kind is DrafterKind.DRAFT_MODEL:
         lines += _draft_lines(spec, hub_id(spec.pair.draft), schedule)
         speculative = "assistant_model=assistant, "
+    elif kind is DrafterKind.CROSS_TOKENIZER:  # transformers' universal assisted decoding (>= 4.46)
+        lines += _draft_lines(spec, hub_id(spec.pair.draft), schedule)
+        lines.append(f"assistant_tok = AutoTokenizer.from_pretrained({hub_id(spec.pair.draft)!r})  # its own tokenizer")
+        speculative = "assistant_model=assistant, tokenizer=tok, assistant_tokenizer=assistant_tok, "
     elif kind is DrafterKind.PROMPT_LOOKUP:
         speculative = f"prompt_lookup_num_tokens={decode.k}, max_matching_ngram_size={spec.drafter.max_ngram}, "
     elif kind is DrafterKind.EARLY_EXIT:
@@ -138,6 +143,10 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     if kind is DrafterKind.EARLY_EXIT:
         return ("# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
                 "# Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit.\n")
+    if kind is DrafterKind.CROSS_TOKENIZER:
+        return ("# This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
+                "# vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
+                "# or use HF's universal assisted decoding (the transformers snippet).\n")
     config = vllm_config(spec)
     llm = f"model={hub_id(spec.pair.target)!r}"
     if spec.pair.target_precision in VLLM_DTYPES:

@@ -87,6 +87,13 @@ def token_span(kind: str, token: int, text: str, title: str) -> str:
             f'title="{html.escape(title, quote=True)}">{escape_text(text)}</span>')
 
 
+def draft_side(record: RoundRecord, i: int) -> str:
+    """For a cross-tokenizer draft: the draft's own pieces behind draft token i, and the whole proposal."""
+    if i >= len(record.draft_source):
+        return ""
+    return f"\ndraft side (its own tokenizer): {record.draft_source[i]!r}\nthe draft proposed: {record.draft_text!r}"
+
+
 def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: list[int]) -> str:
     """The spans of one round, in reading order: kept drafts, rejected drafts where they were
     proposed, then the target's token. `context` is the output before this round (ids);
@@ -99,7 +106,8 @@ def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context
     for i in range(min(record.accepted, len(kept))):  # kept drafts (the EOS cut may stop early)
         tok = record.draft_tokens[i]
         text = piece_text(tokenizer, context, tok)
-        spans.append(token_span("accepted", tok, text, tooltip("accepted", tok, text, at(record.p, i), at(record.q, i), at(record.u, i))))
+        title = tooltip("accepted", tok, text, at(record.p, i), at(record.q, i), at(record.u, i)) + draft_side(record, i)
+        spans.append(token_span("accepted", tok, text, title))
         context.append(tok)
         shown += 1
     if record.accepted < record.k and shown == record.accepted:  # the rejected ones, not in the output
@@ -112,7 +120,7 @@ def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context
                 title = tooltip(kind, tok, text, at(record.p, i), at(record.q, i), at(record.u, i))
             else:
                 title = tooltip(kind, tok, text, at(record.p, i), at(record.q, i))
-            spans.append(token_span(kind, tok, text, title))
+            spans.append(token_span(kind, tok, text, title + draft_side(record, i)))
             scratch.append(tok)
     if len(kept) > shown:  # the target's own token: correction, bonus or plain
         tok = kept[shown]

@@ -16,7 +16,7 @@ from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vl
 TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"
 HOSTILE = 'x"); import os; os.system("rm -rf /") #\n'
 ALLOWED_IMPORTS = {"torch", "transformers", "vllm"}
-DRAFTERS = [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT]
+DRAFTERS = [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER]
 
 
 def make(drafter: DrafterKind = DrafterKind.DRAFT_MODEL, *, precision=None, exit_layer=None, max_ngram=3,
@@ -162,6 +162,17 @@ def test_a_draft_model_run_exports_assisted_generation(execute):
     assert kw == {"max_new_tokens": 50, "do_sample": False, "repetition_penalty": 1.0}
     assert "assistant.generation_config.num_assistant_tokens = 5" in code
     assert "assistant.generation_config.num_assistant_tokens_schedule = 'constant'" in code
+
+
+def test_a_cross_tokenizer_run_exports_universal_assisted_generation(execute):
+    code = hf_generate_code(make(DrafterKind.CROSS_TOKENIZER, k=3, max_new_tokens=20, draft="HuggingFaceTB/SmolLM2-135M"))
+    rec = execute(code)
+    assert rec.loaded == {TARGET: "auto", "HuggingFaceTB/SmolLM2-135M": "auto"}
+    kw = rec.generate
+    assert isinstance(kw.pop("assistant_model"), FakeModel)
+    assert kw.pop("tokenizer") is not kw.pop("assistant_tokenizer")  # the target's and the draft's own
+    assert kw == {"max_new_tokens": 20, "do_sample": False, "repetition_penalty": 1.0}
+    assert "vocabulary" in vllm_code(make(DrafterKind.CROSS_TOKENIZER))  # no vLLM equivalent claimed
 
 
 @pytest.mark.parametrize("policy, schedule", [("fixed", "constant"), ("heuristic", "heuristic"), ("theory", "heuristic")])

@@ -212,3 +212,18 @@ def test_legend_shows_a_sample_of_every_kind():
 
 def test_empty_output_escapes_its_message():
     assert tokens.empty_output("<b>") == '<div class="tok-output tok-empty">&lt;b&gt;</div>'
+
+
+def test_a_cross_tokenizer_round_shows_the_draft_side_on_hover(tiny_pair):
+    tok = tiny_pair.tokenizer
+    record = RoundRecord(round=0, k=2, draft_tokens=[5, 6], accepted=1, token=7, token_kind="correction",
+                         new_tokens=[5, 7], draft_s=0.0, verify_s=0.0, total_new=2, draft_text=" a <b>fox",
+                         draft_pieces=[" a", " <b>fox"], draft_source=[" a", " <b>fox"])
+    spans = parse(tokens.round_spans(record, tok, []))
+    kinds = [kind for kind, _, _ in spans.tokens]
+    assert kinds == ["accepted", "rejected", "correction"]
+    accepted, rejected, correction = (title for _, title, _ in spans.tokens)
+    assert "draft side (its own tokenizer): ' a'" in accepted and "' a <b>fox'" in accepted
+    assert "draft side (its own tokenizer): ' <b>fox'" in rejected
+    assert "draft side" not in correction  # the target's own token has no draft side
+    assert "<b>" not in tokens.round_spans(record, tok, []).replace("&lt;b&gt;", "")  # escaped in the title

@@ -185,6 +185,8 @@ class SpeculativeDecoder:
         self.cached = length + n
         crop_cache(self.cache, self.cached)
         self.drafter.observe(n)
+        if hasattr(self.drafter, "annotate"):  # the cross-tokenizer drafter adds its side of the round
+            self.drafter.annotate(record)
         self.schedule.update(drafted, n, record.draft_s, record.verify_s, first=record.round == 0)
         self.rounds.append(record)
         return record

@@ -64,18 +64,6 @@ def make_drafter(spec: DrafterSpec, pair: LoadedPair, prompt: str | None = None,
     return NoDrafter()
 
 
-class _Decoder(SpeculativeDecoder):
-    """The engine's decoder; a drafter with an `annotate(record)` method (the cross-tokenizer drafter)
-    adds its side of each round to the round's record."""
-
-    def step(self) -> RoundRecord:
-        record = super().step()
-        annotate = getattr(self.drafter, "annotate", None)
-        if annotate is not None:
-            annotate(record)
-        return record
-
-
 class Runner:
     """Loads, warms up, profiles and runs. One per app (or benchmark, or test session); what it
     remembers is keyed by the loaded model objects, weakly, so an evicted model is forgotten."""
@@ -139,7 +127,7 @@ class Runner:
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
         drafter = make_drafter(spec.drafter, pair, spec.prompt, spec.chat)
-        return _Decoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
+        return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
     def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> SpeculativeDecoder:
         """A ready decoder, warm: call step() for one round, or iterate it."""

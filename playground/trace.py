@@ -150,9 +150,8 @@ def vllm_metrics(rounds: list[RoundRecord]) -> dict:
     k_max = max((r.k for r in drafts), default=0)
     drafted = sum(r.k for r in drafts)
     accepted = sum(r.accepted for r in drafts)
-    histogram: dict[int, int] = {}
-    for r in drafts:
-        histogram[r.accepted] = histogram.get(r.accepted, 0) + 1
+    measured, _ = accepted_histogram(rounds)
+    histogram = {accepted: count for accepted, count in enumerate(measured) if count}
     return {
         "num_drafts": len(drafts),
         "num_draft_tokens": drafted,
@@ -160,7 +159,7 @@ def vllm_metrics(rounds: list[RoundRecord]) -> dict:
         "num_accepted_tokens_per_pos": [sum(r.accepted > i for r in drafts) for i in range(k_max)],
         "mean_acceptance_length": 1 + accepted / len(drafts) if drafts else float("nan"),
         "draft_acceptance_rate": accepted / drafted if drafted else float("nan"),
-        "acceptance_histogram": dict(sorted(histogram.items())),
+        "acceptance_histogram": histogram,
         "num_spec_steps": len(drafts),
         "num_accepted_draft_tokens": accepted,
         "num_spec_tokens": k_max,

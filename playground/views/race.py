@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Sequence
 
+from playground import trace
 from playground.records import RoundRecord
 from playground.views.tokens import piece_text
 
@@ -35,14 +36,11 @@ class Lane:
     label: str
     events: list[tuple[float, str]]
     finish_s: float
+    tokens_per_s: float  # trace.summarize's, the figure the comparison panel shows
 
     @property
     def text(self) -> str:
         return "".join(piece for _, piece in self.events)
-
-    @property
-    def tokens_per_s(self) -> float:
-        return len(self.events) / self.finish_s if self.finish_s > 0 else float("nan")
 
 
 def pieces(rounds: Sequence[RoundRecord], tokenizer: PreTrainedTokenizerBase) -> list[str]:
@@ -72,7 +70,8 @@ def timeline(rounds: Sequence[RoundRecord], token_pieces: Sequence[str]) -> list
 
 def lane(label: str, rounds: Sequence[RoundRecord], tokenizer: PreTrainedTokenizerBase) -> Lane:
     ends = round_ends(rounds)
-    return Lane(label, timeline(rounds, pieces(rounds, tokenizer)), ends[-1] if ends else 0.0)
+    return Lane(label, timeline(rounds, pieces(rounds, tokenizer)), ends[-1] if ends else 0.0,
+                trace.summarize(list(rounds))["tokens_per_s"])
 
 
 def seconds(s: float) -> str:
@@ -80,8 +79,8 @@ def seconds(s: float) -> str:
     return f"{s:.2f} s"
 
 
-def rate(tokens: int, s: float) -> str:
-    return f"{tokens / s:.1f} tokens/s" if s > 0 else "– tokens/s"
+def rate(tokens_per_s: float) -> str:
+    return f"{tokens_per_s:.1f} tokens/s" if tokens_per_s == tokens_per_s else "– tokens/s"
 
 
 def data_json(lanes: Sequence[Lane]) -> str:
@@ -97,7 +96,7 @@ def _lane_html(ln: Lane, index: int, first: bool, prompt_html: str) -> str:
     return (f'<div class="race-lane race-lane-{index}" data-lane="{index}">'
             f'<div class="race-lane-head"><span class="race-label">{html.escape(ln.label)}</span>'
             f'<span class="race-figures"><span class="race-time" title="this side\'s clock">{seconds(ln.finish_s)}</span>'
-            f' · <span class="race-rate" title="tokens shown / this side\'s clock">{rate(len(ln.events), ln.finish_s)}</span>'
+            f' · <span class="race-rate" title="tokens shown / this side\'s clock">{rate(ln.tokens_per_s)}</span>'
             f'</span><span class="race-done">{done}</span></div>'
             f'<div class="race-bar" aria-hidden="true"><div class="race-fill" style="width:100%"></div></div>'
             f'<div class="race-box">{prompt_html}<span class="race-text">{html.escape(ln.text)}</span></div></div>')

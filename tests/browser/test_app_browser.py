@@ -205,7 +205,7 @@ def test_replay_race_replays_both_measured_runs(page, tmp_path):
     fixed_k(page)
     page.locator("#prompt textarea").fill("Once upon a time there was a little fox")
     set_number(page, "k", 4)
-    set_number(page, "max-new", 64)
+    set_number(page, "max-new", 200)  # a replay long enough to sample mid-way on a fast machine
     page.locator("#compare-box input[type=checkbox]").check()
     generate_and_wait(page)
     page.wait_for_selector("#compare .race .race-replay")

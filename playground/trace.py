@@ -206,9 +206,11 @@ def compare_outputs(spec_rounds: list[RoundRecord], base_rounds: list[RoundRecor
 
 
 def to_csv(rounds: list[RoundRecord]) -> str:
+    """One row per round; every list-valued field (tokens, p, q, the draft side's pieces...) as JSON."""
     df = frame(rounds)
-    for col in ("draft_tokens", "new_tokens", "p", "q", "u", "alternatives", "residual"):
-        df[col] = df[col].map(json.dumps)
+    for col in df.columns:
+        if df[col].map(lambda x: isinstance(x, (list, tuple, dict))).any():
+            df[col] = df[col].map(json.dumps)
     return df.to_csv(index=False)
 
 

@@ -133,6 +133,17 @@ def app_process(tmp_path_factory):
         log.close()
 
 
+@pytest.fixture(scope="session")
+def cross_models(tiny_models) -> dict[str, str]:
+    """Tiny pairs of two tokenizers, in the tiny models' root (an allowed model root):
+    "draft" -> "target": trained on the corpus, a Metaspace BPE draft for a byte-level BPE target;
+    "other" -> "random": tiny.build_pair's unrelated random draft (its own BPE) for the random target."""
+    folders = tiny.build_cross_pair(tiny_models["target"].parent)
+    return {"draft": str(folders["draft"]), "target": str(folders["target"]),
+            "other": str(tiny_models["other"]), "random": str(tiny_models["target"]),
+            "same": str(tiny_models["draft"])}
+
+
 TINY_PAIR, TWIN_PAIR = "tiny (test)", "tiny twin (test)"
 
 

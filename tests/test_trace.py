@@ -2,6 +2,7 @@
 import io
 import json
 import math
+from dataclasses import replace
 
 import pandas as pd
 
@@ -91,6 +92,10 @@ def test_baseline_rounds_have_no_acceptance():
 def test_csv_and_json_round_trip():
     df = pd.read_csv(io.StringIO(trace.to_csv(ROUNDS)))
     assert len(df) == 3 and json.loads(df["new_tokens"][0]) == [0, 1, 2, 3, 99]
+    cross = replace(ROUNDS[0], draft_text=' a, "b"', draft_pieces=[" a", ',', ' "b"'], draft_source=[" a", ', "b"'])
+    row = pd.read_csv(io.StringIO(trace.to_csv([cross]))).iloc[0]  # a cross-tokenizer round: both sides, as JSON
+    assert json.loads(row["draft_pieces"]) == [" a", ",", ' "b"'] and json.loads(row["draft_source"]) == [" a", ', "b"']
+    assert row["draft_text"] == ' a, "b"'
     doc = json.loads(trace.to_json(ROUNDS, pair="tiny", k=4))
     assert doc["pair"] == "tiny" and len(doc["rounds"]) == 3 and doc["summary"]["tokens"] == 8
     assert doc["summary"]["speedup"] is None  # NaN becomes null: the file is valid JSON

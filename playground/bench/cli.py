@@ -9,6 +9,7 @@ Examples:
     python -m playground.bench --k 4 theory --temps 0 1 --compare-hf --json out.json
     python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
     python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/benchmarks.md
+    python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
 """
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' / 'heuristic' (transformers' schedule), 'theory'")
     p.add_argument("--temps", nargs="+", default=["0"], help="temperatures 0..2 (0 = greedy)")
     p.add_argument("--drafters", nargs="+", default=[DrafterKind.DRAFT_MODEL.value],
-                   help="'draft model', 'prompt lookup', 'early exit'; 'draft model:int8' (or :fp32/:bf16/:fp16) for "
-                        "a draft precision; 'early exit:L' to exit after layer L")
+                   help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit'; 'draft model:int8' "
+                        "(or :fp32/:bf16/:fp16) for a draft precision; 'early exit:L' to exit after layer L. On a "
+                        "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter")
     p.add_argument("--target-precision", nargs="+", metavar="P",
                    help="fp32 / bf16 / fp16, one or more (default: this device's, models.default_target_precision)")
     p.add_argument("--draft-precision", nargs="+", metavar="P",
@@ -57,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compare-hf", action="store_true", help="add HF generate (target alone, assisted, prompt lookup)")
+    p.add_argument("--compare-hf", action="store_true", help="add HF generate (target alone, assisted, universal assisted, prompt lookup)")
     p.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")
     p.add_argument("--record-overhead", type=int, metavar="REPS",
                    help="instead of the grid: the first pair, drafter, k, temperature and prompt with record on and "
@@ -84,7 +86,7 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
     out: list[DrafterSpec] = []
     for name in names:
         d = parse_drafter_name(name)
-        if d.kind is DrafterKind.DRAFT_MODEL and d.precision is None and draft_precisions:
+        if d.needs_draft_model and d.precision is None and draft_precisions:
             out += [replace(d, precision=p) for p in draft_precisions]
         else:
             out.append(d)

@@ -105,8 +105,13 @@ def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
     for prompt in prompts.values():
         check_prompt(prompt)
     for pair in pairs:  # builds (so validates) every spec before anything runs
-        for drafter in drafters:
+        for drafter in _drafters_of(pair, drafters):
             RunSpec(pair, drafter, decodes[0], next(iter(prompts.values())))
+
+
+def _drafters_of(pair: PairSpec, drafters: Sequence[DrafterSpec]) -> list[DrafterSpec]:
+    """The drafters a pair runs: "draft model" is a cross-tokenizer catalog pair's own cross-tokenizer drafter."""
+    return list(dict.fromkeys(models.own_drafter(pair.name, d) for d in drafters))
 
 
 # ---------------------------------------------------------------- running one thing
@@ -142,7 +147,7 @@ def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: Decode
 
 
 def _draft_precision(spec: RunSpec, loaded: LoadedPair) -> str:
-    if spec.drafter.kind is DrafterKind.DRAFT_MODEL and loaded.draft_precision:
+    if spec.drafter.needs_draft_model and loaded.draft_precision:
         return loaded.draft_precision.value
     if spec.drafter.kind is DrafterKind.EARLY_EXIT:
         return loaded.target_precision.value
@@ -178,8 +183,7 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
     for decode in decodes:
         groups.setdefault(_baseline_decode(decode), []).append(decode)
     kernels = False if stock_kernels else None
-    per_prompt = sum(1 + len(g) * len(drafters) for g in groups.values())
-    total = len(pairs) * len(prompts) * per_prompt
+    total = len(prompts) * sum(1 + len(g) * len(_drafters_of(pair, drafters)) for pair in pairs for g in groups.values())
     done = [0]
     touched: list = []
     hf_warm: set = set()
@@ -199,9 +203,10 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
                     touched.append(loaded.target)
                     done[0] += 1
                     rows = [_ours(base_spec, category, base, loaded, wall, profile, None)]
-                    jobs = [RunSpec(pair, d, decode, prompt, chat) for decode in group for d in drafters]
+                    own = _drafters_of(pair, drafters)
+                    jobs = [RunSpec(pair, d, decode, prompt, chat) for decode in group for d in own]
                     if compare_hf:
-                        jobs += _hf_jobs(pair, group, drafters, prompt, chat)
+                        jobs += _hf_jobs(pair, group, own, prompt, chat)
                     out: list[Result | None] = [None] * len(jobs)
                     shift = i % len(jobs)
                     for j in list(range(shift, len(jobs))) + list(range(shift)):

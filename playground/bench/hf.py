@@ -7,6 +7,10 @@
   and assistant_confidence_threshold = 0 (no early stop of a draft): the same algorithm as ours.
 - "hf assisted (HF defaults)": the same draft object with transformers' own defaults (below).
 - "hf prompt lookup": `prompt_lookup_num_tokens = k`, n-grams up to the same length as ours.
+- "hf universal assisted (same draft)": the peer of our cross-tokenizer drafter: the same draft object
+  with its own tokenizer (`assistant_model=`, `tokenizer=`, `assistant_tokenizer=`: transformers'
+  universal assisted decoding, UniversalSpeculativeDecodingGenerator), k = num_assistant_tokens, schedule
+  "constant", no confidence stop, as for the same-tokenizer peer.
 
 transformers 5.x defaults (GenerationConfig._get_default_generation_params, filled in by
 AssistedCandidateGenerator where the draft's generation_config leaves a field unset):
@@ -39,8 +43,10 @@ HF_TARGET_ALONE = "hf target alone"
 HF_SAME_DRAFT = "hf assisted (same draft)"
 HF_DEFAULTS = "hf assisted (HF defaults)"
 HF_PROMPT_LOOKUP = "hf prompt lookup"
-HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP)
-HF_SPECULATIVE = (HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP)  # what vs_best_hf compares against
+HF_UNIVERSAL = "hf universal assisted (same draft)"
+HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)
+HF_SPECULATIVE = (HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)  # what vs_best_hf compares against
+HF_ASSISTED = (HF_SAME_DRAFT, HF_DEFAULTS, HF_UNIVERSAL)  # those that run the pair's draft model
 
 ASSISTANT_FIELDS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
@@ -66,8 +72,8 @@ class HFConfig:
     @property
     def drafter(self) -> DrafterKind:
         """Our drafter this one corresponds to."""
-        return {HF_TARGET_ALONE: DrafterKind.TARGET_ALONE, HF_PROMPT_LOOKUP: DrafterKind.PROMPT_LOOKUP}.get(
-            self.method, DrafterKind.DRAFT_MODEL)
+        return {HF_TARGET_ALONE: DrafterKind.TARGET_ALONE, HF_PROMPT_LOOKUP: DrafterKind.PROMPT_LOOKUP,
+                HF_UNIVERSAL: DrafterKind.CROSS_TOKENIZER}.get(self.method, DrafterKind.DRAFT_MODEL)
 
 
 def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str = "") -> list[HFConfig]:
@@ -76,6 +82,8 @@ def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str
         schedule = "heuristic" if decode.policy is KPolicy.HEURISTIC else "constant"
         return [HFConfig(HF_SAME_DRAFT, decode.k, schedule, draft_precision=draft_precision),
                 HFConfig(HF_DEFAULTS, draft_precision=draft_precision)]
+    if drafter.kind is DrafterKind.CROSS_TOKENIZER:
+        return [HFConfig(HF_UNIVERSAL, decode.k, draft_precision=draft_precision)]
     if drafter.kind is DrafterKind.PROMPT_LOOKUP:
         return [HFConfig(HF_PROMPT_LOOKUP, decode.k, max_ngram=drafter.max_ngram)]
     return []
@@ -109,11 +117,15 @@ def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConf
     else:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
     assistant: dict = {}
-    if config.method in (HF_SAME_DRAFT, HF_DEFAULTS):
+    if config.method in HF_ASSISTED:
         if pair.draft is None:
             raise ValueError(f"{config.method} needs a pair with a draft model")
         kwargs["assistant_model"] = pair.draft
-        if config.method == HF_SAME_DRAFT:
+        if config.method == HF_UNIVERSAL:
+            if pair.draft_tokenizer is None:
+                raise ValueError(f"{config.method} needs the draft's own tokenizer (a cross-tokenizer pair)")
+            kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
+        if config.method in (HF_SAME_DRAFT, HF_UNIVERSAL):
             assistant = {"num_assistant_tokens": config.k, "num_assistant_tokens_schedule": config.schedule,
                          "assistant_confidence_threshold": 0.0}
         else:  # unset: transformers fills in its defaults (20, "constant", 0.4)

@@ -1,6 +1,7 @@
 """Model pairs: the catalog, offline packs, loading (device, precision), the shared model cache."""
 from playground.models.cache import MODELS, LoadedPair, ModelCache, fast_verify_default, load_pair, print_progress
-from playground.models.catalog import DEFAULT_PAIR, PACK_PREFIX, PAIRS, Pair, default_pair, get_pair, pairs
+from playground.models.catalog import (DEFAULT_PAIR, PACK_PREFIX, PAIRS, Pair, default_pair, get_pair, own_drafter,
+                                       pairs)
 from playground.models.load import (HUB_ID, check_compatible, choose_device, config_params, default_draft_precision,
                                     default_target_precision, eos_ids, estimate_bytes, load_model, memory_budget,
                                     model_roots, resolve, torch_dtype)

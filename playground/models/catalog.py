@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from playground.errors import PlaygroundError
-from playground.spec import DrafterKind
+from playground.spec import DrafterKind, DrafterSpec
 
 PACK_PREFIX = "pack:"
 
@@ -87,3 +87,13 @@ def get_pair(name: str) -> Pair:
         raise PlaygroundError(f"Unknown model pair {name!r}. Known pairs: {', '.join(catalog)}.")
     return catalog[name]
 
+
+
+def own_drafter(pair_name: str, drafter: DrafterSpec) -> DrafterSpec:
+    """What "draft model" means for a catalog pair in a grid or comparison: its own draft, through the drafter
+    its tokenizers need (a cross-tokenizer pair's draft cannot run the same-tokenizer drafter). Every other
+    choice stays: the cross-tokenizer drafter may run a same-tokenizer pair (what the text route costs)."""
+    pair = pairs().get(pair_name)
+    if drafter.kind is DrafterKind.DRAFT_MODEL and pair is not None and pair.cross_tokenizer:
+        return replace(drafter, kind=DrafterKind.CROSS_TOKENIZER)
+    return drafter

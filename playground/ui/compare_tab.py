@@ -22,7 +22,8 @@ from playground.views.grid import compare_figure
 def run_compare(runner: Runner, state: SessionState, pair_names: list[str], drafter_names: list[str],
                 controls: Controls, progress: Progress = _quiet) -> tuple:
     """(status, bars, table, CSV download) of every chosen pair x drafter with the shared settings (the
-    custom model ids are not used here: each pair runs its own models). The runner may be a jobs.Watched one:
+    custom model ids are not used here: each pair runs its own models, "draft model" through the drafter its
+    tokenizers need: models.own_drafter). The runner may be a jobs.Watched one:
     the comparison then ends at the next round once nobody listens."""
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 3
     try:
@@ -30,7 +31,7 @@ def run_compare(runner: Runner, state: SessionState, pair_names: list[str], draf
         if not pair_names or not drafter_names:
             raise PlaygroundError("Pick at least one pair and one drafter to compare.")
         specs = [read_spec(controls.but(pair=p, drafter=d, draft_id="", target_id=""))
-                 for p in dict.fromkeys(pair_names) for d in dict.fromkeys(drafter_names)]
+                 for p in dict.fromkeys(pair_names) for d in dict.fromkeys(drafter_names)]  # validates every choice
         pairs = list(dict.fromkeys(s.pair for s in specs))
         drafters = list(dict.fromkeys(s.drafter for s in specs))
         first = specs[0]

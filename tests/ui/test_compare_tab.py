@@ -32,3 +32,23 @@ def test_comparison_checks_its_request(tiny_catalog, runner, monkeypatch):
     monkeypatch.setattr(bench, "MAX_CELLS", 3)  # the cap counts the runs of the whole request, over every pair
     status = compare(runner, [PAIR, TWIN], ["draft model", "prompt lookup"])[0]
     assert "That grid needs 4 runs" in status and "the limit is 3" in status
+
+
+def test_draft_model_runs_each_pairs_own_drafter(tiny_catalog, cross_models, runner):
+    """A cross-tokenizer pair in the comparison runs its draft through the cross-tokenizer drafter when
+    "draft model" is picked (the same-tokenizer drafter would refuse it); a same-tokenizer pair keeps the
+    plain one, and can still run the cross-tokenizer drafter when that is picked too."""
+    import json
+
+    cross = "tiny cross (test)"
+    pairs = json.loads(tiny_catalog.read_text()) + [
+        {"name": cross, "draft": cross_models["draft"], "target": cross_models["target"],
+         "drafter": "cross-tokenizer draft model"}]
+    tiny_catalog.write_text(json.dumps(pairs))
+    status, fig, table, csv = compare(runner, [PAIR, cross], ["draft model", "cross-tokenizer draft model"],
+                                      k=3, max_new_tokens=12, draft_precision="fp32")
+    assert "Comparison done: 2 pair(s)" in status, status
+    methods = {(p, m) for p, m in zip(table["pair"], table["method"])}
+    assert methods == {(PAIR, BASELINE), (PAIR, "draft model (fp32)"), (PAIR, "cross-tokenizer draft model (fp32)"),
+                       (cross, BASELINE), (cross, "cross-tokenizer draft model (fp32)")}
+    assert all(table[table["method"] != BASELINE]["greedy_equal"])

@@ -7,6 +7,8 @@ policy name), "temperature", "tokens_per_s", "speedup", "alpha", "mean_accepted"
 """
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -47,20 +49,40 @@ def sweep_figures(grid: pd.DataFrame) -> tuple[go.Figure, go.Figure, go.Figure]:
             _heatmap(ours, "theory_speedup", "Theory: speedup for the measured α and c", "RdBu", 1.0))
 
 
+def short_pair(name: str) -> str:
+    """A catalog name without its trailing "(...)" remarks, for axis labels: "SmolLM2 135M -> Qwen2.5-Coder 1.5B"."""
+    return re.sub(r"\s*\([^()]*\)$", "", name) or name
+
+
 def compare_figure(grid: pd.DataFrame) -> go.Figure:
-    """Bars per (pair, drafter): tokens/s, alpha, mean accepted tokens, speedup (mean over prompts);
-    one colour per drafter, the pairs along x. The baseline's rows are left out."""
+    """Horizontal bars per (pair, drafter), one panel per figure (tokens/s, alpha, mean accepted tokens,
+    speedup, and the draft's cost c when the grid has it; means over prompts); one colour per drafter,
+    the pairs down the shared y axis (short names; the full ones on hover). The baseline's rows are left out."""
     ours = grid[grid["method"] != BASELINE] if len(grid) else grid
-    fig = make_subplots(rows=1, cols=len(COMPARED), subplot_titles=[title for _, title in COMPARED])
+    compared = list(COMPARED) + ([("c", "draft cost c (target steps)")] if "c" in grid.columns else [])
+    fig = make_subplots(rows=1, cols=len(compared), subplot_titles=[title for _, title in compared],
+                        shared_yaxes=True, horizontal_spacing=0.02)
     if ours.empty:
         return charts.note(charts.layout(fig, "Pair comparison", "", ""), "Run a comparison to see the bars")
-    columns = [value for value, _ in COMPARED]
+    columns = [value for value, _ in compared]
     means = ours.groupby(["pair", "method"], sort=False)[columns].mean().reset_index()
+    pairs = list(dict.fromkeys(means["pair"]))
+    labels = {p: short_pair(p) for p in pairs}
+    if len(set(labels.values())) < len(labels):  # two names that only their remarks tell apart
+        labels = {p: p for p in pairs}
     palette = [charts.BLUE, charts.GREEN, charts.ORANGE, charts.VERMILLION, charts.SKY, charts.PURPLE, charts.GREY]
     for j, (method, rows) in enumerate(means.groupby("method", sort=False)):
         for col, value in enumerate(columns, start=1):
-            fig.add_trace(go.Bar(x=rows["pair"], y=rows[value], name=method, legendgroup=method, showlegend=col == 1,
-                                 marker_color=palette[j % len(palette)]), 1, col)
+            fig.add_trace(go.Bar(y=[labels[p] for p in rows["pair"]], x=rows[value], name=method, legendgroup=method,
+                                 orientation="h", showlegend=col == 1, marker_color=palette[j % len(palette)],
+                                 customdata=rows["pair"], text=[f"{x:.2f}" for x in rows[value]], textposition="auto",
+                                 hovertemplate=f"%{{customdata}}<br>{method}: %{{x:.3f}}<extra></extra>"), 1, col)
+    if "speedup" in columns:  # the target alone's speed: bars that end left of it lose
+        fig.add_vline(x=1.0, line_dash="dot", line_color=charts.GREY, col=columns.index("speedup") + 1, row=1)
     charts.layout(fig, "Pairs and drafters on the same prompt and settings", "", "")
-    fig.update_layout(height=360, barmode="group")
+    fig.update_layout(height=140 + 28 * len(pairs) * means["method"].nunique(), barmode="group",
+                      margin=dict(l=10, r=10, t=80, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0.0))
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_annotations(font_size=12)
     return fig

@@ -92,13 +92,23 @@ def test_compare_draws_one_bar_series_per_drafter_in_each_panel():
 
 def test_compare_bars_are_the_means_over_prompts_per_pair():
     fig = compare_figure(COMPARE)
-    tokens_per_s, alpha, accepted, speedup = fig.data[:4]  # the draft model's four panels
-    assert list(tokens_per_s.x) == ["A", "B"]
-    assert list(tokens_per_s.y) == pytest.approx([15.0, 20.0])
-    assert list(alpha.y) == pytest.approx([0.8, 1.0])
-    assert list(accepted.y) == pytest.approx([2.3, 3.0])
-    assert list(speedup.y) == pytest.approx([1.5, 2.0])
-    assert list(fig.data[7].y) == pytest.approx([0.9, 1.1])  # prompt lookup's speedup
+    tokens_per_s, alpha, accepted, speedup = fig.data[:4]  # the draft model's four panels, bars along x
+    assert list(tokens_per_s.y) == ["A", "B"] and tokens_per_s.orientation == "h"
+    assert list(tokens_per_s.x) == pytest.approx([15.0, 20.0])
+    assert list(alpha.x) == pytest.approx([0.8, 1.0])
+    assert list(accepted.x) == pytest.approx([2.3, 3.0])
+    assert list(speedup.x) == pytest.approx([1.5, 2.0])
+    assert list(fig.data[7].x) == pytest.approx([0.9, 1.1])  # prompt lookup's speedup
+
+
+def test_compare_shows_the_drafts_cost_and_short_pair_names():
+    grid = COMPARE.assign(c=[float("nan")] * 2 + [0.2, 0.4, 0.0, 0.3, 0.0],
+                          pair=lambda f: f["pair"].map({"A": "Small -> Big (offline)", "B": "Tiny -> Big (offline, cross)"}))
+    fig = compare_figure(grid)
+    assert [a.text for a in fig.layout.annotations][-1].startswith("draft cost c")
+    c = fig.data[4]  # the draft model's fifth panel
+    assert list(c.y) == ["Small -> Big", "Tiny -> Big"] and list(c.x) == pytest.approx([0.3, 0.3])
+    assert list(c.customdata) == ["Small -> Big (offline)", "Tiny -> Big (offline, cross)"]  # the full name on hover
 
 
 def test_compare_panels_are_titled():

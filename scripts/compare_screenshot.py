@@ -1,0 +1,77 @@
+"""Compare pairs on real offline pairs in headless Chromium: python scripts/compare_screenshot.py [OUT.png].
+
+Starts `python app.py` (default precisions), opens the Compare pairs tab, picks the three offline pairs of the
+Qwen2.5-Coder 1.5B target and the drafters draft model, prompt lookup and early exit, runs a code prompt and a
+prose prompt (48 tokens each, greedy, k = 4, the app's default k policy), saves a screenshot of the code run and
+prints each run's table. Needs the offline packs (scripts/install.sh --models) and Debian's chromium."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from playground import models  # noqa: E402
+from playground.ui.common import load_examples  # noqa: E402
+
+OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "assets" / "screenshot-compare.png"
+PORT = "7913"
+PAIRS = [p.name for p in models.pairs().values() if p.target == "pack:qwen2.5-coder-1.5b-instruct"]
+DRAFTERS = ["draft model", "prompt lookup", "early exit"]
+PROMPTS = {e["category"]: e["prompt"] for e in reversed(load_examples())}  # the first example of each category
+COLUMNS = ("pair", "method", "tokens_per_s", "speedup", "alpha", "mean_accepted", "c", "greedy_equal")
+
+env = dict(os.environ, GRADIO_SERVER_PORT=PORT)
+env.pop("PLAYGROUND_DTYPE", None)
+app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+url = f"http://127.0.0.1:{PORT}/"
+try:
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", headless=True,
+                                    args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1300})
+        page.set_default_timeout(1_800_000)
+        page.goto(url)
+        page.get_by_role("tab", name="Compare pairs").click()
+        for name in PAIRS:
+            page.locator("#cmp-pairs label", has_text=name).locator("input").check()
+        for name in DRAFTERS:
+            page.locator("#cmp-drafters label", has_text=name).first.locator("input").check()
+        box = page.locator("#max-new input[type=number]")
+        box.fill("48")
+        box.press("Enter")
+        for i, category in enumerate(("code", "story")):
+            page.locator("#prompt textarea").fill(PROMPTS[category])
+            started = time.time()
+            page.click("#cmp-run")
+            page.wait_for_timeout(3000)
+            while "Comparison done" not in (status := page.locator("#cmp-status").inner_text()):
+                if "rror" in status or "efused" in status:
+                    raise SystemExit(f"the comparison failed: {status}")
+                print(f"  {time.time() - started:.0f} s: {status.strip()[:160]}", flush=True)
+                page.wait_for_timeout(30_000)
+            print(f"\n== {category} ({time.time() - started:.0f} s): {page.locator('#cmp-status').inner_text()}")
+            heads = page.eval_on_selector_all("#cmp-table thead th", "ths => ths.map(t => t.innerText.trim())")
+            rows = page.eval_on_selector_all("#cmp-table tbody tr", "trs => trs.map(r => Array.from(r.querySelectorAll('td')).map(t => t.innerText.trim()))")
+            keep = [heads.index(c) for c in COLUMNS if c in heads]
+            print(" | ".join(heads[j] for j in keep))
+            for r in rows:
+                print(" | ".join(r[j] for j in keep if j < len(r)))
+            if i == 0:
+                page.wait_for_timeout(1500)
+                page.locator("#chart-compare").scroll_into_view_if_needed()
+                page.locator(".tabitem:visible").first.screenshot(path=str(OUT))
+        browser.close()
+finally:
+    app.terminate()

@@ -11,8 +11,8 @@ from typing import Iterator
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground import theory
-from playground.drafters import Drafter, crop_cache
+from playground import theory, tree
+from playground.drafters import Drafter, ModelDrafter, crop_cache
 from playground.errors import PlaygroundError
 from playground.records import RoundRecord
 from playground.sampling import logits_to_probs, verify_greedy, verify_sampling
@@ -25,6 +25,8 @@ class KSchedule:
     """Draft length per round.
 
     - FIXED: always k.
+    - CONFIDENCE: always k, as the most a draft may hold: the model drafter itself stops a draft when
+      its top probability falls under DecodeConfig.confidence (runner.make_drafter sets it).
     - HEURISTIC: transformers' schedule, +2 after a fully accepted round, -1 otherwise.
     - THEORY: the k in 0..K_MAX with the best calibrated expected speedup,
       E(alpha, k) / (k c + v(k)) (theory.calibrated_speedup), for alpha estimated from this run's
@@ -49,7 +51,7 @@ class KSchedule:
 
     def update(self, drafted: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0.0,
                first: bool = False) -> None:
-        if self.policy is KPolicy.FIXED:
+        if self.policy in (KPolicy.FIXED, KPolicy.CONFIDENCE):
             return
         if self.policy is KPolicy.HEURISTIC:
             if drafted:
@@ -122,6 +124,11 @@ class SpeculativeDecoder:
         self.cached = 0
         self.rounds: list[RoundRecord] = []
         self.done = False
+        if config.tree is not None:
+            if not isinstance(drafter, ModelDrafter):
+                raise PlaygroundError(f"A token tree needs a model drafter; '{drafter.name}' drafts a chain only.")
+            tree.check_tree_model(target)
+            tree.check_tree_model(drafter.model, "draft")
         drafter.reset()
 
     @property
@@ -140,6 +147,8 @@ class SpeculativeDecoder:
         length = self.ids.shape[1]
         generated = length - self.prompt_len
         budget = cfg.max_new_tokens - generated  # >= 1
+        if cfg.tree is not None and budget > 1:  # a token tree instead of a chain (its shape sets the depth)
+            return self._finish(self._tree_round(min(cfg.tree.depth, budget - 1)), length)
         k = min(self.schedule.k, budget - 1)  # a round yields at most k + 1 tokens
 
         t0 = _clock(self.device)
@@ -168,7 +177,17 @@ class SpeculativeDecoder:
         t2 = _clock(self.device)
         record.verify_s = t2 - t1
 
-        new = draft_tokens[:n] + [token]
+        # Keep the caches to the accepted prefix: drop the rejected drafts, never recompute.
+        crop_cache(self.cache, length + n)
+        self.drafter.observe(n)
+        if hasattr(self.drafter, "annotate"):  # the cross-tokenizer drafter adds its side of the round
+            self.drafter.annotate(record)
+        self.schedule.update(drafted, n, record.draft_s, record.verify_s, first=record.round == 0)
+        return self._finish(record, length)
+
+    def _finish(self, record: RoundRecord, length: int) -> RoundRecord:
+        """Append the round's kept tokens (cut at EOS and at the token limit) and record it."""
+        new = record.draft_tokens[: record.accepted] + [record.token]
         for i, t in enumerate(new):
             if t in self.eos:
                 new, record.stop = new[: i + 1], "eos"
@@ -177,18 +196,32 @@ class SpeculativeDecoder:
         record.new_tokens = new
         record.margins = record.margins[: len(new)]
         record.total_new = self.ids.shape[1] - self.prompt_len
-        if not record.stop and record.total_new >= cfg.max_new_tokens:
+        if not record.stop and record.total_new >= self.config.max_new_tokens:
             record.stop = "length"
         self.done = bool(record.stop)
-
-        # Keep the caches to the accepted prefix: drop the rejected drafts, never recompute.
-        self.cached = length + n
-        crop_cache(self.cache, self.cached)
-        self.drafter.observe(n)
-        if hasattr(self.drafter, "annotate"):  # the cross-tokenizer drafter adds its side of the round
-            self.drafter.annotate(record)
-        self.schedule.update(drafted, n, record.draft_s, record.verify_s, first=record.round == 0)
+        self.cached = length + record.accepted  # the caches hold every position of ids but the last
         self.rounds.append(record)
+        return record
+
+    def _tree_round(self, depth: int) -> RoundRecord:
+        """Draft a token tree, score all its nodes in one target pass, keep the accepted path (tree.py)."""
+        length, params = self.ids.shape[1], self.params
+        t0 = _clock(self.device)
+        drafted = tree.draft_tree(self.drafter, self.ids, self.config.tree, depth, params, self.generator)
+        t1 = _clock(self.device)
+        logits = tree.score_tree(self.target, self.cache, self.ids, self.cached, drafted)
+        q_rows = logits_to_probs(logits, params)
+        if params.greedy:
+            path, token = tree.verify_tree_greedy(drafted, logits)
+        else:
+            path, token = tree.verify_tree_sampling(drafted, q_rows, self.generator)
+        # Both caches keep exactly the accepted path: its entries gathered into place, the rest cropped.
+        tree.keep_path(self.cache, length, [length + i for i in path])
+        fed = [length + i for i in path if i < drafted.fed]
+        tree.keep_path(self.drafter.cache, length, fed)
+        self.drafter.cached = length + len(fed)
+        record = tree.tree_record(drafted, path, token, q_rows, len(self.rounds), length - self.cached - 1)
+        record.draft_s, record.verify_s = t1 - t0, _clock(self.device) - t1
         return record
 
     def _record_probs(self, record, draft, logits, p_probs, q_probs, verdict) -> None:

@@ -40,6 +40,18 @@ class RoundRecord:
     draft_text: str = ""
     draft_pieces: list[str] = field(default_factory=list)
     draft_source: list[str] = field(default_factory=list)
+    # A token-tree round (DecodeConfig.tree): draft_tokens, p and q hold every node of the tree (k = the
+    # node count; p and q of a node under its parent's context), ordered: the accepted path first (so
+    # draft_tokens[:accepted] is what was kept, as for a chain), then the children of the path's last node
+    # (tried and rejected), then the rest breadth first; a parent always comes before its children.
+    # tree_parents: the parent of each node (-1: the sequence's last token, the root); tree_path: the
+    # accepted path's nodes. `token` follows the path: a correction, or a bonus when the path ends at a leaf.
+    tree_parents: list[int] = field(default_factory=list)
+    tree_path: list[int] = field(default_factory=list)
+
+    @property
+    def is_tree(self) -> bool:
+        return bool(self.tree_parents)
 
     @property
     def seconds(self) -> float:

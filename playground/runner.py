@@ -44,13 +44,16 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> torch.Tensor:
     return ids
 
 
-def make_drafter(spec: DrafterSpec, pair: LoadedPair, prompt: str | None = None, chat: bool = True) -> Drafter:
+def make_drafter(spec: DrafterSpec, pair: LoadedPair, prompt: str | None = None, chat: bool = True,
+                 confidence: float = 0.0) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. prompt and chat: how the run encodes its
-    prompt, for a draft with its own tokenizer (it encodes the prompt its own way)."""
+    prompt, for a draft with its own tokenizer (it encodes the prompt its own way). confidence > 0: a
+    model drafter (draft model, early exit) stops a draft when its top probability falls under it
+    (KPolicy.CONFIDENCE; see drafter_confidence); the cross-tokenizer drafter has no such option."""
     if spec.needs_draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
     if spec.kind is DrafterKind.DRAFT_MODEL:
-        return ModelDrafter(pair.draft)
+        return ModelDrafter(pair.draft, confidence)
     if spec.kind is DrafterKind.CROSS_TOKENIZER:
         draft_tok = pair.draft_tokenizer or pair.tokenizer
         draft_prompt = encode_prompt(draft_tok, prompt, chat)[0].tolist() if prompt else None
@@ -58,10 +61,16 @@ def make_drafter(spec: DrafterSpec, pair: LoadedPair, prompt: str | None = None,
     if spec.kind is DrafterKind.PROMPT_LOOKUP:
         return PromptLookupDrafter(max_ngram=spec.max_ngram)
     if spec.kind is DrafterKind.EARLY_EXIT:  # shares the target's weights: its precision, no copy
-        drafter = ModelDrafter(early_exit_model(pair.target, spec.exit_layer or default_exit_layer(pair.target)))
+        drafter = ModelDrafter(early_exit_model(pair.target, spec.exit_layer or default_exit_layer(pair.target)),
+                               confidence)
         drafter.name = DrafterKind.EARLY_EXIT.value
         return drafter
     return NoDrafter()
+
+
+def drafter_confidence(decode: DecodeConfig) -> float:
+    """The threshold a model drafter stops at: the config's under KPolicy.CONFIDENCE, else 0 (off)."""
+    return decode.confidence if decode.policy is KPolicy.CONFIDENCE else 0.0
 
 
 class Runner:
@@ -126,7 +135,7 @@ class Runner:
     def _decoder(self, spec: RunSpec, pair: LoadedPair) -> SpeculativeDecoder:
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
-        drafter = make_drafter(spec.drafter, pair, spec.prompt, spec.chat)
+        drafter = make_drafter(spec.drafter, pair, spec.prompt, spec.chat, drafter_confidence(spec.decode))
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
     def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> SpeculativeDecoder:

@@ -15,11 +15,13 @@ from enum import Enum
 from typing import Any, Callable
 
 from playground.errors import PlaygroundError
+from playground.treeshape import MAX_TREE_NODES, MAX_TREE_WIDTH, TreeShape, parse_tree  # noqa: F401  (part of the spec)
 
-K_MIN, K_MAX = 1, 16
+K_MIN, K_MAX = 1, 16  # K_MAX is also treeshape.MAX_TREE_DEPTH, the deepest tree
 MAX_NEW_TOKENS = int(os.environ.get("PLAYGROUND_MAX_NEW_TOKENS", 1024))  # the largest max_new_tokens accepted
 MAX_PROMPT_CHARS = int(os.environ.get("PLAYGROUND_MAX_PROMPT_CHARS", 20_000))
 MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
+DEFAULT_CONFIDENCE = 0.4  # the confidence policy's threshold: transformers' assistant_confidence_threshold default
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,14 @@ class KPolicy(str, Enum):
     FIXED = "fixed"
     HEURISTIC = "heuristic"  # transformers' schedule: +2 after a fully accepted round, -1 otherwise
     THEORY = "theory"  # the k with the best expected rate for what this run measured, with a floor
+    # k is the most a draft may hold: a model draft stops as soon as its top probability falls under
+    # DecodeConfig.confidence (transformers' assistant_confidence_threshold)
+    CONFIDENCE = "confidence"
 
     @property
     def label(self) -> str:
-        return {"fixed": "fixed k", "heuristic": "adaptive (heuristic)", "theory": "adaptive (theory)"}[self.value]
+        return {"fixed": "fixed k", "heuristic": "adaptive (heuristic)", "theory": "adaptive (theory)",
+                "confidence": "adaptive (draft confidence)"}[self.value]
 
 
 # What the app and the benchmark use unless told otherwise: the calibrated policy, which plans with the
@@ -67,6 +73,7 @@ class DrafterKind(str, Enum):
 # What a user can pick.
 DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER)
 MODEL_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER)  # those that run the pair's draft model
+TREE_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.EARLY_EXIT)  # those that can draft a token tree
 
 
 class Precision(str, Enum):
@@ -134,6 +141,8 @@ class DecodeConfig:
     seed: int = 0
     record: bool = True  # compute p and q of every draft token for the views
     explain: int = 0  # > 0: also record that many top alternatives per position and the residual (step-through)
+    confidence: float = DEFAULT_CONFIDENCE  # KPolicy.CONFIDENCE: a model draft stops when its top p falls under this
+    tree: TreeShape | None = None  # draft a token tree instead of a chain ("3-2-1-1", "dynamic:16"; parse_tree)
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)
@@ -152,6 +161,8 @@ class DecodeConfig:
             raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {self.seed!r}.")
         if not _is_int(self.explain) or not 0 <= self.explain <= 16:
             raise PlaygroundError(f"explain must be a whole number from 0 to 16, got {self.explain!r}.")
+        set_("confidence", parse_confidence(self.confidence))
+        set_("tree", parse_tree(self.tree))
         for name in ("k", "max_new_tokens", "top_k", "seed", "explain"):
             set_(name, int(getattr(self, name)))
         set_("temperature", float(self.temperature))
@@ -168,7 +179,9 @@ class DecodeConfig:
 
     @property
     def k_label(self) -> str:
-        """k as the tables show it: "4", or the policy's name."""
+        """k as the tables show it: "4", the policy's name, or the tree's shape ("tree 3-2-1-1")."""
+        if self.tree is not None:
+            return f"tree {self.tree.label}"
         return str(self.k) if self.policy is KPolicy.FIXED else self.policy.value
 
 
@@ -205,11 +218,15 @@ class RunSpec:
         if self.drafter.needs_draft_model and not self.pair.draft:
             raise PlaygroundError(f"The '{self.drafter.kind.value}' drafter needs a pair with a draft model; "
                                   f"{self.pair.name!r} has none.")
+        if self.decode.tree is not None and self.drafter.kind not in TREE_DRAFTERS:
+            raise PlaygroundError(f"A token tree needs a drafter that runs a model of the target's vocabulary "
+                                  f"({' or '.join(d.value for d in TREE_DRAFTERS)}); "
+                                  f"'{self.drafter.kind.value}' drafts a chain only.")
 
     def baseline(self) -> "RunSpec":
         """The target alone on the same prompt, target, precision and sampling settings."""
         return replace(self, drafter=DrafterSpec(DrafterKind.TARGET_ALONE),
-                       decode=replace(self.decode, policy=KPolicy.FIXED))
+                       decode=replace(self.decode, policy=KPolicy.FIXED, tree=None))
 
     def with_decode(self, **changes: Any) -> "RunSpec":
         return replace(self, decode=replace(self.decode, **changes))
@@ -241,6 +258,20 @@ def parse_policy(value: object) -> KPolicy:
     if value == "adaptive":  # the benchmark's older name for the heuristic schedule
         return KPolicy.HEURISTIC
     raise PlaygroundError(f"Unknown k policy {value!r}; choose one of: {', '.join(p.label for p in KPolicy)}.")
+
+
+def parse_confidence(value: object) -> float:
+    """The confidence policy's threshold: a number (or its text) in [0, 1); 0 never stops a draft early."""
+    c = value
+    if isinstance(value, str):
+        try:
+            c = float(value)
+        except ValueError:
+            pass
+    if not _is_real(c) or not 0 <= c < 1:
+        raise PlaygroundError(f"The draft confidence threshold must be a number from 0 to below 1 "
+                              f"(0 = never stop a draft early), got {value!r}.")
+    return float(c)
 
 
 DEFAULT_PRECISION = "default"  # the UI's and the API's word for "this device's default" (None in a spec)
@@ -295,8 +326,8 @@ def parse_k(value: str) -> tuple[int, KPolicy]:
     try:
         return 4, parse_policy(value)
     except PlaygroundError:
-        raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic' or "
-                              f"'theory', got {value!r}.") from None
+        raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic', "
+                              f"'theory' or 'confidence', got {value!r}.") from None
 
 
 def parse_list(text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str,

@@ -12,6 +12,7 @@ Pure functions, no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -19,6 +20,25 @@ def expected_tokens(alpha: float, k: int) -> float:
     if alpha >= 1.0:
         return float(k + 1)
     return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def expected_tokens_tree(alpha: float | Sequence[float], branching: Sequence[int]) -> float:
+    """Expected tokens per round of a token tree with branching[d] candidates per node at depth d + 1,
+    when each candidate is accepted with probability alpha_d (one alpha, or one per depth), independently
+    of its siblings (the i.i.d. model; it neglects that siblings compete for the same residual mass):
+
+        E = 1 + sum_{d=1..D} prod_{j=1..d} (1 - (1 - alpha_j)^(b_j))
+
+    A node passes depth j when any of its b_j children is accepted; the 1 is the target's own token.
+    With every b_j = 1 it is the chain's E(alpha, D) = (1 - alpha^(D+1)) / (1 - alpha)."""
+    alphas = [alpha] * len(branching) if isinstance(alpha, (int, float)) else list(alpha)
+    if len(alphas) != len(branching):
+        raise ValueError(f"one alpha per depth: {len(alphas)} alphas for {len(branching)} depths")
+    total, reach = 1.0, 1.0
+    for a, b in zip(alphas, branching):
+        reach *= 1 - (1 - a) ** b
+        total += reach
+    return total
 
 
 def speedup(alpha: float, k: int, c: float, v: float = 1.0) -> float:

@@ -274,3 +274,29 @@ def test_theory_pause_probes_with_one_draft_token_and_resumes_when_drafts_pay():
         ks.append(s.k)
     assert 1 in ks[: PROBE_EVERY + 1]  # the first probe came within PROBE_EVERY + 1 rounds
     assert ks[-1] >= 2  # accepted probes raised alpha until drafting pays: it drafts again
+
+
+@pytest.mark.parametrize("kind", [DrafterKind.DRAFT_MODEL, DrafterKind.EARLY_EXIT])
+def test_confidence_policy_is_lossless_and_stops_unsure_drafts_early(tiny_pair, kind):
+    """KPolicy.CONFIDENCE: k is the most a draft holds; a draft stops once its top p falls under the
+    threshold. Greedy output stays the target's; a high threshold gives shorter drafts than none."""
+    from playground.runner import drafter_confidence
+
+    prompts = [encode_prompt(tiny_pair.tokenizer, p) for p in PROMPTS[:3]]
+    references = [target_greedy(tiny_pair.target, ids, 30, tiny_pair.eos) for ids in prompts]
+    lengths = {}
+    for threshold in (0.0, 0.4, 0.95):
+        config = DecodeConfig(max_new_tokens=30, k=6, policy=KPolicy.CONFIDENCE, confidence=threshold)
+        drafted = []
+        for ids, reference in zip(prompts, references):
+            drafter = make_drafter(DrafterSpec(kind), tiny_pair, confidence=drafter_confidence(config))
+            assert drafter.confidence == threshold
+            dec = SpeculativeDecoder(tiny_pair.target, drafter, ids, config, tiny_pair.eos)
+            rounds = list(dec)
+            assert dec.new_tokens == reference, threshold
+            drafted += [r.k for r in rounds if r.k and not r.stop]
+        assert all(1 <= k <= 6 for k in drafted)
+        lengths[threshold] = sum(drafted) / len(drafted)
+    assert lengths[0.0] > 5.5  # no threshold: every draft is k long (but where the token budget cuts it)
+    assert lengths[0.95] < lengths[0.4] <= lengths[0.0] and lengths[0.95] < 3, lengths
+    assert drafter_confidence(DecodeConfig(policy=KPolicy.FIXED, confidence=0.9)) == 0.0  # other policies: off

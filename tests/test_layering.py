@@ -18,8 +18,8 @@ MAX_LINES = 400
 
 VIEWS = ["playground.views"] + sorted(f"playground.views.{p.stem}" for p in (PACKAGE / "views").glob("*.py")
                                       if p.stem != "__init__")
-PURE = VIEWS + ["playground.trace", "playground.theory", "playground.records", "playground.spec"]
-ENGINE = ["playground.engine", "playground.sampling", "playground.drafters", "playground.runner"]
+PURE = VIEWS + ["playground.trace", "playground.theory", "playground.records", "playground.spec", "playground.treeshape"]
+ENGINE = ["playground.engine", "playground.sampling", "playground.drafters", "playground.runner", "playground.tree"]
 LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
 
 

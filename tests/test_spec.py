@@ -99,3 +99,32 @@ def test_oversized_list_input_is_refused_before_any_value_is_parsed():
     with pytest.raises(PlaygroundError, match="more than 64 distinct values"):
         parse_list(many, "k values", lambda t: parsed.append(t) or int(t), lambda v: True, "any", limit=64)
     assert len(parsed) == 65  # stopped at the first value over the limit
+
+
+def test_confidence_threshold_is_validated_and_defaults_to_transformers_value():
+    from playground.spec import parse_confidence
+
+    assert DecodeConfig().confidence == 0.4 and parse_policy("adaptive (draft confidence)") is KPolicy.CONFIDENCE
+    assert DecodeConfig(policy="confidence", confidence="0.6").confidence == 0.6 and parse_confidence(0) == 0.0
+    assert parse_k("confidence")[1] is KPolicy.CONFIDENCE
+    for bad in (1, 1.5, -0.1, "x", None, float("nan"), True):
+        with pytest.raises(PlaygroundError, match="draft confidence threshold"):
+            DecodeConfig(confidence=bad)
+
+
+def test_tree_shapes_are_parsed_and_validated_with_clear_messages():
+    from playground.spec import TreeShape, parse_tree
+
+    assert parse_tree("3-2-1-1") == TreeShape((3, 2, 1, 1)) and parse_tree(" 2 - 2 ").branching == (2, 2)
+    assert TreeShape((3, 2, 1, 1)).nodes == 3 + 6 + 6 + 6 and TreeShape((3, 2, 1, 1)).depth == 4
+    assert parse_tree("dynamic:16") == TreeShape(budget=16) and parse_tree("Dynamic:16").dynamic
+    assert parse_tree("") is None and parse_tree("chain") is None and parse_tree(None) is None
+    spec = RunSpec(PAIR, DrafterSpec(), DecodeConfig(tree="2-2"), "hi")
+    assert spec.decode.tree.label == "2-2" and spec.decode.k_label == "tree 2-2" and spec.baseline().decode.tree is None
+    for bad, words in (("3-x", "children per depth"), ("dynamic:x", "dynamic:N"), ("dynamic:1", "node budget"),
+                       ("9-1", "1 to 8 children"), ("0-2", "1 to 8 children"), ("8-8", "at most 64"),
+                       ("1-" * 16 + "1", "at most 16 depths"), ("dynamic:65", "node budget")):
+        with pytest.raises(PlaygroundError, match=words):
+            DecodeConfig(tree=bad)
+    with pytest.raises(PlaygroundError, match="drafts a chain only"):
+        RunSpec(PAIR, DrafterSpec("prompt lookup"), DecodeConfig(tree="2-2"), "hi")

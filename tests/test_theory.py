@@ -90,3 +90,16 @@ def test_run_speedup_counts_the_first_pass_both_runs_pay():
     assert 1 < theory.run_speedup(a, k, c, profile, 64, first) < steady
     assert theory.run_speedup(a, k, c, profile, 100_000, first) == pytest.approx(steady, rel=1e-2)
     assert theory.run_speedup(a, 0, c, profile, 64, first) == 1.0
+
+
+def test_tree_expected_tokens_reduce_to_the_chain_and_grow_with_branching():
+    from playground.theory import expected_tokens, expected_tokens_tree
+
+    for alpha in (0.0, 0.3, 0.8, 1.0):
+        for k in (1, 4, 7):
+            assert abs(expected_tokens_tree(alpha, [1] * k) - expected_tokens(alpha, k)) < 1e-12
+    assert expected_tokens_tree(0.5, [2]) == pytest.approx(1 + 0.75)  # one of two candidates accepted: 1 - 0.5^2
+    assert expected_tokens_tree([0.5, 0.4], [2, 1]) == pytest.approx(1 + 0.75 + 0.75 * 0.4)
+    assert expected_tokens_tree(0.6, [3, 2, 1, 1]) > expected_tokens_tree(0.6, [1, 1, 1, 1])
+    with pytest.raises(ValueError):
+        expected_tokens_tree([0.5], [1, 1])

@@ -11,6 +11,7 @@ from playground.ui import jobs
 from playground.ui.common import DECODING, Controls, error_status, gpu, read_spec, status_html
 from playground.ui.state import SessionState, StepThrough
 from playground.views import tokens
+from playground.views import tree as tree_view
 from playground.views.step import explain_round
 
 EXPLAIN_TOP = 4  # alternatives shown per position
@@ -47,7 +48,10 @@ def step_next(state: SessionState | None) -> Outputs:
         return error_status(exc), gr.skip(), gr.skip()
     step.context.extend(record.new_tokens)
     text = tokens.render_rounds(step.decoder.rounds, step.tokenizer, step.spec.prompt)
-    explanation = explain_round(record, step.tokenizer, before, step.spec.decode.sampling.greedy)
+    if record.is_tree:  # a token-tree round: the tree, its kept path and its rejected branches
+        explanation = tree_view.tree_html(record, step.tokenizer, before)
+    else:
+        explanation = explain_round(record, step.tokenizer, before, step.spec.decode.sampling.greedy)
     reason = {"eos": "end of text", "length": "token limit"}.get(record.stop, "")
     end = f" Finished ({reason})." if record.stop else ""
     return status_html(f"Round {record.round + 1}: {record.total_new} tokens so far.{end}",

@@ -52,10 +52,13 @@ def _draft_lines(spec: RunSpec, draft_id: str, schedule: str) -> list[str]:
         if precision is not None:
             lines.append(f"# The run drafted in {precision.value}.")
         lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({draft_id!r}, dtype={_dtype(precision)}).to(device)")
-    return lines + [
+    lines += [
         f"assistant.generation_config.num_assistant_tokens = {spec.decode.k}",
         f"assistant.generation_config.num_assistant_tokens_schedule = {schedule!r}",
     ]
+    if spec.decode.policy is KPolicy.CONFIDENCE:  # the draft stops when its top probability falls under it
+        lines.append(f"assistant.generation_config.assistant_confidence_threshold = {spec.decode.confidence}")
+    return lines
 
 
 def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
@@ -66,7 +69,7 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     target_id = hub_id(spec.pair.target)
     model_draft = kind in (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER)
     int8 = model_draft and spec.drafter.precision is Precision.INT8
-    schedule = "heuristic" if decode.adaptive else "constant"
+    schedule = "heuristic" if decode.policy in (KPolicy.HEURISTIC, KPolicy.THEORY) else "constant"
     lines = ["import torch"]
     if int8:
         lines.append("from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic")
@@ -81,6 +84,9 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     if decode.policy is KPolicy.THEORY and (model_draft or kind is DrafterKind.EARLY_EXIT):
         lines.append("# The playground's 'adaptive (theory)' k has no transformers equivalent: "
                      "the heuristic schedule is the nearest.")
+    if decode.tree is not None:
+        lines.append(f"# The playground drafted a token tree ({decode.tree.label}); transformers' assisted "
+                     "generation drafts a chain.")
     speculative = ""
     if kind is DrafterKind.DRAFT_MODEL:
         lines += _draft_lines(spec, hub_id(spec.pair.draft), schedule)

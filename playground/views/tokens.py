@@ -113,15 +113,19 @@ def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context
     if record.accepted < record.k and shown == record.accepted:  # the rejected ones, not in the output
         scratch = list(context)
         for i in range(record.accepted, record.k):
+            tree = record.is_tree  # a token tree: the candidates tried where the path stopped (views.tree has the rest)
+            if tree and record.tree_parents[i] != record.accepted - 1:
+                break
             tok = record.draft_tokens[i]
-            kind = "rejected" if i == record.accepted else "unevaluated"
+            kind = "rejected" if i == record.accepted or tree else "unevaluated"
             text = piece_text(tokenizer, scratch, tok)
             if kind == "rejected":
                 title = tooltip(kind, tok, text, at(record.p, i), at(record.q, i), at(record.u, i))
             else:
                 title = tooltip(kind, tok, text, at(record.p, i), at(record.q, i))
             spans.append(token_span(kind, tok, text, title + draft_side(record, i)))
-            scratch.append(tok)
+            if not tree:  # siblings are alternatives at one position, not a sequence
+                scratch.append(tok)
     if len(kept) > shown:  # the target's own token: correction, bonus or plain
         tok = kept[shown]
         kind = record.token_kind

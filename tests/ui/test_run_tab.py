@@ -237,7 +237,7 @@ def test_build_demo(tiny_catalog, runner):
     assert blocks["pair"].value == PAIR
     assert blocks["target-precision"].value == "default" and "default (fp32 on this machine)" in str(blocks["target-precision"].choices)
     assert {"fp32", "bf16", "int8"} <= {value for _, value in blocks["draft-precision"].choices}
-    assert {"fixed k", "adaptive (heuristic)", "adaptive (theory)"} == {value for _, value in blocks["adaptive"].choices}
+    assert {"fixed k", "adaptive (heuristic)", "adaptive (theory)", "adaptive (draft confidence)"} == {value for _, value in blocks["adaptive"].choices}
     endpoints = set(demo.get_api_info()["named_endpoints"])
     assert {"/generate", "/stop", "/step_start", "/step_next", "/sweep", "/compare", "/export"} <= endpoints
 

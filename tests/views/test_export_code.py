@@ -175,10 +175,12 @@ def test_a_cross_tokenizer_run_exports_universal_assisted_generation(execute):
     assert "vocabulary" in vllm_code(make(DrafterKind.CROSS_TOKENIZER))  # no vLLM equivalent claimed
 
 
-@pytest.mark.parametrize("policy, schedule", [("fixed", "constant"), ("heuristic", "heuristic"), ("theory", "heuristic")])
+@pytest.mark.parametrize("policy, schedule", [("fixed", "constant"), ("heuristic", "heuristic"), ("theory", "heuristic"),
+                                              ("confidence", "constant")])
 def test_the_k_policy_becomes_the_assistant_schedule(policy, schedule):
     code = hf_generate_code(make(policy=policy))
     assert f"assistant.generation_config.num_assistant_tokens_schedule = {schedule!r}" in code
+    assert ("assistant_confidence_threshold = 0.4" in code) == (policy == "confidence")
 
 
 def test_the_theory_policy_says_it_has_no_transformers_equivalent():

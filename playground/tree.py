@@ -1,0 +1,277 @@
+"""Token trees: the draft proposes a tree of continuations, the target scores every node in one pass.
+
+q: target prob, p: draft prob. The root of a tree is the sequence's last token; every node is a draft
+token whose parent is the token before it. Drafting goes depth by depth, one draft forward per depth
+over the new nodes (tree attention on top of the draft's KV cache):
+- static shape (3, 2, 1, 1): every node at depth d gets branching[d] children;
+- dynamic (a node budget N): at each depth, the children "slots" of the frontier nodes compete on the
+  score cum(v) * j-th largest p(. | v), cum(v) being v's cumulative draft probability along its path;
+  the best min(remaining budget, layer_width(N)) slots are taken (EAGLE-2's expansion by cumulative
+  probability, depth by depth, without its final re-ranking).
+Children are the top-c tokens of p when greedy, and c draws WITHOUT replacement from p (Gumbel top-c)
+when sampling. How many children a node gets is fixed before they are drawn (from the node's own
+distribution and from nodes no deeper than it), which is what the sampling rule below needs.
+
+Verification is one target forward over the cached-out part of the sequence plus all nodes, with a 4D
+attention mask (each node sees the cached prefix, its ancestors and itself) and per-node position ids
+(depth after the root). Then:
+- greedy: the longest root-to-node path whose every token is the target's argmax, plus the target's
+  argmax after it: exactly target-only greedy decoding;
+- sampling: recursive rejection sampling (Jeon et al. 2024, "Recursive Speculative Decoding", the
+  without-replacement form of SpecInfer's multi-step speculative sampling, Miao et al. 2024 / SpecTr,
+  Sun et al. 2023). At a node, with r = q and the children x_1..x_m drawn without replacement from p:
+  accept x_i with probability min(1, r(x_i) / p_i(x_i)), where p_i is p with x_1..x_{i-1} removed and
+  renormalised (x_i's real law); after a rejection r <- norm(max(r - p_i, 0)); when all are rejected
+  draw from the final r. The kept token then follows q exactly, and the rule recurses into the kept
+  child's subtree. (SpecInfer's form keeps p fixed, which is right for i.i.d. draws WITH replacement.)
+Afterwards both KV caches keep exactly the accepted path: its nodes' key/value entries are gathered
+into contiguous positions in every layer and the rest is cropped (no recompute, on either side).
+
+Supported models: decoders whose attention layers are all full attention and that take a custom 4D
+float mask with position ids through the sdpa or eager attention (Llama, Qwen2 / Qwen2.5 / Qwen3,
+SmolLM, Mistral without a sliding window). Refused: sliding-window or hybrid layers (Gemma 2/3),
+linear attention / Mamba, flash-attention kernels (no custom masks). Tested on the tiny Llamas of
+playground/tiny.py and a tiny random Qwen2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from playground.errors import PlaygroundError
+from playground.records import RoundRecord
+from playground.sampling import logits_to_probs, residual, sample
+from playground.spec import MAX_TREE_WIDTH, SamplingParams, TreeShape
+
+
+@dataclass
+class Tree:
+    """A drafted tree, nodes in breadth-first order (a parent before its children)."""
+
+    tokens: list[int]  # node tokens
+    parents: list[int]  # parent node per node, -1 = the root (the sequence's last token)
+    depths: list[int]  # 1 for the root's children
+    p_rows: torch.Tensor  # (1 + T, V): p of the root's children (row 0) and of node i's (row 1 + i); 0 if not drafted
+    fed: int = 0  # nodes the draft model has run (the first `fed`, every depth but the last): its cache holds them
+    children: list[list[int]] = field(default_factory=list)  # per row (root = 0, node i = 1 + i), in draw order
+
+    def __post_init__(self) -> None:
+        self.children = [[] for _ in range(len(self.tokens) + 1)]
+        for i, parent in enumerate(self.parents):
+            self.children[parent + 1].append(i)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+
+def check_tree_model(model: PreTrainedModel, role: str = "target") -> None:
+    """Refuse, with a clear message, a model the tree path cannot run (see the module's docstring)."""
+    config = model.config
+    kinds = set(getattr(config, "layer_types", None) or ())
+    sliding = (kinds - {"full_attention"}) or (not kinds and getattr(config, "sliding_window", None)
+                                               and getattr(config, "use_sliding_window", True))
+    attention = getattr(config, "_attn_implementation", "sdpa")
+    if sliding or attention not in ("sdpa", "eager"):
+        why = f"{attention} attention" if attention not in ("sdpa", "eager") else "layers that are not full attention"
+        raise PlaygroundError(f"Token trees need a decoder with full attention everywhere and a custom attention "
+                              f"mask (Llama, Qwen2, Qwen3, Mistral without sliding window); the {role} "
+                              f"({type(model).__name__}) has {why}. Draft a chain instead.")
+
+
+def _tree_mask(prefix: int, queries: int, ancestry: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
+    """(1, 1, queries + R, prefix + queries + C) additive mask for a forward whose queries are `queries`
+    sequence tokens (causal, ending at the root), then R tree nodes; `prefix` positions are cached before
+    them, and the last C key positions are tree nodes: ancestry[r, c] says whether node row r sees node c."""
+    rows, cols = queries + ancestry.shape[0], prefix + queries + ancestry.shape[1]
+    allowed = torch.zeros(rows, cols, dtype=torch.bool)
+    allowed[:, :prefix] = True
+    allowed[:queries, prefix : prefix + queries] = torch.ones(queries, queries, dtype=torch.bool).tril()
+    allowed[queries:, prefix : prefix + queries] = True
+    allowed[queries:, prefix + queries :] = ancestry
+    mask = torch.zeros(rows, cols, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    return mask.to(device)[None, None]
+
+
+def _children(rows: torch.Tensor, counts: list[int], greedy: bool, generator: torch.Generator | None) -> list[list[int]]:
+    """Per row of p (n, V), counts[i] children: its top tokens (greedy) or draws without replacement
+    in draw order (Gumbel top-c: the order of log p + Gumbel noise is sequential sampling's order)."""
+    top = max(counts)
+    if top == 0:
+        return [[] for _ in counts]
+    keys = rows
+    if not greedy:
+        u = torch.rand(rows.shape, generator=generator, device=rows.device).clamp_(1e-20, 1.0)
+        keys = rows.log() - (-u.log()).log()  # -inf where p = 0: never drawn
+    picked = torch.topk(keys, top, dim=-1).indices.tolist()
+    return [row[:c] for row, c in zip(picked, counts)]
+
+
+def layer_width(budget: int) -> int:
+    """Nodes a dynamic tree adds per depth: a quarter of its budget (at least 1, at most MAX_TREE_WIDTH),
+    so that a budget is spent over about four depths or more rather than on the root's children alone."""
+    return max(1, min(MAX_TREE_WIDTH, -(-budget // 4)))
+
+
+def _counts(shape: TreeShape, depth: int, rows: torch.Tensor, cum: list[float], budget: int) -> list[int]:
+    """Children per frontier node at this depth, decided before any of them is drawn: the static
+    branching, or the dynamic slots by value-free score cum(v) * (j-th largest p(. | v)); never more
+    than the node's support (a draw without replacement cannot exceed it)."""
+    width = min(MAX_TREE_WIDTH, rows.shape[-1])
+    values = torch.topk(rows, width, dim=-1).values  # sorted, descending
+    support = (values > 0).sum(-1).tolist()
+    if not shape.dynamic:
+        return [min(shape.branching[depth - 1], s) for s in support]
+    scores = values * torch.tensor(cum, dtype=values.dtype, device=values.device)[:, None]
+    take = min(budget, layer_width(shape.budget), int(sum(support)))
+    chosen = torch.topk(scores.flatten(), take).indices.div(width, rounding_mode="floor").tolist()
+    return [min(chosen.count(i), s) for i, s in enumerate(support)]
+
+
+@torch.inference_mode()
+def draft_tree(drafter, ids: torch.Tensor, shape: TreeShape, max_depth: int, params: SamplingParams,
+               generator: torch.Generator | None) -> Tree:
+    """A tree of at most max_depth levels from a ModelDrafter (its model and KV cache) after ids (1, L).
+    Leaves the draft's cache holding the sequence and the first `tree.fed` nodes."""
+    model, cache = drafter.model, drafter.cache
+    length = ids.shape[1]
+    out = model(input_ids=ids[:, drafter.cached :], cache=cache, use_cache=True, logits_to_keep=1)
+    rows = logits_to_probs(out.logits[0, -1:], params)  # p at the frontier (here: the root's children)
+    tokens: list[int] = []
+    parents: list[int] = []
+    depths: list[int] = []
+    p_rows, cum, frontier, fed = [rows], [1.0], [-1], 0
+    budget = shape.nodes
+    for depth in range(1, max_depth + 1):
+        counts = _counts(shape, depth, rows, cum, budget - len(tokens))
+        picked = _children(rows, counts, params.greedy, generator)
+        first = len(tokens)
+        for v, kids in zip(frontier, picked):
+            tokens += kids
+            parents += [v] * len(kids)
+            depths += [depth] * len(kids)
+        if len(tokens) == first:
+            break
+        if shape.dynamic:  # the new nodes' cumulative p: their parent's times their own
+            own = torch.cat([row[kids] for row, kids in zip(rows, picked) if kids]).tolist()
+            cum = [c * p for c, p in zip([c for c, kids in zip(cum, picked) for _ in kids], own)]
+        frontier = list(range(first, len(tokens)))
+        if depth == max_depth or len(tokens) >= budget:
+            break
+        # the new nodes through the draft, on top of the sequence and the nodes fed so far: their children's p
+        mask = _tree_mask(length, 0, _ancestry(parents)[first:], model.dtype, ids.device)
+        new = torch.tensor([tokens[first:]], device=ids.device)
+        positions = torch.full_like(new, length - 1 + depth)
+        out = model(input_ids=new, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True)
+        rows = logits_to_probs(out.logits[0], params)
+        p_rows.append(rows)
+        fed = len(tokens)
+    unfed = 1 + len(tokens) - sum(r.shape[0] for r in p_rows)
+    drafter.cached = length + fed
+    return Tree(tokens, parents, depths, torch.cat(p_rows + [rows.new_zeros(unfed, rows.shape[-1])]), fed)
+
+
+def _ancestry(parents: list[int]) -> torch.Tensor:
+    """(T, T) bool: [i, j] when node j is node i or one of its ancestors (parents before children)."""
+    mask = torch.eye(len(parents), dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            mask[i] |= mask[parent]
+    return mask
+
+
+def score_tree(target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int, tree: Tree) -> torch.Tensor:
+    """One target pass over ids[:, cached:] and every node: logits (1 + T, V) for the root (row 0) and node i (1 + i)."""
+    length = ids.shape[1]
+    depths = torch.tensor(tree.depths, device=ids.device)
+    feed = torch.cat([ids[:, cached:], torch.tensor([tree.tokens], device=ids.device)], dim=1)
+    positions = torch.cat([torch.arange(cached, length, device=ids.device), length - 1 + depths])[None]
+    mask = _tree_mask(cached, length - cached, _ancestry(tree.parents), target.dtype, ids.device)
+    out = target(input_ids=feed, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True,
+                 logits_to_keep=len(tree) + 1)
+    return out.logits[0]
+
+
+def verify_tree_greedy(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:
+    """The longest path of target argmaxes, and the target's argmax after it: (path nodes, token)."""
+    best = logits.argmax(-1).tolist()
+    path, row = [], 0
+    while True:
+        match = [c for c in tree.children[row] if tree.tokens[c] == best[row]]
+        if not match:
+            return path, best[row]
+        path.append(match[0])
+        row = match[0] + 1
+
+
+def select_child(q: torch.Tensor, p: torch.Tensor, candidates: list[int], generator: torch.Generator | None
+                 ) -> tuple[int, int]:
+    """Recursive rejection sampling at one node: candidates drawn from p without replacement, in draw
+    order. Returns (index of the accepted candidate or -1, the token kept), the token following q."""
+    r, p_i = q, p
+    limits, ratios = [], []
+    for x in candidates:
+        ratios.append(r[x])
+        limits.append(p_i[x])
+        r = residual(r, p_i)  # where the next candidate (or the final draw) must put its mass
+        p_i = p_i.clone()
+        p_i[x] = 0.0
+        p_i = p_i / p_i.sum().clamp_min(1e-30)  # the next draw's law: p without the drawn tokens
+    u = torch.rand(len(candidates), generator=generator, device=q.device)
+    fallback = sample(r, generator)
+    if candidates:
+        accepted = u * torch.stack(limits) < torch.stack(ratios)  # u < r(x) / p_i(x)
+        verdict = torch.cat([accepted.long(), fallback.view(1)]).tolist()
+    else:
+        verdict = [fallback.item()]
+    for i, ok in enumerate(verdict[:-1]):
+        if ok:
+            return i, candidates[i]
+    return -1, verdict[-1]
+
+
+def verify_tree_sampling(tree: Tree, q_rows: torch.Tensor, generator: torch.Generator | None) -> tuple[list[int], int]:
+    """Walk down the tree with select_child: (path nodes, the final token: a correction or a bonus)."""
+    path, row = [], 0
+    while True:
+        kids = tree.children[row]
+        index, token = select_child(q_rows[row], tree.p_rows[row], [tree.tokens[c] for c in kids], generator)
+        if index < 0:
+            return path, token
+        path.append(kids[index])
+        row = kids[index] + 1
+
+
+def keep_path(cache: DynamicCache, start: int, positions: list[int]) -> None:
+    """Move the key/value entries at cache positions `positions` (in order) to start, start + 1, ... in
+    every layer, then crop the cache to start + len(positions): the accepted path, contiguous."""
+    n = len(positions)
+    if n and positions != list(range(start, start + n)):
+        for layer in cache.layers:
+            index = torch.tensor(positions, device=layer.keys.device)
+            layer.keys[:, :, start : start + n] = layer.keys.index_select(2, index)
+            layer.values[:, :, start : start + n] = layer.values.index_select(2, index)
+    extra = cache.get_seq_length() - (start + n)
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def tree_record(tree: Tree, path: list[int], token: int, q_rows: torch.Tensor, round_: int, prefill: int) -> RoundRecord:
+    """The round as plain data, nodes reordered as RoundRecord describes (path, tried siblings, rest)."""
+    last = path[-1] + 1 if path else 0  # the row that decided the token
+    tried = tree.children[last]
+    order = path + tried + [i for i in range(len(tree)) if i not in set(path) | set(tried)]
+    where = {node: i for i, node in enumerate(order)}
+    rows = torch.tensor([tree.parents[i] + 1 for i in order], device=q_rows.device)
+    tokens = torch.tensor([tree.tokens[i] for i in order], device=q_rows.device)
+    floats = torch.cat([tree.p_rows[rows, tokens], q_rows[rows, tokens], q_rows[last, token].view(1)]).tolist()
+    T = len(order)
+    return RoundRecord(
+        round=round_, k=T, draft_tokens=tokens.tolist(), accepted=len(path), token=token,
+        token_kind="correction" if tried else "bonus", new_tokens=[], draft_s=0.0, verify_s=0.0, total_new=0,
+        p=floats[:T], q=floats[T : 2 * T], token_q=floats[2 * T], prefill=prefill,
+        tree_parents=[where[tree.parents[i]] if tree.parents[i] >= 0 else -1 for i in order],
+        tree_path=list(range(len(path))),
+    )

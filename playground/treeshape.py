@@ -1,0 +1,70 @@
+"""The shape of a token tree (DecodeConfig.tree): typed and validated here, parsed from text by
+parse_tree (spec.py re-exports both: they are part of the run description). Pure: no torch."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from playground.errors import PlaygroundError
+
+MAX_TREE_NODES = 64  # the most draft tokens a token tree may hold (the target scores them in one pass)
+MAX_TREE_WIDTH = 8  # the most children a tree node may have
+MAX_TREE_DEPTH = 16  # the longest path (spec.K_MAX)
+
+
+def _is_int(x: object) -> bool:
+    return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """A token tree to draft instead of a chain (playground/tree.py); built by parse_tree. Static
+    ("3-2-1-1"): branching[d] children for every node at depth d (the root: the sequence's last token);
+    dynamic ("dynamic:16"): a node budget spent on the nodes of highest cumulative draft p (EAGLE-2 style)."""
+
+    branching: tuple[int, ...] = ()
+    budget: int = 0  # > 0: dynamic
+
+    def __post_init__(self) -> None:
+        b = tuple(self.branching)
+        if len(b) > MAX_TREE_DEPTH or not all(_is_int(x) and 1 <= x <= MAX_TREE_WIDTH for x in b) or bool(b) == bool(self.budget):
+            raise PlaygroundError(f"tree: each depth takes 1 to {MAX_TREE_WIDTH} children, at most {MAX_TREE_DEPTH} depths "
+                                  f"(or 'dynamic:N'), got {'-'.join(map(str, b)) or self.budget!r}.")
+        if self.budget and (not _is_int(self.budget) or not 2 <= self.budget <= MAX_TREE_NODES):
+            raise PlaygroundError(f"tree: a dynamic tree's node budget must be from 2 to {MAX_TREE_NODES}, got {self.budget!r}.")
+        object.__setattr__(self, "branching", tuple(int(x) for x in b))
+        object.__setattr__(self, "budget", int(self.budget))
+        if self.nodes > MAX_TREE_NODES:
+            raise PlaygroundError(f"tree: {self.label!r} has {self.nodes} nodes; the target scores at most {MAX_TREE_NODES} at once.")
+
+    @property
+    def dynamic(self) -> bool:
+        return self.budget > 0
+
+    @property
+    def nodes(self) -> int:
+        """Draft tokens in a full tree of this shape (a dynamic tree's budget)."""
+        return self.budget or sum(math.prod(self.branching[: d + 1]) for d in range(len(self.branching)))
+
+    @property
+    def depth(self) -> int:
+        """The longest path a round can accept."""
+        return min(self.budget, MAX_TREE_DEPTH) if self.dynamic else len(self.branching)
+
+    @property
+    def label(self) -> str:
+        return f"dynamic:{self.budget}" if self.dynamic else "-".join(map(str, self.branching))
+
+
+def parse_tree(value: object) -> TreeShape | None:
+    """A token tree: "" / "chain" / None -> none; "3-2-1-1" -> static (children per depth); "dynamic:16" -> dynamic."""
+    if value is None or isinstance(value, TreeShape):
+        return value
+    text = str(value).strip().lower().replace(" ", "")
+    if text in ("", "chain", "none"):
+        return None
+    if text.startswith("dynamic:") and text[8:].isdigit():
+        return TreeShape(budget=int(text[8:]))
+    if not all(x.isdigit() for x in text.split("-")):
+        raise PlaygroundError(f"tree: write children per depth, e.g. '3-2-1-1', or 'dynamic:N' (N = node budget), got {value!r}.")
+    return TreeShape(tuple(int(x) for x in text.split("-")))

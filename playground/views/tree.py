@@ -1,0 +1,103 @@
+"""A token-tree round (DecodeConfig.tree) as an HTML tree: what the draft proposed, what the target kept.
+
+One node per draft token, nested under its parent (the root is the last token before the round). The
+accepted path is highlighted, the candidates tried and rejected where the path stopped are struck
+through, the branches the verification never reached are faded, and the target's own token (the
+correction, or the bonus when the path ends at a leaf) hangs under the path's last node. Hovering a
+node shows its id, p (draft) and q (target, in its branch's context) and min(1, q/p). Pure: a record
+and a tokenizer in, a string out; all model text goes through tokens.escape_text (html.escape).
+"""
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Sequence
+
+from playground.records import RoundRecord
+from playground.views import tokens
+
+if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
+    from transformers import PreTrainedTokenizerBase
+
+STYLE = """<style>
+.tree-view { font-size: 14px; }
+.tree-view ul.tree { list-style: none; margin: 0; padding-left: 18px; border-left: 1px dotted var(--border-color-primary, #bbb); }
+.tree-view > ul.tree { border-left: none; padding-left: 0; }
+.tree-view li { margin: 2px 0; }
+.tree-node { font-family: var(--font-mono, ui-monospace, monospace); padding: 0 4px; border-radius: 4px;
+  border: 1px solid transparent; white-space: pre; }
+.tree-node .tree-pq { font-size: 11px; opacity: 0.75; margin-left: 6px; font-family: var(--font-sans, sans-serif); }
+.tree-root { color: var(--body-text-color-subdued, #777); }
+.tree-accepted { background: var(--tok-accepted-bg, rgba(0, 158, 115, 0.16)); border-color: var(--tok-accepted, #009E73);
+  font-weight: 600; }
+.tree-rejected { color: var(--tok-rejected-text, #A84300); text-decoration: line-through;
+  text-decoration-color: var(--tok-rejected, #D55E00); }
+.tree-unevaluated { opacity: 0.45; }
+.tree-correction { border: 2px solid var(--tok-correction, #0072B2); font-weight: 600; }
+.tree-bonus { border-bottom: 3px solid var(--tok-bonus, #E69F00); font-weight: 600; }
+</style>"""
+
+KINDS = {
+    "accepted": "on the accepted path",
+    "rejected": "tried and rejected where the path stopped",
+    "unevaluated": "on a branch the verification did not reach",
+    "correction": "the target's correction (after the path's last node)",
+    "bonus": "bonus token (the path reached a leaf; the target adds one more)",
+}
+
+
+def node_kinds(record: RoundRecord) -> list[str]:
+    """Per node of the record's tree: "accepted", "rejected" or "unevaluated"."""
+    path = set(record.tree_path)
+    last = record.tree_path[-1] if record.tree_path else -1
+    return ["accepted" if i in path else "rejected" if parent == last else "unevaluated"
+            for i, parent in enumerate(record.tree_parents)]
+
+
+def _title(kind: str, token: int, text: str, p: float | None, q: float | None) -> str:
+    lines = [KINDS[kind], f"token {token}: {text!r}"]
+    if p is not None:
+        lines.append(f"p (draft) = {tokens.num(p)}")
+    if q is not None:
+        lines.append(f"q (target) = {tokens.num(q)}")
+    if p and q is not None:
+        lines.append(f"min(1, q/p) = {tokens.num(min(1.0, q / p))}")
+    return "\n".join(lines)
+
+
+def _node(kind: str, token: int, text: str, p: float | None, q: float | None) -> str:
+    shown = text.replace(" ", "␣") if text and not text.strip() else text  # a blank stays visible
+    numbers = f"p {tokens.num(p)} · q {tokens.num(q)}" if p is not None else f"q {tokens.num(q)}"
+    return (f'<span class="tree-node tree-{kind}" data-kind="{kind}" data-token="{int(token)}" '
+            f'title="{html.escape(_title(kind, token, text, p, q), quote=True)}">{tokens.escape_text(shown) or "∅"}'
+            f'<span class="tree-pq">{numbers}</span></span>')
+
+
+def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: Sequence[int]) -> str:
+    """The round's tree (a record of a tree round: record.is_tree). context: the output ids before the round."""
+    if not record.is_tree:
+        return ""
+    kinds = node_kinds(record)
+    children: dict[int, list[int]] = {}
+    for i, parent in enumerate(record.tree_parents):
+        children.setdefault(parent, []).append(i)
+    last = record.tree_path[-1] if record.tree_path else -1
+
+    def branch(parent: int, ctx: list[int]) -> str:
+        items = []
+        for i in children.get(parent, []):
+            tok = record.draft_tokens[i]
+            item = _node(kinds[i], tok, tokens.piece_text(tokenizer, ctx, tok), record.p[i], record.q[i])
+            items.append(f"<li>{item}{branch(i, ctx + [tok])}</li>")
+        if parent == last:  # the target's own token after the path
+            text = tokens.piece_text(tokenizer, ctx, record.token)
+            items.append(f"<li>{_node(record.token_kind, record.token, text, None, record.token_q)}</li>")
+        return f'<ul class="tree">{"".join(items)}</ul>' if items else ""
+
+    ctx = list(context)
+    root_text = tokens.piece_text(tokenizer, ctx[:-1], ctx[-1]) if ctx else ""
+    root = (f'<span class="tree-node tree-root" title="the last token before this round (the root)">'
+            f'{tokens.escape_text(root_text) or "∅"}</span>')
+    n, T = record.accepted, record.k
+    head = (f"<h4>Round {record.round + 1}: a tree of {T} draft token{'s' if T != 1 else ''}, scored in one target "
+            f"pass; the target kept a path of {n} and added a {html.escape(record.token_kind)} token</h4>")
+    return f'<div class="tree-view">{STYLE}{head}<ul class="tree"><li>{root}{branch(-1, ctx)}</li></ul></div>'

@@ -1,0 +1,55 @@
+"""The token-tree view: one round's tree, its accepted path highlighted, rejected branches faded,
+the target's token marked; p and q on hover; model text escaped."""
+from __future__ import annotations
+
+import re
+
+from playground.records import RoundRecord
+from playground.views.tree import node_kinds, tree_html
+from tests.views.test_step import Hostile, Words
+
+# root " a" (the last token before the round); the tree: " the" -> " cat" (kept path), " the" -> " dog"
+# (tried and rejected at the path's end), " sat" (a branch not reached); the correction " a".
+TREE = RoundRecord(round=2, k=4, draft_tokens=[1, 2, 4, 3], accepted=2, token=5, token_kind="correction",
+                   new_tokens=[1, 2, 5], draft_s=0.0, verify_s=0.0, total_new=3, p=[0.5, 0.4, 0.3, 0.2],
+                   q=[0.6, 0.7, 0.05, 0.1], token_q=0.2, tree_parents=[-1, 0, 1, -1], tree_path=[0, 1])
+
+
+def spans(page: str) -> list[tuple[str, str]]:
+    return re.findall(r'class="tree-node tree-(\w+)"[^>]*>([^<]*)<', page)
+
+
+def test_nodes_nest_under_their_parents_with_the_path_highlighted_and_the_token_marked():
+    page = tree_html(TREE, Words(), [5])
+    assert node_kinds(TREE) == ["accepted", "accepted", "rejected", "unevaluated"]
+    assert spans(page) == [("root", " a"), ("accepted", " the"), ("accepted", " cat"), ("rejected", " dog"),
+                           ("correction", " a"), ("unevaluated", " sat")]
+    # " dog" and the correction hang under " cat": three nested lists deep
+    assert re.search(r"cat.*?<ul class=\"tree\"><li><span class=\"tree-node tree-rejected\"", page)
+    assert "p (draft) = 0.400" in page and "q (target) = 0.700" in page and "min(1, q/p) = 1.000" in page
+    assert "a path of 2" in page and "correction token" in page
+
+
+def test_a_bonus_token_hangs_under_a_leaf_and_an_empty_path_under_the_root():
+    bonus = RoundRecord(**{**TREE.__dict__, "accepted": 1, "tree_path": [0], "tree_parents": [-1, -1, -1, -1],
+                           "token_kind": "bonus"})
+    page = tree_html(bonus, Words(), [5])
+    assert [k for k, _ in spans(page)] == ["root", "accepted", "bonus"] + ["unevaluated"] * 3  # right under the leaf
+    none = RoundRecord(**{**TREE.__dict__, "accepted": 0, "tree_path": [], "token_kind": "correction"})
+    kinds = [k for k, _ in spans(tree_html(none, Words(), [5]))]
+    assert kinds == ["root", "rejected", "unevaluated", "unevaluated", "rejected", "correction"]
+
+
+def test_model_text_is_escaped_and_chain_rounds_have_no_tree():
+    page = tree_html(TREE, Hostile(), [5])
+    assert "<b>" not in page.replace("<b>&amp;", "") and "&lt;b&gt;&amp;" in page
+    chain = RoundRecord(round=0, k=1, draft_tokens=[1], accepted=1, token=2, token_kind="bonus", new_tokens=[1, 2],
+                        draft_s=0.0, verify_s=0.0, total_new=2)
+    assert tree_html(chain, Words(), [5]) == ""
+
+
+def test_the_token_view_shows_a_tree_round_as_its_path_and_the_candidates_rejected_where_it_stopped():
+    from playground.views.tokens import round_spans
+
+    kinds = re.findall(r'data-kind="(\w+)"', round_spans(TREE, Words(), [5]))
+    assert kinds == ["accepted", "accepted", "rejected", "correction"]  # " sat", on another branch, is not text

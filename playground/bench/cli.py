@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from playground import models
-from playground.bench import report, targets
+from playground.bench import challenges_cli, report, targets
 from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_grid
 from playground.bench.prompts import load_prompts
 from playground.errors import PlaygroundError
@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write every result, the targets and the environment to this file")
     p.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/benchmarks.md)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    challenges_cli.add_arguments(p)  # --challenges batch context precision, --batch-sizes, --context-lengths
     return p
 
 
@@ -144,6 +145,9 @@ STDOUT_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_prec
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     progress = _quiet if args.quiet else _stderr_progress
+    if args.challenges:  # the deployment challenges (batch size, context length, precision) instead of the grid
+        argv_text = " ".join(f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
+        return challenges_cli.main(args, argv_text, build_parser().get_default("k"), progress, environment)
     runner = Runner()
     try:
         temps = parse_list(" ".join(args.temps), "--temps", float, lambda t: math.isfinite(t) and 0 <= t <= 2,

@@ -8,7 +8,7 @@ import gradio as gr
 from playground import models
 from playground.runner import Runner
 from playground.spec import DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
-from playground.ui import compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
+from playground.ui import challenges_tab, compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
 from playground.ui.state import SessionState
 
@@ -85,6 +85,8 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                         sweep_tab.build(runner, controls, state)
                     with gr.Tab("Compare pairs", id="pairs"):
                         compare_tab.build(runner, controls, state, catalog)
+                    with gr.Tab("Challenges", id="challenges"):
+                        challenges_tab.build(runner, controls, state)
                     with gr.Tab("Export", id="export"):
                         export_tab.build(runner, controls)
         pair.change(pair_info, inputs=pair, outputs=info, show_progress="hidden", concurrency_limit=None,

@@ -318,3 +318,25 @@ def test_theory_explorer_marks_the_best_k(page, tmp_path):
     assert page.locator("#chart-theory .js-plotly-plot").count() == 1
     assert page.locator("#chart-profile .js-plotly-plot").count() == 1
     shot(page, tmp_path, "theory")
+
+
+def test_challenges_tab_runs_the_batch_challenge(page, tmp_path):
+    """The Challenges tab on the tiny pair: the batch-size challenge with a progress bar, its curves beside the
+    survey's figures, the table and the CSV; then another effect's explanation."""
+    page.get_by_role("tab", name="Challenges").click()
+    set_number(page, "max-new", 8)
+    set_number(page, "k", 2)
+    page.locator("#challenge-batch textarea, #challenge-batch input").first.fill("1 2")
+    page.click("#challenge-run")
+    page.wait_for_function("() => document.querySelector('#challenge-status').innerText.includes('Done')",
+                           timeout=120_000)
+    status = page.locator("#challenge-status").inner_text()
+    assert "B=1:" in status and "B=2:" in status and "Every greedy output equals" in status
+    page.wait_for_function("document.querySelectorAll('#chart-challenge .scatterlayer .trace').length >= 4")
+    assert "2.5-2.85x" in page.locator("#challenge-explanation").inner_text()
+    table = page.locator("#challenge-table").inner_text()
+    assert table.count("speculative") == 2 and table.count("target alone") == 2
+    assert page.locator("#challenge-csv").is_enabled()
+    shot(page, tmp_path, "challenges")
+    page.locator("#challenge-effect label", has_text="precision").click()
+    page.wait_for_function("() => document.querySelector('#challenge-explanation').innerText.includes('llama.cpp')")

@@ -165,7 +165,7 @@ def test_sweep_and_comparison_end_at_the_next_round_once_nobody_listens(tiny_cat
 def test_every_decoding_event_is_admitted_per_client_and_shows_its_place_in_the_queue(tiny_catalog, runner):
     demo = build_demo(runner)
     decoding = [fn for fn in demo.fns.values() if fn.concurrency_id == "decoding"]
-    assert {fn.api_name for fn in decoding} == {"generate", "step_start", "step_next", "sweep", "compare"}
+    assert {fn.api_name for fn in decoding} == {"generate", "step_start", "step_next", "sweep", "compare", "challenge"}
     for fn in decoding:
         assert fn.validator is not None, fn.api_name  # jobs.admission
         assert fn.show_progress in ("full", "minimal"), fn.api_name  # Gradio shows "queue: n/m" while it waits

@@ -1,0 +1,317 @@
+"""The survey's deployment challenges, measured on one pair: batch size, context length and precision.
+
+Each sweep returns a DataFrame (one row per measured configuration) and checks every greedy output
+against the target alone's: the batch sweep each sequence against its own solo run (the Runner's target
+alone, one prompt at a time), the context and precision sweeps each run against the target alone at the
+same length and precision. Sizes are checked against the memory budget before anything is allocated
+(`memory_need`, from the models' configs), and a sweep that would not fit is refused with a message.
+
+Every sweep decodes greedily with a fixed k (the spec's k): greedy, so that every output can be checked.
+Used by `python -m playground.bench --challenges ...` and the UI's Challenges tab.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from playground import models, trace
+from playground.batch import BatchedDecoder, BatchResult
+from playground.bench.grid import grid_frame, run_grid
+from playground.bench.prompts import PROMPTS
+from playground.errors import PlaygroundError
+from playground.models import LoadedPair, Progress, _quiet
+from playground.models.cache import model_bytes
+from playground.records import RoundRecord
+from playground.runner import Runner, encode_prompt
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, Precision, RunSpec
+from playground.views.challenges import BASELINE, SPECULATIVE, crossover  # noqa: F401  (crossover: part of this API)
+
+MAX_BATCH = 64
+LONG_DOCUMENT = (Path(__file__).with_name("long_document.txt")).read_text(encoding="utf-8")
+# Sixteen prompts of different lengths (so left padding matters): the benchmark's six, then ten more.
+BATCH_PROMPTS = list(PROMPTS.values()) + [
+    "Write a Python class `Stack` with push, pop and peek methods.",
+    "Explain what a hash table is in three sentences.",
+    "Write a SQL query that returns the ten most recent orders with their customer names.",
+    "List five tips for writing readable code.",
+    "Write a bash one-liner that counts the lines of every .py file in a folder.",
+    "What is the difference between a process and a thread?",
+    "Write a JavaScript function that debounces another function.",
+    "Describe the water cycle for a ten-year-old.",
+    "Write a Python function that merges two sorted lists into one sorted list.",
+    "Give three reasons why unit tests are useful.",
+]
+
+
+def greedy_decode(spec: RunSpec) -> DecodeConfig:
+    """What every challenge run decodes with: greedy, the spec's k fixed, its token budget, recorded (margins)."""
+    return DecodeConfig(max_new_tokens=spec.decode.max_new_tokens, k=spec.decode.k, policy=KPolicy.FIXED, seed=spec.decode.seed)
+
+
+def _needs_draft_model(spec: RunSpec, what: str) -> None:
+    if spec.drafter.kind is not DrafterKind.DRAFT_MODEL:
+        raise PlaygroundError(f"The {what} challenge runs the pair's draft model (the 'draft model' drafter); "
+                              f"got {spec.drafter.kind.value!r}.")
+
+
+# ---------------------------------------------------------------- memory, before anything is allocated
+
+def kv_bytes_per_token(model: torch.nn.Module) -> int:
+    """Bytes one token takes in a model's KV cache: keys and values of every layer, in the activations' dtype."""
+    c = model.config
+    heads = c.num_attention_heads
+    kv_heads = getattr(c, "num_key_value_heads", None) or heads
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
+    return 2 * c.num_hidden_layers * kv_heads * head_dim * model.get_input_embeddings().weight.element_size()
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    kv: int  # both KV caches at their largest (padding and holes included)
+    prompt_pass: int  # the largest pass's transient tensors: attention scores and mask, the MLP's activations
+
+    @property
+    def total(self) -> int:
+        return self.kv + self.prompt_pass
+
+
+def memory_need(pair: LoadedPair, rows: int, prompt_len: int, max_new_tokens: int, k: int) -> MemoryNeed:
+    """An upper bound for a run of `rows` sequences of up to prompt_len tokens: the KV columns can grow by k + 1
+    per round when rows accept different numbers of tokens (batch.py's holes), so rows x (prompt + N (k + 1))."""
+    columns = prompt_len + max_new_tokens * (k + 1) if rows > 1 else prompt_len + max_new_tokens + k
+    models_ = [m for m in (pair.target, pair.draft if k else None) if m is not None]
+    kv = rows * columns * sum(kv_bytes_per_token(m) for m in models_)
+    width = prompt_len + k
+    prompt_pass = max(rows * width * (m.config.num_attention_heads * (width + k) * 4 + 3 * 4 * m.config.intermediate_size)
+                      + rows * width * (width + k) * 4 for m in models_)
+    return MemoryNeed(kv, prompt_pass)
+
+
+def memory_left(pair: LoadedPair) -> int:
+    """Bytes a run may allocate: the budget (models.memory_budget) less the pair's weights, and no more than
+    the device has free now."""
+    weights = model_bytes(pair.target) + (model_bytes(pair.draft) if pair.draft is not None else 0)
+    if pair.target.device.type == "cuda":
+        free = torch.cuda.mem_get_info(pair.target.device)[0]
+    else:
+        import psutil
+
+        free = psutil.virtual_memory().available
+    return min(models.memory_budget() - weights, free)
+
+
+def check_memory(need: MemoryNeed, left: int, what: str) -> None:
+    if need.total > left:
+        gb = lambda b: f"{b / 2**30:.2f} GB"
+        raise PlaygroundError(f"{what} would not fit: it needs about {gb(need.total)} ({gb(need.kv)} of KV cache, "
+                              f"{gb(need.prompt_pass)} for the prompt pass) and {gb(max(0, left))} is left beside the "
+                              f"models' weights. Choose a smaller size, or raise PLAYGROUND_MEMORY_GB.")
+
+
+def check_window(pair: LoadedPair, tokens: int, what: str) -> None:
+    for model in (pair.target, pair.draft):
+        window = getattr(model.config, "max_position_embeddings", None) if model is not None else None
+        if window and tokens > window:
+            raise PlaygroundError(f"{what} needs {tokens} positions; the model's context window is {window} tokens.")
+
+
+def _as_rounds(tokens: list[int], margins: list[float]) -> list[RoundRecord]:
+    """One sequence's output as one record (trace.compare_outputs reads new_tokens and margins)."""
+    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1] if tokens else -1, token_kind="target",
+                        new_tokens=list(tokens), draft_s=0.0, verify_s=0.0, total_new=len(tokens), margins=list(margins))]
+
+
+def _equality(comparisons: list[dict]) -> dict:
+    """Several outputs' trace.compare_outputs -> all equal?, how many differ after a near-tie, how many truly, the first."""
+    differ = [c for c in comparisons if not c["equal"]]
+    first = differ[0] if differ else None
+    return dict(greedy_equal=not differ, near_ties=sum(c["near_tie"] for c in differ),
+                real_differences=sum(not c["near_tie"] for c in differ),
+                diff_position=first["position"] if first else None,
+                gap=min([g for g in (first["gap_spec"], first["gap_base"]) if not math.isnan(g)], default=math.nan)
+                if first else math.nan)
+
+
+# ---------------------------------------------------------------- batch size
+
+def _batch_row(result: BatchResult, size: int, k: int, solo: list[list[RoundRecord]], precision: str) -> dict:
+    rounds = result.rounds
+    tokens = sum(len(o) for o in result.outputs)
+    draft_s, verify_s = sum(r.draft_s for r in rounds), sum(r.verify_s for r in rounds)
+    drafted = sum(r.k * len(r.rows) for r in rounds)
+    accepted = sum(sum(r.accepted) for r in rounds)
+    row_rounds = sum(len(r.rows) for r in rounds if r.k)
+    checks = [trace.compare_outputs(_as_rounds(out, m), solo[i % len(solo)], precision)
+              for i, (out, m) in enumerate(zip(result.outputs, result.margins))]
+    seconds = draft_s + verify_s
+    return dict(batch_size=size, method=SPECULATIVE if k else BASELINE, k=k, sequences=len(result.outputs), tokens=tokens,
+                seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 else math.nan,
+                tokens_per_s_per_sequence=tokens / seconds / size if seconds > 0 else math.nan, rounds=len(rounds),
+                alpha=accepted / drafted if drafted else math.nan,
+                mean_accepted=accepted / row_rounds if row_rounds else math.nan, draft_s=draft_s, verify_s=verify_s,
+                max_columns=max((r.columns for r in rounds), default=0),
+                kv_mib=max((r.kv_bytes for r in rounds), default=0) / 2**20, **_equality(checks))
+
+
+def batch_sweep(runner: Runner, spec: RunSpec, batch_sizes: Sequence[int], prompts: Sequence[str] = tuple(BATCH_PROMPTS),
+                progress: Progress = _quiet) -> pd.DataFrame:
+    """Speculative decoding and the target alone, both batched (playground.batch), at each batch size: B sequences
+    of the first B prompts (cycled beyond len(prompts)). speedup = speculative tokens/s over the batched target
+    alone's at the same B; every sequence's output is compared with its own solo target-alone run."""
+    _needs_draft_model(spec, "batch-size")
+    sizes = sorted(dict.fromkeys(int(b) for b in batch_sizes))
+    if not sizes or sizes[0] < 1 or sizes[-1] > MAX_BATCH:
+        raise PlaygroundError(f"Batch sizes must be whole numbers from 1 to {MAX_BATCH}, got {list(batch_sizes)}.")
+    decode = greedy_decode(spec)
+    k, n_new = decode.k, decode.max_new_tokens
+    loaded = runner.load(spec, progress)
+    with loaded.in_use():
+        ids = [encode_prompt(loaded.tokenizer, p, spec.chat)[0].tolist() for p in prompts]
+        longest = max(len(i) for i in ids[: sizes[-1]])
+        check_window(loaded, longest + n_new + k, f"A prompt of {longest} tokens plus {n_new} new tokens")
+        left = memory_left(loaded)
+        for size in sizes:  # all of them, before anything runs
+            check_memory(memory_need(loaded, size, longest, n_new, k), left, f"Batch size {size} ({longest}-token prompts)")
+        runner.warm_up(replace(spec, decode=decode), loaded, progress)
+        progress("Warming up the batched engine", 0.0)
+        for warm_k in (0, k):
+            BatchedDecoder(loaded.target, loaded.draft, ids[:2], warm_k, 4, loaded.eos).run()
+        solo: list[list[RoundRecord]] = []
+        runs = min(sizes[-1], len(ids)) + 2 * len(sizes)
+        for i in range(min(sizes[-1], len(ids))):
+            progress(f"[{i + 1}/{runs}] solo target alone, prompt {i + 1} (the reference output)", i / runs)
+            base = RunSpec(spec.pair, DrafterSpec(DrafterKind.TARGET_ALONE), replace(decode, k=1), prompts[i], spec.chat)
+            solo.append(list(runner.rounds(base, loaded)))
+        rows = []
+        done = len(solo)
+        for j, size in enumerate(sizes):
+            batch = [ids[i % len(ids)] for i in range(size)]
+            for method_k in ((0, k) if j % 2 == 0 else (k, 0)):  # alternate which runs first
+                name = SPECULATIVE if method_k else BASELINE
+                decoder = BatchedDecoder(loaded.target, loaded.draft, batch, method_k, n_new, loaded.eos)
+                for r in decoder:
+                    progress(f"[{done + 1}/{runs}] batch {size} · {name} · round {r.round + 1}", done / runs)
+                rows.append(_batch_row(decoder.result, size, method_k, solo, loaded.target_precision.value))
+                done += 1
+    progress("done", 1.0)
+    frame = pd.DataFrame(rows).sort_values(["batch_size", "k"], kind="stable").reset_index(drop=True)  # plain first
+    frame.insert(3, "target_precision", loaded.target_precision.value)
+    frame.insert(4, "draft_precision", loaded.draft_precision.value if loaded.draft_precision else "")
+    plain = frame[frame["method"] == BASELINE].set_index("batch_size")["tokens_per_s"]
+    frame["speedup"] = [r.tokens_per_s / plain[r.batch_size] if r.method == SPECULATIVE else 1.0 for r in frame.itertuples()]
+    return frame
+
+
+# ---------------------------------------------------------------- context length
+
+def _kv_bytes(decoder) -> tuple[int, int]:
+    """(target, draft) KV-cache bytes of a finished solo decoder (engine.SpeculativeDecoder)."""
+    def size(cache) -> int:
+        return sum(t.numel() * t.element_size() for layer in getattr(cache, "layers", [])
+                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
+    return size(decoder.cache), size(getattr(decoder.drafter, "cache", None))
+
+
+def context_sweep(runner: Runner, spec: RunSpec, lengths: Sequence[int], document: str = LONG_DOCUMENT,
+                  progress: Progress = _quiet) -> pd.DataFrame:
+    """Speculative decoding and the target alone (the Runner, one sequence) on the first L tokens of a long
+    document (no chat template: the models continue it), for each L: speedup (whole run, and the decoding
+    rounds alone, without the prompt pass), alpha, c and v (trace.summarize), the draft's and the verify's
+    milliseconds, the prompt pass's seconds, and the KV cache's memory (measured, and from the config)."""
+    _needs_draft_model(spec, "context-length")
+    decode = greedy_decode(spec)
+    lengths = sorted(dict.fromkeys(int(n) for n in lengths))
+    if not lengths or lengths[0] < 8:
+        raise PlaygroundError(f"Context lengths must be whole numbers >= 8, got {list(lengths)}.")
+    loaded = runner.load(spec, progress)
+    rows = []
+    with loaded.in_use():
+        doc = loaded.tokenizer(document, add_special_tokens=False).input_ids
+        if lengths[-1] > len(doc):
+            raise PlaygroundError(f"The built-in document has {len(doc)} tokens for this tokenizer; the longest context "
+                                  f"it can give is {len(doc)}, asked for {lengths[-1]}.")
+        check_window(loaded, lengths[-1] + decode.max_new_tokens + decode.k,
+                     f"A context of {lengths[-1]} tokens plus {decode.max_new_tokens} new tokens")
+        left = memory_left(loaded)
+        for n in lengths:
+            check_memory(memory_need(loaded, 1, n, decode.max_new_tokens, decode.k), left, f"A context of {n} tokens")
+        specs = [RunSpec(spec.pair, spec.drafter, decode, loaded.tokenizer.decode(doc[:n]), chat=False) for n in lengths]
+        runner.warm_up(specs[0], loaded, progress)
+        per_token = kv_bytes_per_token(loaded.target) + kv_bytes_per_token(loaded.draft)
+        for j, (n, s) in enumerate(zip(lengths, specs)):
+            progress(f"[{j + 1}/{len(lengths)}] context {n} tokens", j / len(lengths))
+            out: dict = {}
+            for which in ((BASELINE, SPECULATIVE) if j % 2 == 0 else (SPECULATIVE, BASELINE)):
+                decoder = runner.decoder(s.baseline() if which == BASELINE else s, loaded)
+                out[which] = (list(decoder), decoder)
+            (base, _), (rounds, decoder) = out[BASELINE], out[SPECULATIVE]
+            rows.append(_context_row(n, decoder, rounds, base, runner.profile(s, loaded), loaded, per_token))
+    progress("done", 1.0)
+    return pd.DataFrame(rows)
+
+
+def _context_row(n: int, decoder, rounds: list[RoundRecord], base: list[RoundRecord], profile, loaded: LoadedPair,
+                 per_token: int) -> dict:
+    s = trace.summarize(rounds, base, profile)
+    later, base_later = rounds[1:], base[1:]
+    decode_tps = lambda rs: sum(len(r.new_tokens) for r in rs) / sum(r.seconds for r in rs) if rs else math.nan
+    drafted = sum(r.k for r in later)
+    draft_rounds = [r for r in later if r.k]
+    target_kv, draft_kv = _kv_bytes(decoder)
+    check = trace.compare_outputs(rounds, base, loaded.target_precision.value)
+    return dict(
+        context=decoder.prompt_len, target_precision=loaded.target_precision.value,
+        draft_precision=loaded.draft_precision.value if loaded.draft_precision else "", k=decoder.config.k,
+        tokens=s["tokens"], tokens_per_s=s["tokens_per_s"], baseline_tokens_per_s=s["baseline_tokens_per_s"],
+        speedup=s["speedup"], decode_speedup=trace.speedup(decode_tps(later), decode_tps(base_later)),
+        alpha=s["alpha"], c=s["c"], v=s["v"],
+        draft_ms_per_token=1000 * sum(r.draft_s for r in later) / drafted if drafted else math.nan,
+        verify_ms_per_round=1000 * sum(r.verify_s for r in draft_rounds) / len(draft_rounds) if draft_rounds else math.nan,
+        target_step_ms=1000 * sum(r.seconds for r in base_later) / len(base_later) if base_later else math.nan,
+        prompt_pass_s=rounds[0].seconds, baseline_prompt_pass_s=base[0].seconds,
+        kv_mib_target=target_kv / 2**20, kv_mib_draft=draft_kv / 2**20,
+        kv_mib_estimate=(decoder.ids.shape[1]) * per_token / 2**20,
+        greedy_equal=check["equal"], near_tie=None if check["equal"] else check["near_tie"],
+        diff_position=check["position"],
+        gap=min([g for g in (check["gap_spec"], check["gap_base"]) if not math.isnan(g)], default=math.nan))
+
+
+# ---------------------------------------------------------------- precision
+
+PRECISION_COLUMNS = ["method", "target_precision", "draft_precision", "tokens", "tokens_per_s", "speedup", "alpha",
+                     "mean_accepted", "c", "v", "theory_speedup", "calibrated_speedup", "greedy_equal", "near_tie",
+                     "diff_position", "gap_spec", "gap_base"]
+
+
+def default_precisions(device: torch.device | None = None) -> tuple[list[str], list[str]]:
+    """(target, draft) precisions of the grid: fp32 and bf16 (and fp16 on a GPU) for both; int8 drafts on CPU."""
+    device = device or models.choose_device()
+    if device.type == "cuda":
+        return ["fp32", "bf16", "fp16"], ["fp32", "bf16", "fp16"]
+    return ["fp32", "bf16"], ["fp32", "bf16", "int8"]
+
+
+def precision_grid(runner: Runner, spec: RunSpec, target_precisions: Sequence[str], draft_precisions: Sequence[str],
+                   progress: Progress = _quiet, max_cells: int | None = None) -> pd.DataFrame:
+    """Target precision x draft precision on the spec's prompt (bench.run_grid: each target precision's own
+    target alone first, same engine): alpha, c, v, speedup per cell, each greedy output against the target
+    alone at the same target precision. Each model load is checked against the memory budget before it loads
+    (the model cache refuses what cannot fit)."""
+    _needs_draft_model(spec, "precision")
+    targets = [Precision(p) for p in dict.fromkeys(target_precisions)]
+    drafts = [Precision(p) for p in dict.fromkeys(draft_precisions)]
+    if not targets or not drafts:
+        raise PlaygroundError("The precision grid needs at least one target and one draft precision.")
+    if models.choose_device().type != "cpu" and Precision.INT8 in drafts:
+        raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on this device use bf16 or fp16.")
+    pairs = [replace(spec.pair, target_precision=p) for p in targets]  # PairSpec checks each target precision
+    drafters = [DrafterSpec(DrafterKind.DRAFT_MODEL, precision=p) for p in drafts]
+    results = run_grid(runner, pairs, {"prompt": spec.prompt}, [greedy_decode(spec)], drafters, progress=progress,
+                       max_cells=max_cells, chat=spec.chat)
+    frame = grid_frame(results)
+    return frame[PRECISION_COLUMNS].reset_index(drop=True)

@@ -48,6 +48,11 @@ class RoundRecord:
     # accepted path's nodes. `token` follows the path: a correction, or a bonus when the path ends at a leaf.
     tree_parents: list[int] = field(default_factory=list)
     tree_path: list[int] = field(default_factory=list)
+    # Staged drafting (playground/staged.py), its first level: tokens prompt lookup proposed to the draft model
+    # this round, how many of them the draft model kept, and the draft model's forward passes.
+    stage_proposed: int = 0
+    stage_accepted: int = 0
+    stage_passes: int = 0
 
     @property
     def is_tree(self) -> bool:

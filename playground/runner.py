@@ -24,6 +24,7 @@ from playground.errors import PlaygroundError
 from playground.models import LoadedPair, Progress, _quiet
 from playground.records import RoundRecord
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, RunSpec, check_prompt
+from playground.staged import StagedDrafter
 
 WARM_PROMPT = "Hello"
 PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)
@@ -60,6 +61,8 @@ def make_drafter(spec: DrafterSpec, pair: LoadedPair, prompt: str | None = None,
         return CrossTokenizerDrafter(pair.draft, draft_tok, pair.tokenizer, draft_prompt)
     if spec.kind is DrafterKind.PROMPT_LOOKUP:
         return PromptLookupDrafter(max_ngram=spec.max_ngram)
+    if spec.kind is DrafterKind.STAGED:  # prompt lookup drafts for the draft model (no confidence stop)
+        return StagedDrafter(pair.draft, max_ngram=spec.max_ngram)
     if spec.kind is DrafterKind.EARLY_EXIT:  # shares the target's weights: its precision, no copy
         drafter = ModelDrafter(early_exit_model(pair.target, spec.exit_layer or default_exit_layer(pair.target)),
                                confidence)

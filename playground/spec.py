@@ -68,11 +68,15 @@ class DrafterKind(str, Enum):
     # A draft model with its own tokenizer: drafts in its tokens, translated into the target's through
     # text, verified as a deterministic draft (p one-hot: lossless). playground/cross.py.
     CROSS_TOKENIZER = "cross-tokenizer draft model"
+    # Two levels: prompt lookup drafts the draft model's proposals, the draft model keeps what it would have
+    # drafted itself, then the target verifies as for the draft model alone. playground/staged.py.
+    STAGED = "staged: prompt lookup → draft model"
 
 
 # What a user can pick.
-DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER)
-MODEL_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER)  # those that run the pair's draft model
+DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER,
+            DrafterKind.STAGED)
+MODEL_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER, DrafterKind.STAGED)  # run the pair's draft model
 TREE_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.EARLY_EXIT)  # those that can draft a token tree
 
 
@@ -124,8 +128,8 @@ class DrafterSpec:
 
     @property
     def same_tokenizer(self) -> bool:
-        """Whether the pair's tokenizers must agree (the draft model drafter compares token ids)."""
-        return self.kind is DrafterKind.DRAFT_MODEL
+        """Whether the pair's tokenizers must agree (the draft model drafters compare token ids)."""
+        return self.kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED)
 
 
 @dataclass(frozen=True)
@@ -299,8 +303,12 @@ def parse_drafter(kind: object, precision: object = None, exit_layer: object = N
 
 def parse_drafter_name(name: str) -> DrafterSpec:
     """The command line's drafter names: "draft model", "draft model:int8", "early exit:7", "prompt lookup",
-    "cross-tokenizer draft model" (":int8" too)."""
-    kind, _, option = str(name).partition(":")
+    "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too)."""
+    name = str(name)
+    if name.startswith(DrafterKind.STAGED.value):  # its own name has a colon
+        name = "staged" + name[len(DrafterKind.STAGED.value):]
+    kind, _, option = name.partition(":")
+    kind = DrafterKind.STAGED.value if kind == "staged" else kind
     if kind not in [d.value for d in DRAFTERS]:
         raise PlaygroundError(f"Unknown drafter {name!r}: use {[d.value for d in DRAFTERS]}, optionally with "
                               f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit.")

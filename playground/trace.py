@@ -21,15 +21,37 @@ def frame(rounds: list[RoundRecord]) -> pd.DataFrame:
     return df
 
 
-def position_acceptance(rounds: list[RoundRecord]) -> list[float]:
-    """For each draft position i: of the rounds that reached i (all before it kept), the share that kept i."""
-    k_max = max((r.k for r in rounds), default=0)
-    reached, kept = [0] * k_max, [0] * k_max
+def _depths(r: RoundRecord) -> list[int]:
+    """Depth of each draft token of a round (1 = right after the sequence): a chain's position + 1, a tree
+    node's distance from the root."""
+    if not r.tree_parents:  # (not r.is_tree: the charts pass DataFrame rows)
+        return list(range(1, r.k + 1))
+    depths: list[int] = []
+    for parent in r.tree_parents:  # parents come before their children
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    return depths
+
+
+def depth_acceptance(rounds: list[RoundRecord]) -> list[float]:
+    """Per depth d = 1, 2, ...: of the rounds whose verification reached depth d (the kept path is d - 1
+    long and there was a candidate at depth d under its end), the share whose kept path reached d. For a
+    chain, depth d is draft position d - 1; for a tree, every candidate under the path's end counts as one
+    try at that depth (the target keeps at most one of them)."""
+    d_max = max((max(_depths(r), default=0) for r in rounds), default=0)
+    reached, kept = [0] * d_max, [0] * d_max
     for r in rounds:
-        for i in range(min(r.k, r.accepted + 1)):
-            reached[i] += 1
-            kept[i] += i < r.accepted
-    return [kept[i] / reached[i] if reached[i] else float("nan") for i in range(k_max)]
+        end = r.accepted - 1  # the path's last node (chain and tree alike: the kept tokens come first); -1: the root
+        tried = any(p == end for p in r.tree_parents) if r.tree_parents else r.accepted < r.k
+        for d in range(r.accepted + tried):  # depths 1 .. accepted, and the one tried after them
+            reached[d] += 1
+            kept[d] += d < r.accepted
+    return [kept[d] / reached[d] if reached[d] else float("nan") for d in range(d_max)]
+
+
+def position_acceptance(rounds: list[RoundRecord]) -> list[float]:
+    """For each draft position i: of the rounds that reached i (all before it kept), the share that kept i.
+    A chain's positions are depths: depth_acceptance (which also reads tree rounds by depth)."""
+    return depth_acceptance(rounds)
 
 
 def accepted_histogram(rounds: list[RoundRecord]) -> tuple[list[int], list[float]]:
@@ -122,6 +144,9 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
         "c": c,
         "v": v,
         "position_acceptance": position_acceptance(rounds),
+        "stage_proposed": sum(r.stage_proposed for r in rounds),  # staged drafting's first level (staged.py)
+        "stage_accepted": sum(r.stage_accepted for r in rounds),
+        "stage_passes": sum(r.stage_passes for r in rounds),
         "theory_speedup": nan,
         "calibrated_speedup": nan,
         "best_k": None,

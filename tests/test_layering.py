@@ -19,7 +19,8 @@ MAX_LINES = 400
 VIEWS = ["playground.views"] + sorted(f"playground.views.{p.stem}" for p in (PACKAGE / "views").glob("*.py")
                                       if p.stem != "__init__")
 PURE = VIEWS + ["playground.trace", "playground.theory", "playground.records", "playground.spec", "playground.treeshape"]
-ENGINE = ["playground.engine", "playground.sampling", "playground.drafters", "playground.runner", "playground.tree"]
+ENGINE = ["playground.engine", "playground.sampling", "playground.drafters", "playground.runner", "playground.tree",
+          "playground.staged"]
 LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
 
 

@@ -146,3 +146,23 @@ def test_json_trace_carries_the_vllm_names():
     assert doc["vllm"]["acceptance_histogram"] == {"0": 1, "1": 1, "3": 2}  # JSON keys are strings, as vLLM's
     assert doc["vllm"]["num_drafts"] == 4 and doc["vllm"]["mean_acceptance_length"] == 2.75
     assert json.loads(trace.to_json(BASELINE))["vllm"]["mean_acceptance_length"] is None  # nan -> null
+
+
+def tree_rec(i, parents, accepted):
+    """A tree round as tree.tree_record orders it: the kept path first (nodes 0 .. accepted - 1)."""
+    k = len(parents)
+    return RoundRecord(i, k, list(range(k)), accepted, 99, "correction", [0] * accepted + [99], 0.01, 0.1, 0,
+                       tree_parents=parents, tree_path=list(range(accepted)))
+
+
+def test_depth_acceptance_reads_chains_by_position_and_trees_by_depth():
+    assert trace.depth_acceptance(ROUNDS) == trace.position_acceptance(ROUNDS) == [2 / 3, 1 / 2, 1.0, 1.0]
+    rounds = [
+        tree_rec(0, [-1, 0, 1, -1, 0], 3),  # path 0 -> 1 -> 2 (depth 3), a leaf: nothing tried at depth 4
+        tree_rec(1, [-1, 0, -1, -1, 1], 1),  # path 0; tried its child 1 at depth 2, rejected
+        tree_rec(2, [-1, -1, 0, 1], 0),  # both depth-1 candidates rejected
+        tree_rec(3, [-1, -1, 1, 2], 1),  # path 0, a leaf: depth 2 lies under node 1, never reached
+    ]
+    # depth 1: reached by all 4, kept by 3; depth 2: reached by rounds 0 and 1, kept by 0; depth 3: round 0
+    assert trace.depth_acceptance(rounds) == [3 / 4, 1 / 2, 1.0]
+    assert trace.depth_acceptance([]) == []

@@ -7,6 +7,8 @@ ratios of like with like. A list of precisions makes a grid; each row says its p
 Examples:
     python -m playground.bench                                  # default pair, k 2 4 6 adaptive, greedy
     python -m playground.bench --k 4 theory --temps 0 1 --compare-hf --json out.json
+    python -m playground.bench --k 4 --tree 2-1-1-1 dynamic:5 --json trees.json   # chain vs trees of 5 nodes
+    python -m playground.bench --k 4 --drafters "draft model" "prompt lookup" staged # staged vs each single drafter
     python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
     python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/benchmarks.md
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
@@ -32,7 +34,7 @@ from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_
 from playground.bench.prompts import load_prompts
 from playground.errors import PlaygroundError
 from playground.runner import Runner
-from playground.spec import (K_MAX, K_MIN, DrafterKind, DrafterSpec, PairSpec, Precision, RunSpec, parse_drafter_name,
+from playground.spec import (DEFAULT_CONFIDENCE, K_MAX, K_MIN, DrafterKind, DrafterSpec, PairSpec, Precision, RunSpec, parse_drafter_name,
                              parse_list)
 
 PRECISIONS = [p.value for p in Precision]
@@ -44,9 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", nargs="+", default=None, help="catalog pair names (default: the default pair)")
     p.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"],
                    help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' / 'heuristic' (transformers' schedule), 'theory'")
+    p.add_argument("--tree", nargs="+", default=[], metavar="SHAPE",
+                   help="token trees next to the --k configs: children per depth ('3-2-1-1') or a node budget "
+                        "('dynamic:12'); each runs with the draft model drafter (or early exit, when listed)")
+    p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
+                   help="the draft-confidence k policy's threshold (--k confidence), 0..0.95")
     p.add_argument("--temps", nargs="+", default=["0"], help="temperatures 0..2 (0 = greedy)")
     p.add_argument("--drafters", nargs="+", default=[DrafterKind.DRAFT_MODEL.value],
-                   help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit'; 'draft model:int8' "
+                   help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit', 'staged' (prompt "
+                        "lookup drafts for the draft model); 'draft model:int8' "
                         "(or :fp32/:bf16/:fp16) for a draft precision; 'early exit:L' to exit after layer L. On a "
                         "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter")
     p.add_argument("--target-precision", nargs="+", metavar="P",
@@ -139,7 +147,8 @@ def _clean(x):
 
 
 STDOUT_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_precision", "draft_precision", "tokens",
-                  "tokens_per_s", "speedup", "vs_best_hf", "alpha", "c", "v", "calibrated_speedup", "greedy"]
+                  "tokens_per_s", "speedup", "vs_best_hf", "alpha", "nodes", "mean_accepted", "c", "v",
+                  "calibrated_speedup", "greedy"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                            "temperatures from 0 to 2, 0 = greedy")
         pairs = pair_specs(args.pairs or [models.default_pair()], args.target_precision)
         drafters = drafter_specs(args.drafters, args.draft_precision)
-        decodes = decode_grid(args.k, temps, args.max_new_tokens, args.seed, record=not args.no_record)
+        decodes = decode_grid(args.k, temps, args.max_new_tokens, args.seed, record=not args.no_record, trees=args.tree,
+                              confidence=args.confidence)
         prompts = load_prompts(args.prompts, args.categories)
         checks = targets.load_targets(args.targets)
         if args.record_overhead is not None:
@@ -181,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         rows = grid_frame(results).to_dict("records")
         doc = {"environment": env, "args": vars(args), "targets": checked,
-               "results": [row | {"new_tokens": r.new_tokens} for row, r in zip(rows, results)]}
+               "results": [row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens}
+                           for row, r in zip(rows, results)]}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(_clean(doc), indent=1, default=str))
         print(f"\nwrote {args.json}")

@@ -25,7 +25,8 @@ from playground.errors import PlaygroundError
 from playground.models import LoadedPair, Progress, _quiet
 from playground.records import RoundRecord
 from playground.runner import Runner
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec, check_prompt, parse_k
+from playground.spec import (DEFAULT_CONFIDENCE, TREE_DRAFTERS, DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec,
+                             RunSpec, TreeShape, check_prompt, parse_k, parse_tree)
 
 MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters
 nan = float("nan")
@@ -61,6 +62,9 @@ class Result:
     diff_position: int | None = None  # the first differing output position
     gap_spec: float = nan  # top-1 minus top-2 logit there, in this run (nan when not recorded)
     gap_base: float = nan  # ... and in the target alone's run
+    tree: str = ""  # ours: the token tree's shape ("3-2-1-1", "dynamic:12"); "" for a chain
+    nodes: float = nan  # ours: draft tokens scored per target pass, the mean k of the draft rounds (a tree's nodes)
+    depth_acceptance: list[float] = field(default_factory=list)  # ours: trace.depth_acceptance (not in the frame)
     new_tokens: list[int] = field(default_factory=list)
 
     @property
@@ -71,21 +75,33 @@ class Result:
 # ---------------------------------------------------------------- the request
 
 def decode_grid(ks: Sequence[str | int | tuple[int, KPolicy]], temps: Sequence[float], max_new_tokens: int = 64,
-                seed: int = 0, record: bool = True, top_k: int = 0, top_p: float = 1.0) -> list[DecodeConfig]:
-    """The decode configs of k values x temperatures. A k is a (k, policy) pair or what spec.parse_k reads
-    ("4", "adaptive" / "heuristic", "theory")."""
+                seed: int = 0, record: bool = True, top_k: int = 0, top_p: float = 1.0,
+                trees: Sequence[str | TreeShape] = (), confidence: float = DEFAULT_CONFIDENCE) -> list[DecodeConfig]:
+    """The decode configs of (k values, then token trees) x temperatures. A k is a (k, policy) pair or what
+    spec.parse_k reads ("4", "adaptive" / "heuristic", "theory", "confidence"); a tree what spec.parse_tree
+    reads ("3-2-1-1", "dynamic:12"). confidence: the draft-confidence policy's threshold."""
     out = []
+    shared = dict(max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, seed=seed, record=record, confidence=confidence)
     for temperature in temps:
         for k in ks:
             k, policy = k if isinstance(k, tuple) else parse_k(k)
-            out.append(DecodeConfig(max_new_tokens=max_new_tokens, k=k, policy=policy, temperature=temperature,
-                                    top_k=top_k, top_p=top_p, seed=seed, record=record))
+            out.append(DecodeConfig(k=k, policy=policy, temperature=temperature, **shared))
+        for tree in trees:
+            out.append(DecodeConfig(temperature=temperature, tree=parse_tree(tree), **shared))
     return list(dict.fromkeys(out))
 
 
 def count_cells(pairs: Sequence, prompts: dict, decodes: Sequence, drafters: Sequence) -> int:
     """Runs of our engine a request asks for (the baselines and HF peers come on top)."""
-    return len(pairs) * len(prompts) * len(decodes) * len(drafters)
+    return len(pairs) * len(prompts) * sum(len(_drafters_for(decode, drafters)) for decode in decodes)
+
+
+def _drafters_for(decode: DecodeConfig, drafters: Sequence[DrafterSpec]) -> list[DrafterSpec]:
+    """The drafters a config runs with: all of them for a chain; for a token tree those that can draft one,
+    or the draft model when none of them can."""
+    if decode.tree is None:
+        return list(drafters)
+    return [d for d in drafters if d.kind in TREE_DRAFTERS] or [DrafterSpec(DrafterKind.DRAFT_MODEL)]
 
 
 def _baseline_decode(decode: DecodeConfig) -> DecodeConfig:
@@ -105,8 +121,9 @@ def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
     for prompt in prompts.values():
         check_prompt(prompt)
     for pair in pairs:  # builds (so validates) every spec before anything runs
-        for drafter in _drafters_of(pair, drafters):
-            RunSpec(pair, drafter, decodes[0], next(iter(prompts.values())))
+        for decode in {d.tree: d for d in decodes}.values():  # a chain, and each tree shape
+            for drafter in _drafters_of(pair, _drafters_for(decode, drafters)):
+                RunSpec(pair, drafter, decode, next(iter(prompts.values())))
 
 
 def _drafters_of(pair: PairSpec, drafters: Sequence[DrafterSpec]) -> list[DrafterSpec]:
@@ -162,6 +179,8 @@ def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float,
         spec.decode.temperature, loaded.target_precision.value, _draft_precision(spec, loaded), s["tokens"], s["wall_s"],
         s["tokens_per_s"], wall, 1.0 if is_base else s["speedup"], s["alpha"], s["alpha_eval"], s["mean_accepted"],
         s["c"], s["v"], s["theory_speedup"], s["calibrated_speedup"],
+        tree=spec.decode.tree.label if spec.decode.tree else "", nodes=nan if is_base else s["mean_k"],
+        depth_acceptance=[] if is_base else trace.depth_acceptance(rounds),
         new_tokens=[t for r in rounds for t in r.new_tokens],
         **({} if is_base else _equality(rounds, base, spec.decode, loaded.target_precision.value)))
 
@@ -183,7 +202,8 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
     for decode in decodes:
         groups.setdefault(_baseline_decode(decode), []).append(decode)
     kernels = False if stock_kernels else None
-    total = len(prompts) * sum(1 + len(g) * len(_drafters_of(pair, drafters)) for pair in pairs for g in groups.values())
+    total = len(prompts) * sum(1 + sum(len(_drafters_of(pair, _drafters_for(d, drafters))) for d in g)
+                               for pair in pairs for g in groups.values())
     done = [0]
     touched: list = []
     hf_warm: set = set()
@@ -204,7 +224,8 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
                     done[0] += 1
                     rows = [_ours(base_spec, category, base, loaded, wall, profile, None)]
                     own = _drafters_of(pair, drafters)
-                    jobs = [RunSpec(pair, d, decode, prompt, chat) for decode in group for d in own]
+                    jobs = [RunSpec(pair, d, decode, prompt, chat) for decode in group
+                            for d in _drafters_of(pair, _drafters_for(decode, drafters))]
                     if compare_hf:
                         jobs += _hf_jobs(pair, group, own, prompt, chat)
                     out: list[Result | None] = [None] * len(jobs)
@@ -286,6 +307,8 @@ def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress
 
 # ---------------------------------------------------------------- the table the UI and the report read
 
+LISTS = ("depth_acceptance", "new_tokens")  # Result fields kept out of the frame (the JSON has them)
+
 def vs_best_hf(results: Sequence[Result]) -> list[float]:
     """Per row of ours: its wall-clock tokens/s over the best HF speculative configuration's (hf.HF_SPECULATIVE)
     on the same pair, target precision, prompt and temperature; nan for HF rows and where none ran.
@@ -302,7 +325,7 @@ def vs_best_hf(results: Sequence[Result]) -> list[float]:
     return out
 
 
-FRAME_COLUMNS = [f for f in Result.__dataclass_fields__ if f != "new_tokens"] + [
+FRAME_COLUMNS = [f for f in Result.__dataclass_fields__ if f not in LISTS] + [
     "wall_tokens_per_s", "vs_best_hf", "calibrated_error", "greedy_ok"]
 
 
@@ -312,7 +335,7 @@ def grid_frame(results: Sequence[Result]) -> pd.DataFrame:
     greedy_ok (greedy rows: 1 when identical to the target alone or different only after a near-tie, else 0)."""
     rows = []
     for r, ratio in zip(results, vs_best_hf(results)):
-        row = {k: v for k, v in asdict(r).items() if k != "new_tokens"}
+        row = {k: v for k, v in asdict(r).items() if k not in LISTS}
         predicted, measured = r.calibrated_speedup, r.speedup
         error = abs(predicted - measured) / measured if r.engine == "ours" and measured > 0 else nan
         ok = nan if r.greedy_equal is None else float(bool(r.greedy_equal or r.near_tie))

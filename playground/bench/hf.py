@@ -5,6 +5,8 @@
   with (same weights, same precision, e.g. int8-quantised), the same target object, with
   num_assistant_tokens = k, schedule "constant" ("heuristic" when our k policy is the heuristic one)
   and assistant_confidence_threshold = 0 (no early stop of a draft): the same algorithm as ours.
+- "hf assisted (same draft, confidence)": the peer of our draft-confidence k policy: the same draft object,
+  num_assistant_tokens = k, schedule "constant", assistant_confidence_threshold = DecodeConfig.confidence.
 - "hf assisted (HF defaults)": the same draft object with transformers' own defaults (below).
 - "hf prompt lookup": `prompt_lookup_num_tokens = k`, n-grams up to the same length as ours.
 - "hf universal assisted (same draft)": the peer of our cross-tokenizer drafter: the same draft object
@@ -41,12 +43,13 @@ from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy
 
 HF_TARGET_ALONE = "hf target alone"
 HF_SAME_DRAFT = "hf assisted (same draft)"
+HF_CONFIDENCE = "hf assisted (same draft, confidence)"
 HF_DEFAULTS = "hf assisted (HF defaults)"
 HF_PROMPT_LOOKUP = "hf prompt lookup"
 HF_UNIVERSAL = "hf universal assisted (same draft)"
-HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)
-HF_SPECULATIVE = (HF_SAME_DRAFT, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)  # what vs_best_hf compares against
-HF_ASSISTED = (HF_SAME_DRAFT, HF_DEFAULTS, HF_UNIVERSAL)  # those that run the pair's draft model
+HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)
+HF_SPECULATIVE = HF_METHODS[1:]  # what vs_best_hf compares against
+HF_ASSISTED = (HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_UNIVERSAL)  # those that run the pair's draft model
 
 ASSISTANT_FIELDS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
@@ -60,6 +63,7 @@ class HFConfig:
     schedule: str = "constant"  # "constant" or "heuristic" (same draft only)
     max_ngram: int = 3  # prompt lookup: max_matching_ngram_size
     draft_precision: str = ""  # which draft object (same draft / HF defaults): the one loaded at this precision
+    confidence: float = 0.0  # assistant_confidence_threshold (same draft, confidence)
 
     @property
     def k_label(self) -> str:
@@ -67,6 +71,8 @@ class HFConfig:
             return "hf default"
         if self.k is None:
             return ""
+        if self.method == HF_CONFIDENCE:
+            return KPolicy.CONFIDENCE.value
         return self.schedule if self.schedule != "constant" else str(self.k)
 
     @property
@@ -77,7 +83,13 @@ class HFConfig:
 
 
 def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str = "") -> list[HFConfig]:
-    """The HF peers of one of our configurations (none for early exit: HF has no such drafter)."""
+    """The HF peers of one of our configurations (none for early exit, staged drafting and token trees: HF has
+    no such drafter; the draft-confidence policy's peer is HF's assistant_confidence_threshold)."""
+    if decode.tree is not None:
+        return []
+    if drafter.kind is DrafterKind.DRAFT_MODEL and decode.policy is KPolicy.CONFIDENCE:
+        return [HFConfig(HF_CONFIDENCE, decode.k, draft_precision=draft_precision, confidence=decode.confidence),
+                HFConfig(HF_DEFAULTS, draft_precision=draft_precision)]
     if drafter.kind is DrafterKind.DRAFT_MODEL:
         schedule = "heuristic" if decode.policy is KPolicy.HEURISTIC else "constant"
         return [HFConfig(HF_SAME_DRAFT, decode.k, schedule, draft_precision=draft_precision),
@@ -125,9 +137,9 @@ def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConf
             if pair.draft_tokenizer is None:
                 raise ValueError(f"{config.method} needs the draft's own tokenizer (a cross-tokenizer pair)")
             kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
-        if config.method in (HF_SAME_DRAFT, HF_UNIVERSAL):
+        if config.method in (HF_SAME_DRAFT, HF_CONFIDENCE, HF_UNIVERSAL):
             assistant = {"num_assistant_tokens": config.k, "num_assistant_tokens_schedule": config.schedule,
-                         "assistant_confidence_threshold": 0.0}
+                         "assistant_confidence_threshold": config.confidence}
         else:  # unset: transformers fills in its defaults (20, "constant", 0.4)
             assistant = {name: None for name in ASSISTANT_FIELDS}
     elif config.method == HF_PROMPT_LOOKUP:

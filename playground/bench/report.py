@@ -15,9 +15,9 @@ from playground.bench.targets import geomean
 
 GROUP = ["pair", "method", "k", "temperature", "target_precision", "draft_precision"]
 GEOMEAN = ["tokens_per_s", "speedup", "vs_best_hf", "theory_speedup", "calibrated_speedup"]
-MEAN = ["alpha", "mean_accepted", "c", "v"]
-RUN_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_precision", "draft_precision", "tokens",
-               "tokens_per_s", "speedup", "vs_best_hf", "alpha", "mean_accepted", "c", "v", "theory_speedup",
+MEAN = ["alpha", "nodes", "mean_accepted", "c", "v"]
+RUN_COLUMNS = ["pair", "category", "method", "k", "tree", "temperature", "target_precision", "draft_precision", "tokens",
+               "tokens_per_s", "speedup", "vs_best_hf", "alpha", "nodes", "mean_accepted", "c", "v", "theory_speedup",
                "calibrated_speedup", "calibrated_error", "greedy"]
 DEFINITIONS = (
     "speedup = tokens/s over the target alone at the same precision (same engine, prompt and sampling; HF rows: "
@@ -29,7 +29,9 @@ DEFINITIONS = (
     "the same with this machine's measured v(k) = V(k + 1) / V(1), for the run's length and with its first "
     "round (the prompt pass both runs pay; theory.run_speedup); c and v leave the first round out; calibrated_error = |calibrated - measured| / "
     "measured; greedy = output identical to the target alone's, or the position and logit gap of the first "
-    "difference (a near-tie when the gap is within the precision's rounding).")
+    "difference (a near-tie when the gap is within the precision's rounding); tree = the token tree's shape (k = "
+    "\"tree SHAPE\", drafted by the draft model); nodes = draft tokens the target scores per pass (the mean k of "
+    "the draft rounds: a tree's node count); mean_accepted = draft tokens kept per round (a tree: its kept path).")
 
 
 def fmt(x, digits: int = 2) -> str:
@@ -88,6 +90,22 @@ def calibration_line(frame: pd.DataFrame) -> str:
             f"(calibrated prediction; within 15 %: {within} of {len(errors)}).")
 
 
+def depth_table(results: Sequence[Result]) -> str:
+    """Acceptance by depth (trace.depth_acceptance) per configuration of ours, the mean over its runs."""
+    rows: dict[tuple, list[list[float]]] = {}
+    for r in results:
+        if r.engine == "ours" and r.depth_acceptance:
+            rows.setdefault((r.method, r.k, r.temperature), []).append(r.depth_acceptance)
+    if not rows:
+        return ""
+    lines = ["| method | k | temperature | acceptance at depth 1, 2, ... |", "| --- | --- | --- | --- |"]
+    for (method, k, temperature), runs in rows.items():
+        depths = [[run[d] for run in runs if d < len(run) and not math.isnan(run[d])] for d in range(max(map(len, runs)))]
+        cells = " · ".join(fmt(sum(v) / len(v)) if v else "–" for v in depths)
+        lines.append(f"| {method} | {k} | {fmt(temperature)} | {cells} |")
+    return "\n".join(lines)
+
+
 def figures(frame: pd.DataFrame) -> dict[str, go.Figure]:
     ours = frame[(frame["engine"] == "ours") & (frame["drafter"] != "target alone")]
     peers = frame[frame["method"].isin(hf.HF_SPECULATIVE)]
@@ -130,6 +148,10 @@ def markdown(results: Sequence[Result], env: dict, command: str, checked: list[d
     lines += [f"| {t['name']} | {t['best']} | {fmt(t['value'])} | {t['how']} {fmt(t['goal'])} | {fmt(t['met'])} |"
               for t in checked]
     lines += ["", "## Calibrated prediction vs measured", "", calibration_line(frame), ""]
+    depths = depth_table(results)
+    if depths:
+        lines += ["## Acceptance by depth", "", "Of the rounds whose verification reached depth d, the share whose kept "
+                  "path reached it (trace.depth_acceptance; a chain's depth d is its draft position d).", "", depths, ""]
     if figure_names:
         lines += ["Figures: " + ", ".join(f"[{n}](figures/{n}.html)" for n in figure_names), ""]
     lines += ["## Every run", "", markdown_table(frame, run_cols), ""]
@@ -138,13 +160,15 @@ def markdown(results: Sequence[Result], env: dict, command: str, checked: list[d
 
 def write_report(results: Sequence[Result], env: dict, command: str, path: str | Path,
                  targets_path: str | Path | None = None) -> list[dict]:
-    """docs/benchmarks.md (or `path`) with its figures in figures/ next to it; returns the checked targets."""
+    """docs/benchmarks.md (or `path`) with its figures in figures/ next to it (named after the report unless it
+    is benchmarks.md: figures/calibration-NAME.html); returns the checked targets."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     folder = path.parent / "figures"
     folder.mkdir(exist_ok=True)
     frame = runs_frame(results)
-    figs = figures(frame)
+    prefix = "" if path.stem == "benchmarks" else f"{path.stem}-"  # another report's figures do not overwrite these
+    figs = {prefix + name: fig for name, fig in figures(frame).items()}
     for name, fig in figs.items():
         fig.write_html(folder / f"{name}.html", include_plotlyjs="cdn")
     checked = targets_mod.check(frame, targets_mod.load_targets(targets_path))

@@ -59,7 +59,7 @@ def run_challenge(runner: Runner, state: SessionState, controls: Controls, effec
     try:
         if effect not in views.EFFECTS:
             raise PlaygroundError(f"Unknown challenge {effect!r}; choose one of {', '.join(views.EFFECTS)}.")
-        spec = read_spec(controls.but(policy=KPolicy.FIXED.label, temperature=0.0))
+        spec = read_spec(controls.but(policy=KPolicy.FIXED.label, temperature=0.0, tree=""))  # chains of fixed k
         if effect == views.BATCH:
             sizes = parse_list(batch_text, "batch sizes", int, lambda b: 1 <= b <= MAX_UI_BATCH,
                                f"whole numbers 1..{MAX_UI_BATCH}", limit=MAX_SIZES)

@@ -53,7 +53,9 @@ class Controls:
     draft_precision: Any  # "default", "fp32", "bf16", "int8" (draft model only)
     exit_layer: Any  # early exit only; 0 = a quarter of the target's layers
     k: Any
+    tree: Any  # a token tree: "" (a chain), "3-2-1-1" or "dynamic:16" (spec.parse_tree)
     policy: Any  # a KPolicy label
+    confidence: Any  # the draft-confidence policy's threshold
     temperature: Any
     top_p: Any
     max_new_tokens: Any
@@ -75,7 +77,8 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
     The custom model ids, when filled, override the pair's; a model spec is checked (resolved) before
     anything loads, the draft only for the drafter that uses it."""
     decode = DecodeConfig(max_new_tokens=c.max_new_tokens, k=c.k, policy=parse_policy(c.policy),
-                          temperature=c.temperature, top_p=c.top_p, seed=c.seed, explain=explain)
+                          temperature=c.temperature, top_p=c.top_p, seed=c.seed, explain=explain,
+                          confidence=c.confidence, tree=c.tree)
     drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer)
     catalog = models.get_pair(c.pair)
     target = str(c.target_id or "").strip() or catalog.target
@@ -145,6 +148,7 @@ class View(NamedTuple):
     latency: Any
     histogram: Any
     positions: Any
+    tree: Any  # the latest token-tree round ("" for a chain)
     csv: Any
     json: Any
 

@@ -7,7 +7,7 @@ import gradio as gr
 
 from playground import models
 from playground.runner import Runner
-from playground.spec import DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
+from playground.spec import DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
 from playground.ui import challenges_tab, compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
 from playground.ui.state import SessionState
@@ -23,7 +23,12 @@ would produce (greedy) or follows the same distribution (sampling), in fewer exp
 
 POLICY_INFO = ("fixed: k every round; heuristic: +2 after a fully accepted round, −1 otherwise; theory: the k with the "
                "best expected speed for the α measured so far and the cost profile measured at the start of the run "
-               "(fixed for the run, so a seed reproduces it)")
+               "(fixed for the run, so a seed reproduces it); draft confidence: a draft of at most k stops once the "
+               "draft's top probability falls under the threshold below")
+TREE_INFO = ("draft a tree of continuations instead of a chain; the target scores all its nodes in one pass and keeps "
+             "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
+             "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model and early exit only; "
+             "the tree's depth replaces k")
 
 
 def build_demo(runner: Runner | None = None) -> gr.Blocks:
@@ -49,7 +54,9 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                     value=DEFAULT_PRECISION, label="Target precision", elem_id="target-precision")
                 drafter = gr.Radio([d.value for d in DRAFTERS], value=DrafterKind.DRAFT_MODEL.value, label="Drafter",
                                    elem_id="drafter", info="prompt lookup copies n-grams from the prompt; early exit "
-                                                           "drafts with the target's first layers: neither needs a draft model")
+                                                           "drafts with the target's first layers: neither needs a draft "
+                                                           "model; staged: prompt lookup drafts for the draft model, "
+                                                           "which keeps what it would have drafted itself")
                 draft_precision = gr.Dropdown(
                     precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
                     value=DEFAULT_PRECISION, label="Draft precision", elem_id="draft-precision", info="draft model drafter only")
@@ -57,8 +64,14 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                                                      label="Early-exit layer L (0 = a quarter of the target's layers)",
                                                      info="early exit drafter only"))
                 k = checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k"))
+                tree = gr.Textbox("", label="Token tree", placeholder="empty = a chain of k tokens", elem_id="tree-shape",
+                                  max_lines=1, info=TREE_INFO)
                 policy = gr.Radio([p.label for p in KPolicy], value=DEFAULT_POLICY.label, label="k policy",
                                   elem_id="adaptive", info=POLICY_INFO)
+                confidence = checked_by_us(gr.Slider(0, 0.95, value=DEFAULT_CONFIDENCE, step=0.05, elem_id="confidence",
+                                                     label="Draft confidence threshold",
+                                                     info="the 'adaptive (draft confidence)' k policy only: a draft "
+                                                          "stops once the draft's top probability falls under it"))
                 temperature = checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
                                                       elem_id="temperature"))
                 top_p = checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p"))
@@ -71,7 +84,7 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                 gr.Examples([[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
                             example_labels=[f"{e['category']}: {e['title']}" for e in examples], examples_per_page=12)
                 controls = Controls(pair, draft_id, target_id, target_precision, drafter, draft_precision, exit_layer,
-                                    k, policy, temperature, top_p, max_new, seed, prompt)
+                                    k, tree, policy, confidence, temperature, top_p, max_new, seed, prompt)
                 for choice in (pair, target_precision, drafter, draft_precision, policy):
                     checked_by_us(choice)  # the spec names the field of an unlisted value (the sliders are above)
                 with gr.Tabs():

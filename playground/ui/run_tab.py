@@ -24,6 +24,7 @@ from playground.ui.common import (DECODING, Controls, View, error_status, fmt, g
                                   unchanged)
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, race, tokens
+from playground.views import tree as tree_view
 
 TEXT_EVERY_S = 0.1  # send the text at most this often (every round when rounds are slower)
 CHART_EVERY_S = 1.0  # redraw the charts and the summary at most this often while a run streams
@@ -53,7 +54,7 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
             return
         loading = f"Loading {spec.pair.target}" + (f" and {spec.pair.draft}" if spec.drafter.needs_draft_model else "")
         yield unchanged(status=status_html(loading + " …", "busy"), tokens=tokens.empty_output("Waiting for the first round …"),
-                        compare="", summary="", csv=gr.update(value=None, interactive=False),
+                        compare="", summary="", tree="", csv=gr.update(value=None, interactive=False),
                         json=gr.update(value=None, interactive=False))
         pair = runner.load(spec, progress)
         run.tokenizer = pair.tokenizer
@@ -107,7 +108,7 @@ def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline:
         if baseline:
             yield unchanged(status=message, compare=f'<div class="compare"><h4>Target alone (running)</h4>{text}</div>')
             continue
-        view = unchanged(status=message, tokens=text)
+        view = unchanged(status=message, tokens=text, **({"tree": tree_panel(run)} if record.is_tree else {}))
         if now - last_chart >= CHART_EVERY_S:
             summary, figures = panels(run)
             view = view._replace(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
@@ -153,9 +154,18 @@ def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -
     summary, (acc, lat, hist, pos) = panels(run)
     csv_path, json_path = write_trace(run, state) if run.rounds else (None, None)
     return View(status=status_html(message, level), tokens=spec_html, compare=comparison, summary=summary,
-                acceptance=acc, latency=lat, histogram=hist, positions=pos,
+                acceptance=acc, latency=lat, histogram=hist, positions=pos, tree=tree_panel(run),
                 csv=gr.update(value=csv_path, interactive=csv_path is not None),
                 json=gr.update(value=json_path, interactive=json_path is not None))
+
+
+def tree_panel(run: CurrentRun) -> str:
+    """The latest token-tree round of the run as a tree (views.tree.tree_html); "" for a chain run."""
+    at = next((i for i in range(len(run.rounds) - 1, -1, -1) if run.rounds[i].is_tree), None)
+    if at is None:
+        return ""
+    context = [t for r in run.rounds[:at] for t in r.new_tokens]  # the output before that round
+    return tree_view.tree_html(run.rounds[at], run.tokenizer, context)
 
 
 def race_view(run: CurrentRun) -> str:
@@ -169,7 +179,8 @@ def precisions(run: CurrentRun) -> str:
     kind = run.spec.drafter.kind
     draft = {DrafterKind.DRAFT_MODEL: f"draft {run.draft_precision}",
              DrafterKind.EARLY_EXIT: f"draft: the target's first layers ({run.target_precision})",
-             DrafterKind.PROMPT_LOOKUP: "draft: prompt lookup (no model)"}.get(kind, "")
+             DrafterKind.PROMPT_LOOKUP: "draft: prompt lookup (no model)",
+             DrafterKind.STAGED: f"draft {run.draft_precision}, its drafts by prompt lookup"}.get(kind, "")
     return " · ".join(p for p in (f"target {run.target_precision}", draft) if p)
 
 
@@ -194,6 +205,10 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
         ("best k, Leviathan ideal (v = 1)", fmt(s["best_k"])),
         ("rounds · tokens · time", f"{s['rounds']} · {s['tokens']} · {fmt(s['wall_s'], 2, ' s')}"),
     ]
+    if run.spec.drafter.kind is DrafterKind.STAGED:  # the first level: prompt lookup drafting for the draft model
+        rows.insert(5, ("staged: lookup tokens the draft model kept · its passes per drafted token",
+                        f"{s['stage_accepted']} of {s['stage_proposed']} · "
+                        f"{fmt(s['stage_passes'] / s['drafted'] if s['drafted'] else None, 2)}"))
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | **{value}** |" for name, value in rows)
     return speedups + "\n\n" + table
 
@@ -259,6 +274,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     status = gr.HTML(status_html("Ready: press Generate (the prompt box holds an example)."), elem_id="status")
     gr.HTML(tokens.legend(), elem_id="legend")
     text = gr.HTML(tokens.empty_output(), elem_id="tokens")
+    tree = gr.HTML("", elem_id="tree")  # the latest round of a token-tree run
     comparison = gr.HTML("", elem_id="compare", js_on_load=race.PLAYER_JS)  # the replay race plays in the page
     with gr.Row(equal_height=False):
         summary = gr.Markdown("", elem_id="summary")
@@ -273,7 +289,8 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
         with gr.Row():
             histogram = gr.Plot(empty[2], show_label=False, elem_id="chart-histogram")
             positions = gr.Plot(empty[3], show_label=False, elem_id="chart-positions")
-    outputs = list(View(status, text, comparison, summary, acceptance, latency, histogram, positions, csv_btn, json_btn))
+    outputs = list(View(status, text, comparison, summary, acceptance, latency, histogram, positions, tree, csv_btn,
+                        json_btn))
 
     def on_generate(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Iterator[View]:
         *shared, compare_value, session = values  # the order of `inputs` below

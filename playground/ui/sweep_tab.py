@@ -53,8 +53,9 @@ def run_sweep(runner: Runner, state: SessionState, controls: Controls, ks_text: 
                              prompt=next(iter(bench.PROMPTS.values())) if builtin else controls.prompt)
         spec = read_spec(first)
         prompts = dict(bench.PROMPTS) if builtin else {THIS_PROMPT: spec.prompt}
+        tree = spec.decode.tree  # a token tree on the left: one more column, next to the k values
         decodes = bench.decode_grid([(k, KPolicy.FIXED) for k in ks], temps, spec.decode.max_new_tokens,
-                                    spec.decode.seed, top_p=spec.decode.top_p)
+                                    spec.decode.seed, top_p=spec.decode.top_p, trees=[tree] if tree else [])
         grid = bench.grid_frame(bench.run_grid(runner, [spec.pair], prompts, decodes, [spec.drafter],
                                                    max_cells=bench.MAX_CELLS, progress=progress))
     except Exception as exc:

@@ -67,7 +67,7 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     run's drafter is early exit and spec.drafter.exit_layer is None (the default layer)."""
     kind, decode = spec.drafter.kind, spec.decode
     target_id = hub_id(spec.pair.target)
-    model_draft = kind in (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER)
+    model_draft = kind in (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER, DrafterKind.STAGED)
     int8 = model_draft and spec.drafter.precision is Precision.INT8
     schedule = "heuristic" if decode.policy in (KPolicy.HEURISTIC, KPolicy.THEORY) else "constant"
     lines = ["import torch"]
@@ -85,10 +85,13 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
         lines.append("# The playground's 'adaptive (theory)' k has no transformers equivalent: "
                      "the heuristic schedule is the nearest.")
     if decode.tree is not None:
-        lines.append(f"# The playground drafted a token tree ({decode.tree.label}); transformers' assisted "
-                     "generation drafts a chain.")
+        lines.append(f"# The playground drafted a token tree ({decode.tree.label}); transformers has no token trees: "
+                     f"its assisted generation drafts a chain (here of k = {decode.k}).")
+    if kind is DrafterKind.STAGED:
+        lines.append("# The playground's staged drafting (prompt lookup drafting for the draft model) has no transformers "
+                     "equivalent: the draft model alone drafts here.")
     speculative = ""
-    if kind is DrafterKind.DRAFT_MODEL:
+    if kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED):
         lines += _draft_lines(spec, hub_id(spec.pair.draft), schedule)
         speculative = "assistant_model=assistant, "
     elif kind is DrafterKind.CROSS_TOKENIZER:  # transformers' universal assisted decoding (>= 4.46)
@@ -134,7 +137,7 @@ def vllm_config(spec: RunSpec) -> dict | None:
     has no equivalent (early exit: no layer-skip self-speculation for ordinary models) or nothing
     drafts (the target alone)."""
     kind, k = spec.drafter.kind, spec.decode.k
-    if kind is DrafterKind.DRAFT_MODEL:
+    if kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED):  # staged: the draft model alone (a comment says so)
         return {"model": hub_id(spec.pair.draft), "num_speculative_tokens": k}
     if kind is DrafterKind.PROMPT_LOOKUP:
         return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": spec.drafter.max_ngram,
@@ -145,7 +148,7 @@ def vllm_config(spec: RunSpec) -> dict | None:
 def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     """A runnable vLLM snippet; for early exit, a comment-only snippet saying vLLM has no equivalent.
     (exit_layer is accepted for symmetry with hf_generate_code; vLLM has no use for it.)"""
-    kind, decode = spec.drafter.kind, spec.decode
+    kind, decode, k = spec.drafter.kind, spec.decode, spec.decode.k
     if kind is DrafterKind.EARLY_EXIT:
         return ("# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
                 "# Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit.\n")
@@ -164,7 +167,14 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
         params += f", top_k={decode.top_k}"
     ask = ('out = llm.chat([{"role": "user", "content": prompt}], params)' if spec.chat else
            "out = llm.generate([prompt], params)")
-    return "\n".join([
+    notes = []
+    if decode.tree is not None:
+        notes.append(f"# The playground drafted a token tree ({decode.tree.label}); vLLM's draft-model speculation "
+                     f"drafts a chain (here of k = {k}).")
+    if kind is DrafterKind.STAGED:
+        notes.append("# The playground's staged drafting (prompt lookup drafting for the draft model) has no vLLM "
+                     "equivalent: the draft model alone drafts here.")
+    return "\n".join(notes + [
         "from vllm import LLM, SamplingParams",
         "",
         f"llm = LLM({llm})",

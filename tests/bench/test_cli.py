@@ -6,6 +6,7 @@ import json
 import pytest
 
 from playground import bench, tiny
+from playground.spec import DrafterKind
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,21 @@ def test_cli_runs_the_grid_and_writes_json_and_report(catalog, tmp_path, capsys)
     assert "median |predicted - measured| / measured" in printed
     md = (tmp_path / "docs" / "bench.md").read_text()
     assert "## Geometric mean over categories" in md and "## Targets" in md
-    assert (tmp_path / "docs" / "figures" / "speedup_vs_k.html").stat().st_size > 1000
+    assert (tmp_path / "docs" / "figures" / "bench-speedup_vs_k.html").stat().st_size > 1000
+
+
+def test_cli_runs_trees_and_staged_drafting_next_to_the_chains(catalog, tmp_path, capsys):
+    out, md = tmp_path / "trees.json", tmp_path / "docs" / "bench.md"
+    rc = bench.main(["--pairs", "tiny (test)", "--k", "2", "--tree", "2-1", "--drafters", "draft model", "staged",
+                     "--target-precision", "fp32", "--draft-precision", "fp32", "--categories", "story",
+                     "--max-new-tokens", "8", "--json", str(out), "--report", str(md), "--quiet"])
+    assert rc == 0
+    ours = [r for r in json.loads(out.read_text())["results"] if r["engine"] == "ours" and r["k"]]
+    assert sorted((r["drafter"], r["k"], r["tree"]) for r in ours) == [
+        ("draft model", "2", ""), ("draft model", "tree 2-1", "2-1"), (DrafterKind.STAGED.value, "2", "")]
+    assert all(r["greedy_equal"] and r["nodes"] > 0 and r["depth_acceptance"] for r in ours)
+    assert "| nodes | mean_accepted |" in capsys.readouterr().out
+    assert "## Acceptance by depth" in md.read_text() and "| draft model (fp32) | tree 2-1 | 0.00 |" in md.read_text()
 
 
 def test_record_overhead_runs_both_ways_through_the_runner(catalog, tmp_path, capsys):
@@ -79,6 +94,8 @@ def test_record_overhead_runs_both_ways_through_the_runner(catalog, tmp_path, ca
     (["--pairs", "no such pair"], "Unknown model pair"),
     (["--categories", "poetry"], "--categories"),
     (["--record-overhead", "0"], "--record-overhead"),
+    (["--tree", "3-x"], "tree: write children per depth"),
+    (["--confidence", "1.5"], "draft confidence threshold"),
 ])
 def test_bad_input_exits_2_naming_the_field(catalog, capsys, argv, field):
     base = ["--pairs", "tiny (test)"] if "--pairs" not in argv else []

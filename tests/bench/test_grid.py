@@ -184,3 +184,55 @@ def test_vs_best_hf_divides_by_the_best_hf_speculative_config_of_the_same_prompt
     assert ratios[6] == pytest.approx(12 / 8)
     assert math.isnan(ratios[8])
     assert all(math.isnan(r) for r, row in zip(ratios, rows) if row.engine == "hf")
+
+
+def test_decode_grid_adds_token_trees_next_to_the_k_values():
+    decodes = decode_grid(["4", "confidence"], [0.0, 1.0], trees=["3-2-1-1", "dynamic:12"], confidence=0.3)
+    assert [d.k_label for d in decodes[:4]] == ["4", "confidence", "tree 3-2-1-1", "tree dynamic:12"]
+    assert len(decodes) == 8 and all(d.confidence == 0.3 for d in decodes)
+    with pytest.raises(PlaygroundError, match="tree: write children per depth"):
+        decode_grid(["4"], [0.0], trees=["3-x"])
+
+
+def test_tree_configs_run_with_the_draft_model_and_equal_the_target_alone(pair):
+    runner = CountingRunner()
+    decodes = decode_grid(["2"], [0.0], max_new_tokens=10, trees=["2-1", "dynamic:4"])
+    results = run_grid(runner, [pair], {"story": "Once upon a time"}, decodes, [DrafterSpec(DrafterKind.PROMPT_LOOKUP)],
+                       compare_hf=True)
+    trees = [r for r in results if r.tree]
+    assert sorted(r.k for r in trees) == ["tree 2-1", "tree dynamic:4"]
+    assert {r.drafter for r in trees} == {DrafterKind.DRAFT_MODEL.value}  # prompt lookup drafts no tree
+    base = next(r for r in results if r.method == "target alone")
+    for r in trees:
+        assert r.greedy_equal is True and r.new_tokens == base.new_tokens
+        assert 1 <= r.nodes <= 4 and r.mean_accepted <= (2 if r.tree == "2-1" else 4)  # 2-1: 2 + 2 nodes, 2 deep
+        assert r.depth_acceptance and all(0 <= a <= 1 for a in r.depth_acceptance if a == a)
+    chain = next(r for r in results if r.engine == "ours" and r.k == "2")
+    assert chain.tree == "" and chain.nodes == 2 and len(chain.depth_acceptance) == 2
+    assert {r.method for r in results if r.engine == "hf"} == {hf.HF_TARGET_ALONE, hf.HF_PROMPT_LOOKUP}  # HF has no trees
+    frame = grid_frame(results)
+    assert {"tree", "nodes"} <= set(frame.columns) and "depth_acceptance" not in frame.columns
+    assert len(runner.calls) == 4  # the baseline, the chain, the two trees
+
+
+def test_the_confidence_policys_hf_peer_is_assisted_generation_with_the_same_threshold(pair):
+    runner = Runner()
+    decodes = decode_grid(["confidence"], [0.0], max_new_tokens=10, confidence=0.5)
+    results = run_grid(runner, [pair], {"story": "Once upon a time"}, decodes, [DrafterSpec()], compare_hf=True)
+    peer = next(r for r in results if r.method == hf.HF_CONFIDENCE)
+    assert peer.k == "confidence" and peer.greedy_equal is True
+    loaded = runner.load(RunSpec(pair, DrafterSpec(), decodes[0], "Once upon a time"))
+    seen, real = [], loaded.draft.forward
+    before = loaded.draft.generation_config.assistant_confidence_threshold
+
+    def spy(*args, **kwargs):  # what the draft's generation_config says while HF drafts with it
+        seen.append(loaded.draft.generation_config.assistant_confidence_threshold)
+        return real(*args, **kwargs)
+
+    loaded.draft.forward = spy
+    try:
+        hf.generate(loaded, hf.configs_for(DrafterSpec(), decodes[0], "fp32")[0], "Once upon a time", decodes[0])
+    finally:
+        del loaded.draft.forward
+    assert seen and set(seen) == {0.5}
+    assert loaded.draft.generation_config.assistant_confidence_threshold == before  # put back afterwards

@@ -15,7 +15,7 @@ from playground.spec import DrafterKind, DrafterSpec, PairSpec, RunSpec
 from playground.ui import build_demo, common, run_tab
 from playground.ui.common import View
 from playground.ui.state import KEEP_DOWNLOADS, CurrentRun, SessionState
-from ui_support import PAIR, SKIP, controls
+from ui_support import PAIR, SKIP, TWIN, controls
 
 
 def call(runner, state=None, compare=False, **changes) -> list[View]:
@@ -56,6 +56,10 @@ def test_bad_settings_and_pair(tiny_catalog, runner):
     assert "Unknown k policy" in only_status(call(runner, policy="sideways"))
     assert "target precision must be one of" in only_status(call(runner, target_precision="int8"))
     assert "draft precision" in only_status(call(runner, draft_precision="fp8"))
+    assert "tree: write children per depth" in only_status(call(runner, tree="3-x"))
+    assert "tree: a dynamic tree&#x27;s node budget" in only_status(call(runner, tree="dynamic:1"))
+    assert "A token tree needs a drafter" in only_status(call(runner, tree="2-2", drafter="prompt lookup"))
+    assert "draft confidence threshold" in only_status(call(runner, confidence=1.5, policy="adaptive (draft confidence)"))
 
 
 def test_unexpected_error_is_one_line_without_server_paths(tiny_catalog, runner, monkeypatch):
@@ -159,6 +163,29 @@ def test_early_exit_in_the_app_equals_the_target_alone(tiny_catalog, runner):
     assert "early-exit layer must be a whole number from 1 to 1" in call(runner, drafter="early exit", exit_layer=5)[-1].status
 
 
+def test_a_tree_run_shows_its_latest_tree_with_the_accepted_path(tiny_catalog, runner):
+    state = SessionState()
+    final = call(runner, state, compare=True, pair=TWIN, tree="3-2-1", max_new_tokens=16)[-1]
+    assert "status-ok" in final.status and "Identical outputs" in final.compare
+    latest = [r for r in state.run.rounds if r.is_tree][-1]
+    assert latest.accepted == 3  # the twin draft is the target: every round keeps the full depth
+    assert 'class="tree-view"' in final.tree and f"Round {latest.round + 1}: a tree of {latest.k} draft tokens" in final.tree
+    assert final.tree.count('data-kind="accepted"') == latest.accepted and 'data-kind="bonus"' in final.tree
+    assert "tok-accepted" in final.tokens and final.tree != final.tokens
+
+
+def test_a_chain_run_has_no_tree_panel(tiny_catalog, runner):
+    views = call(runner, max_new_tokens=8)
+    assert views[-1].tree == "" and all(v.tree in ("", SKIP) for v in views)
+
+
+def test_staged_drafting_in_the_app_equals_the_target_alone(tiny_catalog, runner):
+    final = call(runner, drafter=DrafterKind.STAGED.value, compare=True, max_new_tokens=24)[-1]
+    assert "status-ok" in final.status and "Identical outputs" in final.compare
+    assert "its drafts by prompt lookup" in final.summary and "staged: lookup tokens the draft model kept" in final.summary
+    assert "staged:" not in call(runner, max_new_tokens=4)[-1].summary
+
+
 # ---------------------------------------------------------------- the comparison verdict
 
 def rounds_of(tokens: list[int], margins: list[float]) -> list[RoundRecord]:
@@ -233,7 +260,7 @@ def test_build_demo(tiny_catalog, runner):
     blocks = blocks_by_id(demo)
     assert {"prompt", "generate", "stop", "tokens", "summary", "status", "charts", "step-start", "step-next",
             "chart-theory", "chart-profile", "sweep-run", "cmp-run", "export-run", "exit-layer", "target-precision",
-            "draft-precision"} <= set(blocks)
+            "draft-precision", "tree", "tree-shape", "confidence"} <= set(blocks)
     assert blocks["pair"].value == PAIR
     assert blocks["target-precision"].value == "default" and "default (fp32 on this machine)" in str(blocks["target-precision"].choices)
     assert {"fp32", "bf16", "int8"} <= {value for _, value in blocks["draft-precision"].choices}
@@ -250,4 +277,4 @@ def test_the_first_generate_on_the_initial_prompt_produces_tokens(tiny_catalog, 
 
 
 def test_controls_are_the_inputs_in_page_order():
-    assert common.N_CONTROLS == 14 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")
+    assert common.N_CONTROLS == 16 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")

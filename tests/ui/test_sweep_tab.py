@@ -45,3 +45,11 @@ def test_sweep_refuses_bad_grids(tiny_catalog, runner):
     assert f"the limit is {bench.MAX_CELLS}" in sweep(runner, "1 2 3 4 5 6 7 8 9 10 11", "0", BUILT_IN)[0]  # 66 runs
     assert "prompt is empty" in sweep(runner, "2", "0", prompt=" ")[0]
     assert "Unknown prompt set" in sweep(runner, "2", "0", "everything")[0]
+
+
+def test_a_token_tree_on_the_left_adds_a_column_next_to_the_k_values(tiny_catalog, runner):
+    status, speed_fig, _, _, table, _ = sweep(runner, "2", "0", max_new_tokens=8, tree="2-1")
+    assert "Sweep done: 2 runs" in status
+    ours = table[table["method"] != BASELINE]
+    assert sorted(ours["k"]) == ["2", "tree 2-1"] and all(ours["greedy_equal"])
+    assert list(speed_fig.data[0].x) == ["2", "tree 2-1"]

@@ -16,7 +16,8 @@ from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vl
 TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"
 HOSTILE = 'x"); import os; os.system("rm -rf /") #\n'
 ALLOWED_IMPORTS = {"torch", "transformers", "vllm"}
-DRAFTERS = [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER]
+DRAFTERS = [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER,
+            DrafterKind.STAGED]
 
 
 def make(drafter: DrafterKind = DrafterKind.DRAFT_MODEL, *, precision=None, exit_layer=None, max_ngram=3,
@@ -181,6 +182,30 @@ def test_the_k_policy_becomes_the_assistant_schedule(policy, schedule):
     code = hf_generate_code(make(policy=policy))
     assert f"assistant.generation_config.num_assistant_tokens_schedule = {schedule!r}" in code
     assert ("assistant_confidence_threshold = 0.4" in code) == (policy == "confidence")
+
+
+@pytest.mark.parametrize("drafter", [DrafterKind.DRAFT_MODEL, DrafterKind.EARLY_EXIT])
+def test_a_tree_run_says_hf_and_vllm_have_no_token_trees(execute, drafter):
+    spec = make(drafter, exit_layer=6, k=3, tree="3-2-1-1")
+    code = hf_generate_code(spec)
+    assert "token tree (3-2-1-1); transformers has no token trees" in code and "a chain (here of k = 3)" in code
+    execute(code)  # still the runnable chain export
+    assert "tree" not in hf_generate_code(make(drafter, exit_layer=6, k=3))  # a chain run says nothing of trees
+    if drafter is DrafterKind.DRAFT_MODEL:
+        assert "token tree (3-2-1-1); vLLM's draft-model speculation drafts a chain" in vllm_code(spec)
+        assert execute(vllm_code(spec)).llm["speculative_config"] == {"model": DRAFT, "num_speculative_tokens": 3}
+
+
+def test_a_staged_run_exports_the_draft_model_alone_and_says_so(execute):
+    spec = make(DrafterKind.STAGED, k=5, precision="int8")
+    code = hf_generate_code(spec)
+    rec = execute(code)
+    assert "staged drafting (prompt lookup drafting for the draft model) has no transformers equivalent" in code
+    assert isinstance(rec.generate["assistant_model"], FakeModel) and rec.quantized
+    assert "assistant.generation_config.num_assistant_tokens = 5" in code
+    vllm = vllm_code(spec)
+    assert "has no vLLM equivalent" in vllm
+    assert execute(vllm).llm["speculative_config"] == {"model": DRAFT, "num_speculative_tokens": 5}
 
 
 def test_the_theory_policy_says_it_has_no_transformers_equivalent():

@@ -28,7 +28,6 @@ the whole batch, so its proposals can depend on the other rows: that changes alp
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -36,13 +35,8 @@ import torch
 from transformers import PreTrainedModel
 
 from playground.drafters import crop_cache, draft_cache
+from playground.engine import clock
 from playground.errors import PlaygroundError
-
-
-def _clock(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
 
 
 def left_pad(chunks: list[list[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,9 +194,9 @@ class BatchedDecoder:
         rows = list(self.active)
         budget = max(self.max_new - len(self.result.outputs[i]) for i in rows)  # >= 1
         k = min(self.k, budget - 1)
-        t0 = _clock(self.device)
+        t0 = clock(self.device)
         drafts = self._propose(k) if k else torch.empty((len(rows), 0), dtype=torch.long, device=self.device)
-        t1 = _clock(self.device)
+        t1 = clock(self.device)
         ids, real = left_pad([self.pending[i] for i in rows], self.pad, self.device)
         ids, real = torch.cat([ids, drafts], 1), torch.cat([real, torch.ones_like(drafts, dtype=torch.bool)], 1)
         logits = self.target_kv.forward(ids, real, keep=k + 1).float()  # (B, k + 1, V)
@@ -211,7 +205,7 @@ class BatchedDecoder:
         top2 = torch.topk(logits, 2, dim=-1).values
         n_list, choice_list, gaps, draft_list = (accepted.tolist(), choice.tolist(), (top2[..., 0] - top2[..., 1]).tolist(),
                                                  drafts.tolist())  # the host sync
-        t2 = _clock(self.device)
+        t2 = clock(self.device)
 
         record = BatchRound(len(self.result.rounds), k, rows, n_list, [], t1 - t0, t2 - t1)
         finished = []

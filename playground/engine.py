@@ -78,7 +78,8 @@ class KSchedule:
         return theory.CostProfile(dict(self._verify_s)) if self._verify_s else None
 
 
-def _clock(device: torch.device) -> float:
+def clock(device: torch.device) -> float:
+    """perf_counter after the device's queued work is done (CUDA runs asynchronously)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter()
@@ -151,9 +152,9 @@ class SpeculativeDecoder:
             return self._finish(self._tree_round(min(cfg.tree.depth, budget - 1)), length)
         k = min(self.schedule.k, budget - 1)  # a round yields at most k + 1 tokens
 
-        t0 = _clock(self.device)
+        t0 = clock(self.device)
         draft = self.drafter.propose(self.ids, k, params, self.generator)
-        t1 = _clock(self.device)
+        t1 = clock(self.device)
 
         drafted = draft.tokens.shape[0]
         feed = torch.cat([self.ids[:, self.cached :], draft.tokens.view(1, -1)], dim=1)
@@ -174,7 +175,7 @@ class SpeculativeDecoder:
         )
         if cfg.record:
             self._record_probs(record, draft, logits, p_probs, q_probs, verdict)
-        t2 = _clock(self.device)
+        t2 = clock(self.device)
         record.verify_s = t2 - t1
 
         # Keep the caches to the accepted prefix: drop the rejected drafts, never recompute.
@@ -206,9 +207,9 @@ class SpeculativeDecoder:
     def _tree_round(self, depth: int) -> RoundRecord:
         """Draft a token tree, score all its nodes in one target pass, keep the accepted path (tree.py)."""
         length, params = self.ids.shape[1], self.params
-        t0 = _clock(self.device)
+        t0 = clock(self.device)
         drafted = tree.draft_tree(self.drafter, self.ids, self.config.tree, depth, params, self.generator)
-        t1 = _clock(self.device)
+        t1 = clock(self.device)
         logits = tree.score_tree(self.target, self.cache, self.ids, self.cached, drafted)
         q_rows = logits_to_probs(logits, params)
         if params.greedy:
@@ -221,7 +222,7 @@ class SpeculativeDecoder:
         tree.keep_path(self.drafter.cache, length, fed)
         self.drafter.cached = length + len(fed)
         record = tree.tree_record(drafted, path, token, q_rows, len(self.rounds), length - self.cached - 1)
-        record.draft_s, record.verify_s = t1 - t0, _clock(self.device) - t1
+        record.draft_s, record.verify_s = t1 - t0, clock(self.device) - t1
         return record
 
     def _record_probs(self, record, draft, logits, p_probs, q_probs, verdict) -> None:

@@ -78,6 +78,21 @@ def speedup(tokens_per_s: float, baseline_tokens_per_s: float) -> float:
     return tokens_per_s / baseline_tokens_per_s if baseline_tokens_per_s > 0 else float("nan")
 
 
+def batch_summary(rounds: list, tokens: int) -> dict:
+    """The figures of a batched run (playground.batch's rounds: per round its k, the rows that took part and
+    each row's kept drafts), defined as summarize's: tokens/s = tokens of all sequences / the run's engine
+    seconds (draft + verify); alpha = accepted / drafted; mean accepted = kept drafts per drafting row-round."""
+    draft_s, verify_s = sum(r.draft_s for r in rounds), sum(r.verify_s for r in rounds)
+    drafted = sum(r.k * len(r.rows) for r in rounds)
+    accepted = sum(sum(r.accepted) for r in rounds)
+    row_rounds = sum(len(r.rows) for r in rounds if r.k)
+    seconds = draft_s + verify_s
+    nan = float("nan")
+    return dict(tokens=tokens, seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 else nan,
+                alpha=accepted / drafted if drafted else nan, mean_accepted=accepted / row_rounds if row_rounds else nan,
+                draft_s=draft_s, verify_s=verify_s)
+
+
 def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
               profile: theory.CostProfile | None = None) -> dict:
     """Headline numbers of a run: every figure the UI, the benchmark and the reports show, defined here once.

@@ -4,16 +4,12 @@ Starts `python app.py` (default precisions), opens the Compare pairs tab, picks 
 Qwen2.5-Coder 1.5B target and the drafters draft model, prompt lookup and early exit, runs a code prompt and a
 prose prompt (48 tokens each, greedy, k = 4, the app's default k policy), saves a screenshot of the code run and
 prints each run's table (from its CSV download). Needs the offline packs (scripts/install.sh --models) and Debian's chromium."""
-import os
-import shutil
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
-from playwright.sync_api import sync_playwright
+from browser_app import app_page
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -28,52 +24,36 @@ DRAFTERS = ["draft model", "prompt lookup", "early exit"]
 PROMPTS = {e["category"]: e["prompt"] for e in reversed(load_examples())}  # the first example of each category
 COLUMNS = ("pair", "method", "tokens_per_s", "speedup", "alpha", "mean_accepted", "c", "v", "greedy_equal", "near_tie")
 
-env = dict(os.environ, GRADIO_SERVER_PORT=PORT)
-env.pop("PLAYGROUND_DTYPE", None)
-app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-url = f"http://127.0.0.1:{PORT}/"
-try:
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(url, timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1300})
-        page.set_default_timeout(1_800_000)
-        for i, category in enumerate(CATEGORIES):
-            page.goto(url)  # a fresh page per prompt: the status of the last comparison does not linger
-            page.get_by_role("tab", name="Compare pairs").click()
-            for name in PAIRS:
-                page.locator("#cmp-pairs label", has_text=name).locator("input").check()
-            for name in DRAFTERS:
-                page.locator("#cmp-drafters label", has_text=name).first.locator("input").check()
-            box = page.locator("#max-new input[type=number]")
-            box.fill("48")
-            box.press("Enter")
-            page.locator("#prompt textarea").fill(PROMPTS[category])
-            started = time.time()
-            page.click("#cmp-run")
-            page.wait_for_timeout(3000)
-            while "Comparison done" not in (status := page.locator("#cmp-status").inner_text()):
-                if "rror" in status or "efused" in status:
-                    raise SystemExit(f"the comparison failed: {status}")
-                print(f"  {time.time() - started:.0f} s: {status.strip()[:160]}", flush=True)
-                page.wait_for_timeout(30_000)
-            print(f"\n== {category} ({time.time() - started:.0f} s): {status}")
-            with page.expect_download() as download:  # the table's numbers, from its CSV
-                page.click("#cmp-csv")
-            grid = pd.read_csv(download.value.path())
-            grid = grid[grid["engine"] == "ours"]
-            print(grid[[c for c in COLUMNS if c in grid]].to_string(index=False, float_format=lambda x: f"{x:.2f}"),
-                  flush=True)
-            if i == 0:
-                page.wait_for_timeout(1500)
-                page.locator("#chart-compare").scroll_into_view_if_needed()
-                page.locator(".tabitem:visible").first.screenshot(path=str(OUT))
-        browser.close()
-finally:
-    app.terminate()
+with app_page(PORT, height=1300, timeout_ms=1_800_000) as page:
+    url = page.url
+    for i, category in enumerate(CATEGORIES):
+        page.goto(url)  # a fresh page per prompt: the status of the last comparison does not linger
+        page.get_by_role("tab", name="Compare pairs").click()
+        for name in PAIRS:
+            page.locator("#cmp-pairs label", has_text=name).locator("input").check()
+        for name in DRAFTERS:
+            page.locator("#cmp-drafters label", has_text=name).first.locator("input").check()
+        box = page.locator("#max-new input[type=number]")
+        box.fill("48")
+        box.press("Enter")
+        page.locator("#prompt textarea").fill(PROMPTS[category])
+        started = time.time()
+        page.click("#cmp-run")
+        page.wait_for_timeout(3000)
+        while "Comparison done" not in (status := page.locator("#cmp-status").inner_text()):
+            if "rror" in status or "efused" in status:
+                raise SystemExit(f"the comparison failed: {status}")
+            print(f"  {time.time() - started:.0f} s: {status.strip()[:160]}", flush=True)
+            page.wait_for_timeout(30_000)
+        print(f"\n== {category} ({time.time() - started:.0f} s): {status}")
+        with page.expect_download() as download:  # the table's numbers, from its CSV
+            page.click("#cmp-csv")
+        grid = pd.read_csv(download.value.path())
+        grid = grid[grid["engine"] == "ours"]
+        print(grid[[c for c in COLUMNS if c in grid]].to_string(index=False, float_format=lambda x: f"{x:.2f}"),
+              flush=True)
+        if i == 0:
+            page.wait_for_timeout(1500)
+            page.locator("#chart-compare").scroll_into_view_if_needed()
+            page.locator(".tabitem:visible").first.screenshot(path=str(OUT))
+

@@ -166,3 +166,16 @@ def test_depth_acceptance_reads_chains_by_position_and_trees_by_depth():
     # depth 1: reached by all 4, kept by 3; depth 2: reached by rounds 0 and 1, kept by 0; depth 3: round 0
     assert trace.depth_acceptance(rounds) == [3 / 4, 1 / 2, 1.0]
     assert trace.depth_acceptance([]) == []
+
+
+def test_batch_summary_by_hand():
+    """A batched run's figures (playground.batch rounds), defined as summarize's: two rows drafting k = 3 in round 0
+    (kept 3 and 1), one row left in round 1 drafting k = 2 (kept 0), a plain round; 10 tokens in 2 s."""
+    from types import SimpleNamespace as R
+
+    rounds = [R(k=3, rows=[0, 1], accepted=[3, 1], draft_s=0.5, verify_s=0.5),
+              R(k=2, rows=[1], accepted=[0], draft_s=0.25, verify_s=0.25), R(k=0, rows=[1], accepted=[0], draft_s=0.0, verify_s=0.5)]
+    s = trace.batch_summary(rounds, 10)
+    assert s["seconds"] == 2.0 and s["tokens_per_s"] == 5.0
+    assert s["alpha"] == 4 / 8 and s["mean_accepted"] == 4 / 3
+    assert math.isnan(trace.batch_summary([], 0)["tokens_per_s"])

@@ -141,19 +141,13 @@ def _equality(comparisons: list[dict]) -> dict:
 
 def _batch_row(result: BatchResult, size: int, k: int, solo: list[list[RoundRecord]], precision: str) -> dict:
     rounds = result.rounds
-    tokens = sum(len(o) for o in result.outputs)
-    draft_s, verify_s = sum(r.draft_s for r in rounds), sum(r.verify_s for r in rounds)
-    drafted = sum(r.k * len(r.rows) for r in rounds)
-    accepted = sum(sum(r.accepted) for r in rounds)
-    row_rounds = sum(len(r.rows) for r in rounds if r.k)
+    s = trace.batch_summary(rounds, sum(len(o) for o in result.outputs))
     checks = [trace.compare_outputs(_as_rounds(out, m), solo[i % len(solo)], precision)
               for i, (out, m) in enumerate(zip(result.outputs, result.margins))]
-    seconds = draft_s + verify_s
-    return dict(batch_size=size, method=SPECULATIVE if k else BASELINE, k=k, sequences=len(result.outputs), tokens=tokens,
-                seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 else math.nan,
-                tokens_per_s_per_sequence=tokens / seconds / size if seconds > 0 else math.nan, rounds=len(rounds),
-                alpha=accepted / drafted if drafted else math.nan,
-                mean_accepted=accepted / row_rounds if row_rounds else math.nan, draft_s=draft_s, verify_s=verify_s,
+    return dict(batch_size=size, method=SPECULATIVE if k else BASELINE, k=k, sequences=len(result.outputs),
+                tokens=s["tokens"], seconds=s["seconds"], tokens_per_s=s["tokens_per_s"],
+                tokens_per_s_per_sequence=s["tokens_per_s"] / size, rounds=len(rounds), alpha=s["alpha"],
+                mean_accepted=s["mean_accepted"], draft_s=s["draft_s"], verify_s=s["verify_s"],
                 max_columns=max((r.columns for r in rounds), default=0),
                 kv_mib=max((r.kv_bytes for r in rounds), default=0) / 2**20, **_equality(checks))
 
@@ -203,7 +197,8 @@ def batch_sweep(runner: Runner, spec: RunSpec, batch_sizes: Sequence[int], promp
     frame.insert(3, "target_precision", loaded.target_precision.value)
     frame.insert(4, "draft_precision", loaded.draft_precision.value if loaded.draft_precision else "")
     plain = frame[frame["method"] == BASELINE].set_index("batch_size")["tokens_per_s"]
-    frame["speedup"] = [r.tokens_per_s / plain[r.batch_size] if r.method == SPECULATIVE else 1.0 for r in frame.itertuples()]
+    frame["speedup"] = [trace.speedup(r.tokens_per_s, plain[r.batch_size]) if r.method == SPECULATIVE else 1.0
+                        for r in frame.itertuples()]
     return frame
 
 

@@ -254,7 +254,6 @@ def _context_row(n: int, decoder, rounds: list[RoundRecord], base: list[RoundRec
                  per_token: int) -> dict:
     s = trace.summarize(rounds, base, profile)
     later, base_later = rounds[1:], base[1:]
-    decode_tps = lambda rs: sum(len(r.new_tokens) for r in rs) / sum(r.seconds for r in rs) if rs else math.nan
     drafted = sum(r.k for r in later)
     draft_rounds = [r for r in later if r.k]
     target_kv, draft_kv = _kv_bytes(decoder)
@@ -263,7 +262,7 @@ def _context_row(n: int, decoder, rounds: list[RoundRecord], base: list[RoundRec
         context=decoder.prompt_len, target_precision=loaded.target_precision.value,
         draft_precision=loaded.draft_precision.value if loaded.draft_precision else "", k=decoder.config.k,
         tokens=s["tokens"], tokens_per_s=s["tokens_per_s"], baseline_tokens_per_s=s["baseline_tokens_per_s"],
-        speedup=s["speedup"], decode_speedup=trace.speedup(decode_tps(later), decode_tps(base_later)),
+        speedup=s["speedup"], decode_speedup=trace.summarize(later, base_later)["speedup"] if later and base_later else math.nan,
         alpha=s["alpha"], c=s["c"], v=s["v"],
         draft_ms_per_token=1000 * sum(r.draft_s for r in later) / drafted if drafted else math.nan,
         verify_ms_per_round=1000 * sum(r.verify_s for r in draft_rounds) / len(draft_rounds) if draft_rounds else math.nan,

@@ -7,11 +7,13 @@ test_sampling.py), and the same test catches a rule broken on purpose.
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from playground import models, tiny
-from playground.cross import CrossTokenizerDrafter, continuation, to_target
+from playground.cross import CrossTokenizerDrafter, continuation, reads_chat_format, to_target
 from playground.drafters import Draft
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
@@ -61,8 +63,8 @@ def test_greedy_output_equals_target_alone(runner, cross_models, draft, target):
             pair = runner.load(s)
             assert new_tokens(rounds) == target_greedy(pair, prompt, 30) == new_tokens(runner.run_all(s.baseline())), \
                 (prompt, k, policy)
-            if policy is KPolicy.FIXED:  # a translation proposes at most k target tokens (THEORY picks its own k)
-                assert all(r.k <= k for r in rounds)
+            if policy is KPolicy.FIXED:  # at most k draft steps, k target tokens (THEORY picks its own k)
+                assert all(r.k <= k and len(r.draft_pieces) <= k for r in rounds)
             accepted += sum(r.accepted for r in rounds)
     if draft == "draft":
         assert accepted > 100  # two models that agree on text: the translation is accepted often
@@ -231,7 +233,7 @@ def test_the_drafts_text_is_what_its_tokens_add_after_the_context(cross_pair):
 
 def test_a_character_cut_between_tokens_is_held_back(cross_pair):
     """Byte-level tokens can end inside a character: the drafter proposes nothing until it is whole."""
-    drafter = make_drafter(DrafterSpec(CROSS), cross_pair, "Once upon a time")
+    drafter = make_drafter(DrafterSpec(CROSS), cross_pair)
     ids = encode_prompt(cross_pair.tokenizer, "Once upon a time")
     emoji = cross_pair.tokenizer("😀").input_ids
     assert len(emoji) > 1
@@ -259,10 +261,14 @@ def test_the_same_tokenizer_drafter_refuses_a_cross_pair_and_names_the_cross_dra
     assert len(loaded.draft_tokenizer) != len(loaded.tokenizer)
 
 
-def test_the_runner_gives_the_draft_its_own_prompt(cross_pair):
-    drafter = make_drafter(DrafterSpec(CROSS), cross_pair, "Once upon a time")
-    assert isinstance(drafter, CrossTokenizerDrafter)
-    assert drafter.draft_prompt == cross_pair.draft_tokenizer("Once upon a time").input_ids
+def test_the_runner_gives_the_draft_the_targets_prompt_as_text(cross_pair):
+    """The draft's context is the target's prompt (its chat template included) decoded and re-encoded."""
+    drafter = make_drafter(DrafterSpec(CROSS), cross_pair)
+    assert isinstance(drafter, CrossTokenizerDrafter) and drafter.draft_prompt is None
+    ids = encode_prompt(cross_pair.tokenizer, "Once upon a time")
+    drafter.propose(ids, 2, DecodeConfig().sampling, None)
+    text = cross_pair.tokenizer.decode(ids[0], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    assert drafter.prompt == cross_pair.draft_tokenizer(text, add_special_tokens=False).input_ids
 
 
 def test_the_benchmark_runs_hf_universal_assisted_as_the_peer(cross_models):

@@ -190,8 +190,9 @@ def test_draft_precision_and_verify_kernel_keep_greedy_output_equal_to_stock_tar
     pair = models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32",
                             draft_precision=precision)
     assert pair.draft_precision.value == precision
-    if precision == "int8":  # quantised at load: the draft's Linears are packed int8, not fp32 parameters
-        assert not any(isinstance(m, torch.nn.Linear) for m in pair.draft.model.layers.modules())
+    if precision == "int8":  # quantised at load: the draft's Linears, LM head included, are packed int8
+        assert not any(isinstance(m, torch.nn.Linear) for m in pair.draft.modules())
+        assert pair.draft.get_input_embeddings().weight.dtype == torch.float32  # a lookup: stays fp32
     for prompt in PROMPTS[:4]:
         ids = encode_prompt(pair.tokenizer, prompt)
         speed.fast_verify(pair.target, False)

@@ -14,10 +14,13 @@ def compare(runner, pairs, drafters, **changes):
 
 
 def test_pair_comparison(tiny_catalog, runner):
-    status, fig, table, csv = compare(runner, [PAIR, TWIN], ["draft model", "prompt lookup"], k=3, max_new_tokens=16)
+    # fp32 draft: the twin is then the target's exact copy (an int8 twin, LM head included, is not)
+    status, fig, table, csv = compare(runner, [PAIR, TWIN], ["draft model", "prompt lookup"], k=3, max_new_tokens=16,
+                                      draft_precision="fp32")
     assert "2 pair(s) × 2 drafter(s)" in status
     assert len(table) == 2 * (1 + 2)
     twin = table[(table["pair"] == TWIN) & (table["method"].str.startswith("draft model"))]
+    assert len(twin) == 1
     assert twin["alpha"].iloc[0] == 1.0  # the twin is the target: every draft accepted
     assert all(table[table["method"] != BASELINE]["greedy_equal"])
     assert {d.name for d in fig.data} == set(table[table["method"] != BASELINE]["method"])

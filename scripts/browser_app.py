@@ -1,7 +1,7 @@
 """What the screenshot scripts share: `python app.py` on a port, and a headless Debian chromium page on it.
 
     with app_page(PORT) as page:   # the app at its defaults (PLAYGROUND_DTYPE ignored), the page opened
-        ...
+        generate(page, 64)         # the example prompt, n tokens, *Compare with target alone* ticked
 """
 import os
 import shutil
@@ -41,3 +41,12 @@ def app_page(port: str, width: int = 1400, height: int = 1000, timeout_ms: int =
             browser.close()
     finally:
         app.terminate()
+
+
+def generate(page, max_new_tokens: int) -> None:
+    """Tick *Compare with target alone*, set the token limit and press Generate (returns at once)."""
+    page.locator("#compare-box input[type=checkbox]").check()
+    box = page.locator("#max-new input[type=number]")
+    box.fill(str(max_new_tokens))
+    box.press("Enter")
+    page.click("#generate")

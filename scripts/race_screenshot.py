@@ -6,17 +6,13 @@ lanes' measured figures. Needs Debian's chromium (scripts/install.sh --dev)."""
 import sys
 from pathlib import Path
 
-from browser_app import app_page
+from browser_app import app_page, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "assets" / "screenshot-race.png"
 PORT = "7912"
 with app_page(PORT, height=1000, timeout_ms=900_000) as page:
-    page.locator("#compare-box input[type=checkbox]").check()
-    box = page.locator("#max-new input[type=number]")
-    box.fill("64")
-    box.press("Enter")
-    page.click("#generate")
+    generate(page, 64)
     page.wait_for_selector("#compare .race .race-replay")
     page.locator("#compare .race-speed", has_text="4×").click()
     page.locator("#compare .race .race-replay").click()

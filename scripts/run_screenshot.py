@@ -7,17 +7,13 @@ import sys
 import time
 from pathlib import Path
 
-from browser_app import app_page
+from browser_app import app_page, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "assets" / "screenshot.png"
 PORT = "7916"
 with app_page(PORT, height=1800, timeout_ms=900_000) as page:
-    box = page.locator("#max-new input[type=number]")
-    box.fill("64")
-    box.press("Enter")
-    page.locator("#compare-box input[type=checkbox]").check()
-    page.click("#generate")
+    generate(page, 64)
     page.wait_for_selector("#status .status-ok", timeout=900_000)
     page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
     time.sleep(2)

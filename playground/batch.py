@@ -1,7 +1,8 @@
 """Speculative decoding for B prompts at once: the survey's batch-size challenge, measured.
 
 One draft/verify loop over a batch, greedy, fixed k; k = 0 is the target alone through the same loop
-(the baseline a batched server would run). Each round the draft model proposes k tokens for every
+(the baseline a batched server would run). It cuts at EOS and at the token budget, and times, as the engine
+does (engine.cut, engine.clock). Each round the draft model proposes k tokens for every
 sequence (B rows, one forward per token), the target scores each row's k + 1 positions in one pass,
 and each row keeps its own accepted prefix plus the target's token.
 
@@ -34,8 +35,8 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
-from playground.drafters import crop_cache, draft_cache
-from playground.engine import clock
+from playground.decoding.cache import cache_bytes, crop_cache, draft_cache
+from playground.engine import clock, cut
 from playground.errors import PlaygroundError
 
 
@@ -109,8 +110,7 @@ class PaddedCache:
 
     def nbytes(self) -> int:
         """Bytes the cache's keys and values take now (padding and holes included)."""
-        return sum(t.numel() * t.element_size() for layer in self.cache.layers
-                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
+        return cache_bytes(self.cache)
 
 
 @dataclass
@@ -212,15 +212,11 @@ class BatchedDecoder:
         for b, i in enumerate(rows):
             n = n_list[b]
             token = choice_list[b][n]
-            new = draft_list[b][:n] + [token]
-            new = new[: self.max_new - len(self.result.outputs[i])]
-            cut = next((j for j, t in enumerate(new) if t in self.eos), None)
-            if cut is not None:
-                new = new[: cut + 1]
+            new, stop = cut(draft_list[b][:n] + [token], self.eos, self.max_new - len(self.result.outputs[i]))
             self.result.outputs[i] += new
             self.result.margins[i] += gaps[b][: len(new)]
             record.new_tokens.append(new)
-            if cut is not None or len(self.result.outputs[i]) >= self.max_new:
+            if stop:
                 finished.append(b)
             self.pending[i] = [token]
             if k:  # the draft's cache holds this round's drafts but the last: keep the accepted ones

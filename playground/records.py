@@ -2,8 +2,65 @@
 the benchmark report and the tests can read it without a model."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import ClassVar, Union
 
+
+# ---------------------------------------------------------------- a strategy's own part of a round
+
+@dataclass
+class CrossExtras:
+    """A cross-tokenizer draft (decoding/cross.py; its own tokenizer, draft_tokens being its proposal translated
+    into the target's tokens): the draft side of the round. text: the text the draft proposed; pieces: the
+    draft's own tokens, each as the text it added (some may have fallen beyond the translated part); source:
+    per entry of draft_tokens, the draft pieces whose text overlaps it."""
+
+    PREFIX: ClassVar[str] = "draft_"  # the trace's column names: draft_text, draft_pieces, draft_source
+    text: str = ""
+    pieces: list[str] = field(default_factory=list)
+    source: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TreeExtras:
+    """A token-tree round (decoding/tree.py): draft_tokens, p and q hold every node of the tree (k = the node
+    count; p and q of a node under its parent's context), ordered: the accepted path first (so
+    draft_tokens[:accepted] is what was kept, as for a chain), then the children of the path's last node (tried
+    and rejected), then the rest breadth first; a parent always comes before its children. parents: the parent
+    of each node (-1: the sequence's last token, the root); path: the accepted path's nodes. `token` follows
+    the path: a correction, or a bonus when the path ends at a leaf."""
+
+    PREFIX: ClassVar[str] = "tree_"
+    parents: list[int] = field(default_factory=list)
+    path: list[int] = field(default_factory=list)
+
+
+@dataclass
+class StagedExtras:
+    """Staged drafting (decoding/staged.py), its first level: tokens prompt lookup proposed to the draft model
+    this round, how many of them the draft model kept, and the draft model's forward passes."""
+
+    PREFIX: ClassVar[str] = "stage_"
+    proposed: int = 0
+    accepted: int = 0
+    passes: int = 0
+
+
+Extras = Union[CrossExtras, TreeExtras, StagedExtras]
+EXTRAS = (CrossExtras, TreeExtras, StagedExtras)
+
+
+def flat_extras(extras: Extras | None) -> dict:
+    """Every extras type's fields under its prefixed name, this round's values where it has them, else the
+    defaults: the trace's columns do not depend on the strategy that ran."""
+    out: dict = {}
+    for cls in EXTRAS:
+        values = asdict(extras if isinstance(extras, cls) else cls())
+        out.update({cls.PREFIX + name: value for name, value in values.items()})
+    return out
+
+
+# ---------------------------------------------------------------- the round
 
 @dataclass
 class RoundRecord:
@@ -33,31 +90,27 @@ class RoundRecord:
     residual: list[tuple[int, float]] = field(default_factory=list)
     stop: str = ""  # "eos", "length" when this round ended the run
     prefill: int = 0  # tokens the target scored in this pass beyond the k + 1 (the prompt, in round 0)
-    # A cross-tokenizer draft (its own tokenizer; draft_tokens are its proposal translated into the
-    # target's tokens): the draft side of the round. draft_text: the text the draft proposed;
-    # draft_pieces: the draft's own tokens, each as the text it added (some may have fallen beyond the
-    # translated part); draft_source: per entry of draft_tokens, the draft pieces whose text overlaps it.
-    draft_text: str = ""
-    draft_pieces: list[str] = field(default_factory=list)
-    draft_source: list[str] = field(default_factory=list)
-    # A token-tree round (DecodeConfig.tree): draft_tokens, p and q hold every node of the tree (k = the
-    # node count; p and q of a node under its parent's context), ordered: the accepted path first (so
-    # draft_tokens[:accepted] is what was kept, as for a chain), then the children of the path's last node
-    # (tried and rejected), then the rest breadth first; a parent always comes before its children.
-    # tree_parents: the parent of each node (-1: the sequence's last token, the root); tree_path: the
-    # accepted path's nodes. `token` follows the path: a correction, or a bonus when the path ends at a leaf.
-    tree_parents: list[int] = field(default_factory=list)
-    tree_path: list[int] = field(default_factory=list)
-    # Staged drafting (playground/staged.py), its first level: tokens prompt lookup proposed to the draft model
-    # this round, how many of them the draft model kept, and the draft model's forward passes.
-    stage_proposed: int = 0
-    stage_accepted: int = 0
-    stage_passes: int = 0
+    extras: Extras | None = None  # what the strategy adds to the round (cross-tokenizer, tree, staged)
+
+    @property
+    def tree(self) -> TreeExtras | None:
+        """The tree of a token-tree round, else None."""
+        return self.extras if isinstance(self.extras, TreeExtras) else None
 
     @property
     def is_tree(self) -> bool:
-        return bool(self.tree_parents)
+        return self.tree is not None and bool(self.tree.parents)
 
     @property
     def seconds(self) -> float:
         return self.draft_s + self.verify_s
+
+    def as_dict(self) -> dict:
+        """The round as flat plain data (the trace's CSV and JSON): every field, the extras under their prefixed
+        names (draft_text, tree_parents, stage_proposed, ...: COLUMNS)."""
+        out = asdict(self)  # deep copies of the lists
+        del out["extras"]
+        return out | flat_extras(self.extras)
+
+
+COLUMNS = [f.name for f in fields(RoundRecord) if f.name != "extras"] + list(flat_extras(None))

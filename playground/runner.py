@@ -15,16 +15,13 @@ from typing import Iterator
 
 import torch
 
-from playground import models, speed, theory
-from playground.cross import CrossTokenizerDrafter
-from playground.drafters import (Drafter, ModelDrafter, NoDrafter, PromptLookupDrafter, default_exit_layer,
-                                 early_exit_model)
+from playground import decoding, models, speed, theory
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
-from playground.models import LoadedPair, Progress, _quiet
+from playground.models import LoadedPair
+from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, RunSpec, check_prompt
-from playground.staged import StagedDrafter
 
 WARM_PROMPT = "Hello"
 PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)
@@ -45,32 +42,6 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> torch.Tensor:
     return ids
 
 
-def make_drafter(spec: DrafterSpec, pair: LoadedPair, prompt: str | None = None, chat: bool = True,
-                 confidence: float = 0.0) -> Drafter:
-    """The drafter a DrafterSpec describes, on a loaded pair. prompt and chat: how the run encodes its
-    prompt, for a draft with its own tokenizer (it encodes the prompt its own way). confidence > 0: a
-    model drafter (draft model, early exit) stops a draft when its top probability falls under it
-    (KPolicy.CONFIDENCE; see drafter_confidence); the cross-tokenizer drafter has no such option."""
-    if spec.needs_draft_model and pair.draft is None:
-        raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
-    if spec.kind is DrafterKind.DRAFT_MODEL:
-        return ModelDrafter(pair.draft, confidence)
-    if spec.kind is DrafterKind.CROSS_TOKENIZER:
-        draft_tok = pair.draft_tokenizer or pair.tokenizer
-        draft_prompt = encode_prompt(draft_tok, prompt, chat)[0].tolist() if prompt else None
-        return CrossTokenizerDrafter(pair.draft, draft_tok, pair.tokenizer, draft_prompt)
-    if spec.kind is DrafterKind.PROMPT_LOOKUP:
-        return PromptLookupDrafter(max_ngram=spec.max_ngram)
-    if spec.kind is DrafterKind.STAGED:  # prompt lookup drafts for the draft model (no confidence stop)
-        return StagedDrafter(pair.draft, max_ngram=spec.max_ngram)
-    if spec.kind is DrafterKind.EARLY_EXIT:  # shares the target's weights: its precision, no copy
-        drafter = ModelDrafter(early_exit_model(pair.target, spec.exit_layer or default_exit_layer(pair.target)),
-                               confidence)
-        drafter.name = DrafterKind.EARLY_EXIT.value
-        return drafter
-    return NoDrafter()
-
-
 def drafter_confidence(decode: DecodeConfig) -> float:
     """The threshold a model drafter stops at: the config's under KPolicy.CONFIDENCE, else 0 (off)."""
     return decode.confidence if decode.policy is KPolicy.CONFIDENCE else 0.0
@@ -88,7 +59,7 @@ class Runner:
     # ------------------------------------------------------------ loading
 
     @staticmethod
-    def load(spec: RunSpec, progress: Progress = _quiet) -> LoadedPair:
+    def load(spec: RunSpec, progress: Progress = quiet) -> LoadedPair:
         draft = spec.pair.draft if spec.drafter.needs_draft_model else None
         return models.load_pair(draft, spec.pair.target, progress, spec.pair.target_precision, spec.drafter.precision,
                                 same_tokenizer=spec.drafter.same_tokenizer)
@@ -103,7 +74,7 @@ class Runner:
     def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
         return self._key(spec.drafter, pair) in self._warm.get(pair.target, set()) and pair.target in self._verify
 
-    def warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> None:
+    def warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> None:
         """Pay the first-run costs (kernel selection, allocator growth) on a few tokens outside any
         timed run, measure the target's V(n) once and the drafter's cost per drafted token."""
         done = self._warm.setdefault(pair.target, set())
@@ -138,26 +109,27 @@ class Runner:
     def _decoder(self, spec: RunSpec, pair: LoadedPair) -> SpeculativeDecoder:
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
-        drafter = make_drafter(spec.drafter, pair, spec.prompt, spec.chat, drafter_confidence(spec.decode))
+        drafter = decoding.make_drafter(spec.drafter, pair, drafter_confidence(spec.decode), spec.decode.tree,
+                                        lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist())
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
-    def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> SpeculativeDecoder:
+    def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> SpeculativeDecoder:
         """A ready decoder, warm: call step() for one round, or iterate it."""
         if not self.is_warm(spec, pair):
             self.warm_up(spec, pair, progress)
         return self._decoder(spec, pair)
 
-    def rounds(self, spec: RunSpec, pair: LoadedPair, progress: Progress = _quiet) -> Iterator[RoundRecord]:
+    def rounds(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> Iterator[RoundRecord]:
         """Run one spec on a loaded pair, round by round (the caller keeps the pair in use)."""
         return iter(self.decoder(spec, pair, progress))
 
-    def run(self, spec: RunSpec, progress: Progress = _quiet) -> Iterator[RoundRecord]:
+    def run(self, spec: RunSpec, progress: Progress = quiet) -> Iterator[RoundRecord]:
         """Load (cached), warm up (once), and stream the rounds; the pair stays in use until the end."""
         pair = self.load(spec, progress)
         with pair.in_use():
             yield from self.rounds(spec, pair, progress)
 
-    def run_all(self, spec: RunSpec, progress: Progress = _quiet) -> list[RoundRecord]:
+    def run_all(self, spec: RunSpec, progress: Progress = quiet) -> list[RoundRecord]:
         return list(self.run(spec, progress))
 
 

@@ -8,13 +8,14 @@ Every error is a PlaygroundError whose message names the field.
 """
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable
 
+from playground.decoding import DRAFTERS, DrafterKind, strategy  # noqa: F401  (DRAFTERS: part of the spec)
 from playground.errors import PlaygroundError
+from playground.numbers import is_int, is_real
 from playground.treeshape import MAX_TREE_NODES, MAX_TREE_WIDTH, TreeShape, parse_tree  # noqa: F401  (part of the spec)
 
 K_MIN, K_MAX = 1, 16  # K_MAX is also treeshape.MAX_TREE_DEPTH, the deepest tree
@@ -60,26 +61,6 @@ class KPolicy(str, Enum):
 DEFAULT_POLICY = KPolicy.THEORY
 
 
-class DrafterKind(str, Enum):
-    DRAFT_MODEL = "draft model"
-    PROMPT_LOOKUP = "prompt lookup"
-    EARLY_EXIT = "early exit"
-    TARGET_ALONE = "target alone"  # no draft: the autoregressive baseline through the same loop
-    # A draft model with its own tokenizer: drafts in its tokens, translated into the target's through
-    # text, verified as a deterministic draft (p one-hot: lossless). playground/cross.py.
-    CROSS_TOKENIZER = "cross-tokenizer draft model"
-    # Two levels: prompt lookup drafts the draft model's proposals, the draft model keeps what it would have
-    # drafted itself, then the target verifies as for the draft model alone. playground/staged.py.
-    STAGED = "staged: prompt lookup → draft model"
-
-
-# What a user can pick.
-DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER,
-            DrafterKind.STAGED)
-MODEL_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER, DrafterKind.STAGED)  # run the pair's draft model
-TREE_DRAFTERS = (DrafterKind.DRAFT_MODEL, DrafterKind.EARLY_EXIT)  # those that can draft a token tree
-
-
 class Precision(str, Enum):
     """A model's numeric precision. int8 (dynamic, per channel) is for a draft on CPU only."""
 
@@ -106,17 +87,17 @@ class DrafterSpec:
         if self.precision is not None:
             object.__setattr__(self, "precision", _enum(Precision, self.precision, "draft precision"))
         if self.exit_layer is not None:
-            if not _is_int(self.exit_layer) or self.exit_layer < 1:
+            if not is_int(self.exit_layer) or self.exit_layer < 1:
                 raise PlaygroundError(f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
                                       f"of the target's layers), got {self.exit_layer!r}.")
             object.__setattr__(self, "exit_layer", int(self.exit_layer))
-        if not _is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
+        if not is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
             raise PlaygroundError(f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {self.max_ngram!r}.")
 
     @property
     def label(self) -> str:
         """A short human name: "draft model (int8)", "early exit (L = 7)", "prompt lookup"."""
-        if self.kind in MODEL_DRAFTERS and self.precision:
+        if self.needs_draft_model and self.precision:
             return f"{self.kind.value} ({self.precision.value})"
         if self.kind is DrafterKind.EARLY_EXIT and self.exit_layer:
             return f"{self.kind.value} (L = {self.exit_layer})"
@@ -124,12 +105,17 @@ class DrafterSpec:
 
     @property
     def needs_draft_model(self) -> bool:
-        return self.kind in MODEL_DRAFTERS
+        return strategy(self.kind).draft_model
 
     @property
     def same_tokenizer(self) -> bool:
         """Whether the pair's tokenizers must agree (the draft model drafters compare token ids)."""
-        return self.kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED)
+        return strategy(self.kind).same_tokenizer
+
+    @property
+    def is_baseline(self) -> bool:
+        """The target alone: no draft."""
+        return self.kind is DrafterKind.TARGET_ALONE
 
 
 @dataclass(frozen=True)
@@ -150,20 +136,20 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)
-        if not _is_int(self.k) or not K_MIN <= self.k <= K_MAX:
+        if not is_int(self.k) or not K_MIN <= self.k <= K_MAX:
             raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {self.k!r}.")
-        if not _is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+        if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}.")
-        if not _is_real(self.temperature) or not 0 <= self.temperature <= 2:
+        if not is_real(self.temperature) or not 0 <= self.temperature <= 2:
             raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {self.temperature!r}.")
-        if not _is_real(self.top_p) or not 0 < self.top_p <= 1:
+        if not is_real(self.top_p) or not 0 < self.top_p <= 1:
             raise PlaygroundError(f"top_p must be in (0, 1], got {self.top_p!r}.")
         set_("policy", _enum(KPolicy, self.policy, "k policy"))
-        if not _is_int(self.top_k) or self.top_k < 0:
+        if not is_int(self.top_k) or self.top_k < 0:
             raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k!r}.")
-        if not _is_int(self.seed) or not 0 <= self.seed < 2**63:
+        if not is_int(self.seed) or not 0 <= self.seed < 2**63:
             raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {self.seed!r}.")
-        if not _is_int(self.explain) or not 0 <= self.explain <= 16:
+        if not is_int(self.explain) or not 0 <= self.explain <= 16:
             raise PlaygroundError(f"explain must be a whole number from 0 to 16, got {self.explain!r}.")
         set_("confidence", parse_confidence(self.confidence))
         set_("tree", parse_tree(self.tree))
@@ -222,9 +208,10 @@ class RunSpec:
         if self.drafter.needs_draft_model and not self.pair.draft:
             raise PlaygroundError(f"The '{self.drafter.kind.value}' drafter needs a pair with a draft model; "
                                   f"{self.pair.name!r} has none.")
-        if self.decode.tree is not None and self.drafter.kind not in TREE_DRAFTERS:
+        if self.decode.tree is not None and not strategy(self.drafter.kind).tree:
+            tree_drafters = [d.value for d in DRAFTERS if strategy(d).tree]
             raise PlaygroundError(f"A token tree needs a drafter that runs a model of the target's vocabulary "
-                                  f"({' or '.join(d.value for d in TREE_DRAFTERS)}); "
+                                  f"({' or '.join(tree_drafters)}); "
                                   f"'{self.drafter.kind.value}' drafts a chain only.")
 
     def baseline(self) -> "RunSpec":
@@ -272,7 +259,7 @@ def parse_confidence(value: object) -> float:
             c = float(value)
         except ValueError:
             pass
-    if not _is_real(c) or not 0 <= c < 1:
+    if not is_real(c) or not 0 <= c < 1:
         raise PlaygroundError(f"The draft confidence threshold must be a number from 0 to below 1 "
                               f"(0 = never stop a draft early), got {value!r}.")
     return float(c)
@@ -287,6 +274,21 @@ def parse_precision(value: object) -> object:
     return None if value in (None, "", DEFAULT_PRECISION) else value
 
 
+def parse_precisions(text: object, name: str, allowed: tuple[Precision, ...]) -> list[str]:
+    """A list of precisions, "fp32 bf16" -> ["fp32", "bf16"]; a value outside `allowed` is refused, naming the field."""
+    text = "" if text is None else str(text)
+    if len(text) > MAX_LIST_CHARS:
+        raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")
+    names = [p.value for p in allowed]
+    items = [t.lower() for t in text.replace(",", " ").split()]
+    if not items:
+        raise PlaygroundError(f"{name}: give at least one of {', '.join(names)}.")
+    bad = [t for t in items if t not in names]
+    if bad:
+        raise PlaygroundError(f"{name}: {bad[0]!r} is not one of {', '.join(names)}.")
+    return list(dict.fromkeys(items))
+
+
 def parse_drafter(kind: object, precision: object = None, exit_layer: object = None) -> DrafterSpec:
     """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer."""
     if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
@@ -294,10 +296,10 @@ def parse_drafter(kind: object, precision: object = None, exit_layer: object = N
     kind = DrafterKind(kind)
     if exit_layer in (None, "", 0, 0.0):
         exit_layer = None
-    elif isinstance(exit_layer, bool) or not _is_int(exit_layer) or exit_layer < 0:
+    elif isinstance(exit_layer, bool) or not is_int(exit_layer) or exit_layer < 0:
         raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {exit_layer!r}.")
     precision = parse_precision(precision)
-    return DrafterSpec(kind, precision if kind in MODEL_DRAFTERS else None,
+    return DrafterSpec(kind, precision if strategy(kind).draft_model else None,
                        exit_layer if kind is DrafterKind.EARLY_EXIT else None)
 
 
@@ -316,7 +318,7 @@ def parse_drafter_name(name: str) -> DrafterSpec:
         if option and not option.isdigit():
             raise PlaygroundError(f"Early exit takes a layer number after the colon, got {name!r}.")
         return DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=int(option) if option else None)
-    if kind in [d.value for d in MODEL_DRAFTERS]:
+    if strategy(kind).draft_model:
         return DrafterSpec(DrafterKind(kind), precision=option or None)
     if option:
         raise PlaygroundError(f"{kind!r} takes no option, got {name!r}.")
@@ -366,11 +368,3 @@ def _enum(cls, value: object, what: str):
         return cls(value)
     except ValueError:
         raise PlaygroundError(f"Unknown {what} {value!r}; choose one of: {', '.join(m.value for m in cls)}.") from None
-
-
-def _is_int(x: object) -> bool:
-    return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
-
-
-def _is_real(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

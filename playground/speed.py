@@ -4,21 +4,23 @@
   keeps the output lossless and only changes how often drafts are accepted. "int8" quantises
   the draft's Linear layers dynamically (per channel), its LM head included, when the model
   cache loads it (models.load_model); the fp32 weights are not kept (the embeddings stay fp32:
-  a lookup reads one row). The LM head is a quarter of a 0.5B Qwen's weights (151,936 x 896):
-  in int8 a draft step took 33 ms instead of 47 and the default pair's speedup at k = 4 went
-  from 1.46x to 1.63x (docs/levers.md).
+  a lookup reads one row). The LM head is a large share of a small model's weights (the vocabulary
+  times the hidden size), so quantising it too makes a draft step markedly cheaper (docs/levers.md).
 - A verify kernel for short row blocks on CPU: MKL's fp32 GEMM for 4..64 rows (the k + 1 tokens
   the target checks at once) streams the weights several times; computing (W @ x^T)^T streams
-  them once. Measured on 2 cores (Qwen2.5-Coder-1.5B, one verify forward): see docs/benchmarks.md.
-  Single-token steps (the baseline, the draft) keep the default path.
+  them once (docs/levers.md). Single-token steps (the baseline, the draft) keep the default path.
 """
 from __future__ import annotations
 
+import statistics
 import types
 import warnings
 
 import torch
-from transformers import PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel
+
+from playground.engine import clock
+
 
 def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
     """Per-channel dynamic int8 quantisation of every Linear layer, the LM head included, in place
@@ -36,12 +38,6 @@ def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
         if isinstance(head, torch.nn.Linear):
             model.set_output_embeddings(int8(torch.nn.Sequential(head))[0])
     return model.eval()
-
-
-def synchronize(model: PreTrainedModel) -> None:
-    """Wait for the model's device to finish (CUDA runs asynchronously): call it around anything timed."""
-    if model.device.type == "cuda":
-        torch.cuda.synchronize(model.device)
 
 
 def _block_linear(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -72,11 +68,6 @@ def verify_profile(target: PreTrainedModel, ns: tuple[int, ...] = (1, 2, 3, 5, 9
                    reps: int = 3, progress=None) -> dict[int, float]:
     """V(n): median seconds of one target pass that scores n new tokens on top of a KV cache of
     `context` tokens, for each n (the cache is cut back after every pass)."""
-    import statistics
-    import time
-
-    from transformers import DynamicCache
-
     device = target.device
     vocab = target.config.vocab_size
     generator = torch.Generator().manual_seed(0)
@@ -88,13 +79,9 @@ def verify_profile(target: PreTrainedModel, ns: tuple[int, ...] = (1, 2, 3, 5, 9
         feed = torch.randint(0, vocab, (1, n), generator=generator).to(device)
         times = []
         for _ in range(reps + 1):  # the first pass of a new shape warms its kernels: not counted
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            start = time.perf_counter()
+            start = clock(device)
             target(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=n)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            times.append(time.perf_counter() - start)
+            times.append(clock(device) - start)
             cache.crop(-n)
         out[n] = statistics.median(times[1:])
         if progress:

@@ -4,30 +4,38 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import asdict
 
 import pandas as pd
 
 from playground import theory
-from playground.records import RoundRecord
+from playground.numbers import json_safe
+from playground.records import COLUMNS, RoundRecord, flat_extras
+
+NAN = float("nan")
 
 
 def frame(rounds: list[RoundRecord]) -> pd.DataFrame:
-    """One row per round."""
-    columns = list(RoundRecord.__dataclass_fields__)
-    df = pd.DataFrame([asdict(r) for r in rounds], columns=columns)
+    """One row per round: RoundRecord.as_dict (a strategy's extras as columns: draft_text, tree_parents, ...)."""
+    df = pd.DataFrame([r.as_dict() for r in rounds], columns=COLUMNS)
     df["latency_s"] = df["draft_s"] + df["verify_s"]
     df["acceptance"] = df["accepted"] / df["k"].where(df["k"] > 0)
     return df
 
 
+def _parents(r) -> list[int]:
+    """A tree round's parent of each node, [] for a chain (a RoundRecord, or a row of `frame`, as the charts pass)."""
+    tree = getattr(r, "tree", None)
+    return tree.parents if tree is not None else list(getattr(r, "tree_parents", None) or [])
+
+
 def _depths(r: RoundRecord) -> list[int]:
     """Depth of each draft token of a round (1 = right after the sequence): a chain's position + 1, a tree
     node's distance from the root."""
-    if not r.tree_parents:  # (not r.is_tree: the charts pass DataFrame rows)
+    parents = _parents(r)
+    if not parents:
         return list(range(1, r.k + 1))
     depths: list[int] = []
-    for parent in r.tree_parents:  # parents come before their children
+    for parent in parents:  # parents come before their children
         depths.append(1 if parent < 0 else depths[parent] + 1)
     return depths
 
@@ -41,17 +49,12 @@ def depth_acceptance(rounds: list[RoundRecord]) -> list[float]:
     reached, kept = [0] * d_max, [0] * d_max
     for r in rounds:
         end = r.accepted - 1  # the path's last node (chain and tree alike: the kept tokens come first); -1: the root
-        tried = any(p == end for p in r.tree_parents) if r.tree_parents else r.accepted < r.k
+        parents = _parents(r)
+        tried = any(p == end for p in parents) if parents else r.accepted < r.k
         for d in range(r.accepted + tried):  # depths 1 .. accepted, and the one tried after them
             reached[d] += 1
             kept[d] += d < r.accepted
     return [kept[d] / reached[d] if reached[d] else float("nan") for d in range(d_max)]
-
-
-def position_acceptance(rounds: list[RoundRecord]) -> list[float]:
-    """For each draft position i: of the rounds that reached i (all before it kept), the share that kept i.
-    A chain's positions are depths: depth_acceptance (which also reads tree rounds by depth)."""
-    return depth_acceptance(rounds)
 
 
 def accepted_histogram(rounds: list[RoundRecord]) -> tuple[list[int], list[float]]:
@@ -87,9 +90,8 @@ def batch_summary(rounds: list, tokens: int) -> dict:
     accepted = sum(sum(r.accepted) for r in rounds)
     row_rounds = sum(len(r.rows) for r in rounds if r.k)
     seconds = draft_s + verify_s
-    nan = float("nan")
-    return dict(tokens=tokens, seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 else nan,
-                alpha=accepted / drafted if drafted else nan, mean_accepted=accepted / row_rounds if row_rounds else nan,
+    return dict(tokens=tokens, seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 else NAN,
+                alpha=accepted / drafted if drafted else NAN, mean_accepted=accepted / row_rounds if row_rounds else NAN,
                 draft_s=draft_s, verify_s=verify_s)
 
 
@@ -113,72 +115,98 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
       calibrated_speedup: the same model with this machine's v(k) from the profile and this run's first
       round (its prompt pass, which the target alone pays too), for this run's length
       (theory.run_speedup; E(alpha_eval, k) / (k c + v(k)) for a long run).
+    - a strategy's own counts, summed over the run (staged drafting's stage_proposed, stage_accepted,
+      stage_passes: extras_totals).
     """
-    nan = float("nan")
-    tokens = sum(len(r.new_tokens) for r in rounds)
-    draft_s = sum(r.draft_s for r in rounds)
-    verify_s = sum(r.verify_s for r in rounds)
-    seconds = draft_s + verify_s
-    drafted = sum(r.k for r in rounds)
-    accepted = sum(r.accepted for r in rounds)
-    evaluated = sum(min(r.k, r.accepted + 1) for r in rounds)
-    draft_rounds = [r for r in rounds if r.k > 0]
-    later = [r for r in draft_rounds if r.round > 0] or draft_rounds
-    plain = [r.verify_s for r in rounds if r.k == 0 and r.round > 0]
-    alpha = accepted / drafted if drafted else nan
-    alpha_eval = accepted / evaluated if evaluated else nan
-    mean_k = drafted / len(draft_rounds) if draft_rounds else 0.0
-    if profile is not None:
-        step, step_source = profile.step_s, "measured"
-    elif plain:
-        step, step_source = statistics.median(plain), "this run's plain steps"
-    elif later:
-        step, step_source = sum(r.verify_s for r in later) / len(later), "estimated (v = 1 assumed)"
-    else:
-        step, step_source = nan, ""
-    later_drafted = sum(r.k for r in later)
-    c = (sum(r.draft_s for r in later) / later_drafted) / step if later_drafted and step > 0 else nan
-    v = (sum(r.verify_s for r in later) / len(later)) / step if later and step > 0 else nan
+    summary = _totals(rounds)
+    step, summary["step_source"] = _target_step(rounds, profile)
+    summary["step_s"] = step
+    summary |= _costs(rounds, step)
+    summary["position_acceptance"] = depth_acceptance(rounds)  # a chain's draft positions are its depths
+    summary |= extras_totals(rounds)
+    summary |= _predictions(rounds, summary, profile)
     base = summarize(baseline) if baseline else None
-    summary = {
-        "rounds": len(rounds),
-        "tokens": tokens,
-        "wall_s": seconds,
-        "tokens_per_s": tokens / seconds if seconds > 0 else nan,
-        "drafted": drafted,
-        "accepted": accepted,
-        "alpha": alpha,
-        "alpha_eval": alpha_eval,
-        "mean_k": mean_k,
-        "mean_accepted": accepted / len(draft_rounds) if draft_rounds else nan,
-        "tokens_per_round": tokens / len(rounds) if rounds else nan,
-        "draft_s": draft_s,
-        "verify_s": verify_s,
-        "step_s": step,
-        "step_source": step_source,
-        "c": c,
-        "v": v,
-        "position_acceptance": position_acceptance(rounds),
-        "stage_proposed": sum(r.stage_proposed for r in rounds),  # staged drafting's first level (staged.py)
-        "stage_accepted": sum(r.stage_accepted for r in rounds),
-        "stage_passes": sum(r.stage_passes for r in rounds),
-        "theory_speedup": nan,
-        "calibrated_speedup": nan,
-        "best_k": None,
-        "best_k_calibrated": None,
-        "baseline_tokens_per_s": base["tokens_per_s"] if base else nan,
-        "speedup": nan,
+    summary["baseline_tokens_per_s"] = base["tokens_per_s"] if base else NAN
+    summary["speedup"] = speedup(summary["tokens_per_s"], base["tokens_per_s"]) if base else NAN
+    return {key: summary[key] for key in SUMMARY_KEYS}
+
+
+SUMMARY_KEYS = ("rounds", "tokens", "wall_s", "tokens_per_s", "drafted", "accepted", "alpha", "alpha_eval", "mean_k",
+                "mean_accepted", "tokens_per_round", "draft_s", "verify_s", "step_s", "step_source", "c", "v",
+                "position_acceptance", *(key for key, value in flat_extras(None).items() if type(value) is int),
+                "theory_speedup", "calibrated_speedup", "best_k", "best_k_calibrated", "baseline_tokens_per_s", "speedup")
+
+
+def _totals(rounds: list[RoundRecord]) -> dict:
+    """Tokens, rounds, time, drafts and acceptance of a run."""
+    tokens = sum(len(r.new_tokens) for r in rounds)
+    draft_s, verify_s = sum(r.draft_s for r in rounds), sum(r.verify_s for r in rounds)
+    seconds = draft_s + verify_s
+    drafted, accepted = sum(r.k for r in rounds), sum(r.accepted for r in rounds)
+    evaluated = sum(min(r.k, r.accepted + 1) for r in rounds)  # drafts after a rejection are never evaluated
+    draft_rounds = sum(1 for r in rounds if r.k > 0)
+    return {
+        "rounds": len(rounds), "tokens": tokens, "wall_s": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else NAN, "drafted": drafted, "accepted": accepted,
+        "alpha": accepted / drafted if drafted else NAN, "alpha_eval": accepted / evaluated if evaluated else NAN,
+        "mean_k": drafted / draft_rounds if draft_rounds else 0.0,
+        "mean_accepted": accepted / draft_rounds if draft_rounds else NAN,
+        "tokens_per_round": tokens / len(rounds) if rounds else NAN, "draft_s": draft_s, "verify_s": verify_s,
     }
-    if draft_rounds and not math.isnan(c) and not math.isnan(alpha_eval):
-        k_int = max(1, round(mean_k))
-        summary["theory_speedup"] = theory.speedup(alpha_eval, k_int, c)
-        summary["best_k"] = theory.best_k(alpha_eval, c)
-        if profile is not None:
-            summary["calibrated_speedup"] = theory.run_speedup(alpha_eval, k_int, c, profile, tokens, rounds[0].seconds)
-            summary["best_k_calibrated"] = theory.best_k_calibrated(alpha_eval, c, profile)
-    if base:
-        summary["speedup"] = speedup(summary["tokens_per_s"], base["tokens_per_s"])
-    return summary
+
+
+def _later_drafts(rounds: list[RoundRecord]) -> list[RoundRecord]:
+    """The draft rounds after the first (which scores the prompt and fills the draft's cache); all of them
+    when only the first drafted."""
+    draft_rounds = [r for r in rounds if r.k > 0]
+    return [r for r in draft_rounds if r.round > 0] or draft_rounds
+
+
+def _target_step(rounds: list[RoundRecord], profile: theory.CostProfile | None) -> tuple[float, str]:
+    """One target step and where it came from: the profile's V(1), else this run's plain steps, else its
+    mean verify pass (then v is 1 by construction)."""
+    plain = [r.verify_s for r in rounds if r.k == 0 and r.round > 0]
+    later = _later_drafts(rounds)
+    if profile is not None:
+        return profile.step_s, "measured"
+    if plain:
+        return statistics.median(plain), "this run's plain steps"
+    if later:
+        return sum(r.verify_s for r in later) / len(later), "estimated (v = 1 assumed)"
+    return NAN, ""
+
+
+def _costs(rounds: list[RoundRecord], step: float) -> dict:
+    """c (draft seconds per drafted token) and v (verify seconds per draft round), in target steps."""
+    later = _later_drafts(rounds)
+    drafted = sum(r.k for r in later)
+    c = (sum(r.draft_s for r in later) / drafted) / step if drafted and step > 0 else NAN
+    v = (sum(r.verify_s for r in later) / len(later)) / step if later and step > 0 else NAN
+    return {"c": c, "v": v}
+
+
+def _predictions(rounds: list[RoundRecord], s: dict, profile: theory.CostProfile | None) -> dict:
+    """Leviathan's ideal and the calibrated speedup for the run's alpha_eval, mean k and c; the best k of each."""
+    out = {"theory_speedup": NAN, "calibrated_speedup": NAN, "best_k": None, "best_k_calibrated": None}
+    if not any(r.k > 0 for r in rounds) or math.isnan(s["c"]) or math.isnan(s["alpha_eval"]):
+        return out
+    alpha, c, k = s["alpha_eval"], s["c"], max(1, round(s["mean_k"]))
+    out |= {"theory_speedup": theory.speedup(alpha, k, c), "best_k": theory.best_k(alpha, c)}
+    if profile is not None:
+        out |= {"calibrated_speedup": theory.run_speedup(alpha, k, c, profile, s["tokens"], rounds[0].seconds),
+                "best_k_calibrated": theory.best_k_calibrated(alpha, c, profile)}
+    return out
+
+
+def extras_totals(rounds: list[RoundRecord]) -> dict:
+    """The counts strategies add to their rounds (RoundRecord.extras), summed over the run under their
+    prefixed names (stage_proposed, ...); 0 where the strategy did not run."""
+    totals = {key: 0 for key, value in flat_extras(None).items() if type(value) is int}
+    for r in rounds:
+        for key, value in (flat_extras(r.extras).items() if r.extras is not None else ()):
+            if key in totals:
+                totals[key] += value
+    return totals
 
 
 def vllm_metrics(rounds: list[RoundRecord]) -> dict:
@@ -206,6 +234,13 @@ def vllm_metrics(rounds: list[RoundRecord]) -> dict:
         "per_step_accepted": [r.accepted for r in drafts],
         "per_step_drafted": [r.k for r in drafts],
     }
+
+
+def as_rounds(tokens: list[int], margins: list[float] = ()) -> list[RoundRecord]:
+    """An output that has no rounds of its own (HF's generate, a batch row) as one record: what
+    compare_outputs reads (new_tokens and margins)."""
+    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1] if tokens else -1, token_kind="target",
+                        new_tokens=list(tokens), draft_s=0.0, verify_s=0.0, total_new=len(tokens), margins=list(margins))]
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -258,17 +293,8 @@ def to_json(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None
             profile: theory.CostProfile | None = None, **meta) -> str:
     """The run as JSON: meta, the summary (the same summarize as the panel: same baseline, same profile),
     the cost profile V(n) it used, the spec-decode figures under vLLM's names, and every round (docs/trace.md)."""
-    def clean(x):
-        if isinstance(x, float) and not math.isfinite(x):
-            return None
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
-        return x
-
     doc = {**meta, "summary": summarize(rounds, baseline, profile),
            "profile_verify_s": {str(n): s for n, s in profile.verify_s.items()} if profile else None,
            "baseline_summary": summarize(baseline) if baseline else None, "vllm": vllm_metrics(rounds),
-           "rounds": [asdict(r) for r in rounds]}
-    return json.dumps(clean(doc), indent=1)
+           "rounds": [r.as_dict() for r in rounds]}
+    return json.dumps(json_safe(doc), indent=1)

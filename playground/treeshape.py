@@ -6,14 +6,11 @@ import math
 from dataclasses import dataclass
 
 from playground.errors import PlaygroundError
+from playground.numbers import is_int
 
 MAX_TREE_NODES = 64  # the most draft tokens a token tree may hold (the target scores them in one pass)
 MAX_TREE_WIDTH = 8  # the most children a tree node may have
 MAX_TREE_DEPTH = 16  # the longest path (spec.K_MAX)
-
-
-def _is_int(x: object) -> bool:
-    return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
 
 
 @dataclass(frozen=True)
@@ -27,10 +24,10 @@ class TreeShape:
 
     def __post_init__(self) -> None:
         b = tuple(self.branching)
-        if len(b) > MAX_TREE_DEPTH or not all(_is_int(x) and 1 <= x <= MAX_TREE_WIDTH for x in b) or bool(b) == bool(self.budget):
+        if len(b) > MAX_TREE_DEPTH or not all(is_int(x) and 1 <= x <= MAX_TREE_WIDTH for x in b) or bool(b) == bool(self.budget):
             raise PlaygroundError(f"tree: each depth takes 1 to {MAX_TREE_WIDTH} children, at most {MAX_TREE_DEPTH} depths "
                                   f"(or 'dynamic:N'), got {'-'.join(map(str, b)) or self.budget!r}.")
-        if self.budget and (not _is_int(self.budget) or not 2 <= self.budget <= MAX_TREE_NODES):
+        if self.budget and (not is_int(self.budget) or not 2 <= self.budget <= MAX_TREE_NODES):
             raise PlaygroundError(f"tree: a dynamic tree's node budget must be from 2 to {MAX_TREE_NODES}, got {self.budget!r}.")
         object.__setattr__(self, "branching", tuple(int(x) for x in b))
         object.__setattr__(self, "budget", int(self.budget))

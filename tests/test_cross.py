@@ -7,21 +7,20 @@ test_sampling.py), and the same test catches a rule broken on purpose.
 """
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
 from playground import models, tiny
-from playground.cross import CrossTokenizerDrafter, continuation, reads_chat_format, to_target
-from playground.drafters import Draft
+from playground.decoding import make_drafter
+from playground.decoding.base import Draft
+from playground.decoding.cross import CrossTokenizerDrafter, continuation, to_target
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
-from playground.runner import Runner, encode_prompt, make_drafter, new_tokens
-from playground.sampling import logits_to_probs
+from playground.records import CrossExtras
+from playground.runner import Runner, encode_prompt, new_tokens
 from playground.spec import (DRAFTERS, DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec,
                              parse_drafter, parse_drafter_name)
-from test_sampling import CHI2_999, _exact_two_token_distribution, chi_square
+from tests.helpers import CHI2_999, two_token_test
 
 CROSS = DrafterKind.CROSS_TOKENIZER
 
@@ -64,40 +63,10 @@ def test_greedy_output_equals_target_alone(runner, cross_models, draft, target):
             assert new_tokens(rounds) == target_greedy(pair, prompt, 30) == new_tokens(runner.run_all(s.baseline())), \
                 (prompt, k, policy)
             if policy is KPolicy.FIXED:  # at most k draft steps, k target tokens (THEORY picks its own k)
-                assert all(r.k <= k and len(r.draft_pieces) <= k for r in rounds)
+                assert all(r.k <= k and len(r.extras.pieces) <= k for r in rounds)
             accepted += sum(r.accepted for r in rounds)
     if draft == "draft":
         assert accepted > 100  # two models that agree on text: the translation is accepted often
-
-
-@pytest.mark.parametrize("heal, drop_last", [(True, False), (False, True), (True, True)])
-def test_the_options_keep_greedy_identity(cross_pair, heal, drop_last):
-    for prompt in PROMPTS[:4]:
-        ids = encode_prompt(cross_pair.tokenizer, prompt)
-        draft_prompt = encode_prompt(cross_pair.draft_tokenizer, prompt)[0].tolist()
-        for k in (1, 4):
-            drafter = CrossTokenizerDrafter(cross_pair.draft, cross_pair.draft_tokenizer, cross_pair.tokenizer,
-                                            draft_prompt, heal=heal, drop_last=drop_last)
-            dec = SpeculativeDecoder(cross_pair.target, drafter, ids, DecodeConfig(max_new_tokens=24, k=k), cross_pair.eos)
-            rounds = list(dec)
-            assert dec.new_tokens == target_greedy(cross_pair, prompt, 24), (prompt, k)
-            assert all(r.k <= k for r in rounds)
-
-
-def test_healing_rewrites_a_word_the_target_stopped_inside(cross_pair):
-    """The target stopped inside "little" (" l", "it", "t", "l"); re-encoded, the text ends in a draft
-    token "l" the draft never wrote (it writes "le"). Healed, the draft writes that token again and the
-    proposal completes the word."""
-    tok = cross_pair.tokenizer
-    prompt = "Once upon a time"
-    ids = encode_prompt(tok, prompt)
-    cut = torch.cat([ids, torch.tensor([tok(" there was a littl").input_ids])], 1)
-    draft_prompt = encode_prompt(cross_pair.draft_tokenizer, prompt)[0].tolist()
-    healed = CrossTokenizerDrafter(cross_pair.draft, cross_pair.draft_tokenizer, tok, draft_prompt, heal=True)
-    healed.propose(ids, 4, DecodeConfig().sampling, None)  # learns the prompt
-    proposal = healed.propose(cut, 4, DecodeConfig().sampling, None).tokens.tolist()
-    assert tok.decode(proposal).startswith("e fox"), tok.decode(proposal)
-    assert healed.last.prefix == "l" and healed.last.pieces[0] == "le"
 
 
 def test_a_sliding_window_draft_runs_past_its_window(cross_pair, tmp_path):
@@ -136,12 +105,13 @@ def test_rounds_record_the_draft_side(runner, cross_models, cross_pair):
     rounds = runner.run_all(spec(cross_models["draft"], cross_models["target"], "Once upon a time",
                                  max_new_tokens=24, k=4))
     drafted = [r for r in rounds if r.k]
-    assert drafted and all(r.draft_pieces and r.draft_text for r in drafted)
+    assert all(isinstance(r.extras, CrossExtras) for r in rounds)
+    assert drafted and all(r.extras.pieces and r.extras.text for r in drafted)
     for r in drafted:
-        assert len(r.draft_source) == r.k and all(r.draft_source)
+        assert len(r.extras.source) == r.k and all(r.extras.source)
         target_text = cross_pair.tokenizer.decode(r.draft_tokens)
-        assert r.draft_text.startswith(target_text)  # the proposal spells a prefix of the draft's text
-        assert target_text in "".join(r.draft_pieces)
+        assert r.extras.text.startswith(target_text)  # the proposal spells a prefix of the draft's text
+        assert target_text in "".join(r.extras.pieces)
     assert rounds[0].p == [1.0] * rounds[0].k  # p is one-hot on the proposal: the rule that ran
 
 
@@ -167,7 +137,7 @@ class TranslatedPDrafter(CrossTokenizerDrafter):
         top = torch.topk(probs, 4)
         p = torch.zeros(len(self.target_tok), dtype=torch.float64)
         for prob, token in zip(top.values.tolist(), top.indices.tolist()):
-            text = continuation(self.draft_tok, last.anchor, last.draft_ids[:step] + [token])[len(last.prefix):]
+            text = continuation(self.draft_tok, last.anchor, last.draft_ids[:step] + [token])
             translated = to_target(self.target_tok, seq, text)
             if translated:
                 p[translated[0]] += prob
@@ -178,36 +148,32 @@ class TranslatedPDrafter(CrossTokenizerDrafter):
         return Draft(draft.tokens, logits)
 
 
-def two_token_counts(pair, drafter_class, runs: int = 2000) -> tuple[torch.Tensor, torch.Tensor, float]:
+def two_token_test_of(pair, drafter_class, runs: int = 2000) -> tuple[float, int, float]:
+    """two_token_test with a drafter of this class on the cross pair: (chi-square, df, alpha)."""
     ids = encode_prompt(pair.tokenizer, CHI_PROMPT)
-    exact = _exact_two_token_distribution(pair, ids, DecodeConfig(**CHI_CONFIG).sampling)
-    vocab = pair.target.config.vocab_size
-    counts = torch.zeros(vocab * vocab, dtype=torch.float64)
-    accepted = drafted = 0
     draft_prompt = encode_prompt(pair.draft_tokenizer, CHI_PROMPT)[0].tolist()
-    for seed in range(runs):
-        drafter = drafter_class(pair.draft, pair.draft_tokenizer, pair.tokenizer, draft_prompt)
-        dec = SpeculativeDecoder(pair.target, drafter, ids, DecodeConfig(seed=seed, record=False, **CHI_CONFIG), set())
-        for r in dec:
-            accepted, drafted = accepted + r.accepted, drafted + r.k
-        a, b = dec.new_tokens
-        counts[a * vocab + b] += 1
-    return counts, exact, accepted / max(1, drafted)
+    seen = {"accepted": 0, "drafted": 0}
+
+    def count(seed, r):
+        seen["accepted"] += r.accepted
+        seen["drafted"] += r.k
+
+    stat, df = two_token_test(pair, lambda: drafter_class(pair.draft, pair.draft_tokenizer, pair.tokenizer, draft_prompt),
+                              ids, runs, count, **CHI_CONFIG)
+    return stat, df, seen["accepted"] / max(1, seen["drafted"])
 
 
 def test_sampling_keeps_the_target_distribution(cross_pair):
     """End to end through the real loop on two tokenizers: the joint law of the first two tokens over
     2,000 seeds equals the target's (chi-square at 1e-3), with accepts and rejections both happening."""
-    counts, exact, alpha = two_token_counts(cross_pair, CrossTokenizerDrafter)
-    stat, df = chi_square(counts, exact)
+    stat, df, alpha = two_token_test_of(cross_pair, CrossTokenizerDrafter)
     assert stat < CHI2_999[df], (stat, df)
     assert 0.2 < alpha < 0.95, alpha
 
 
 def test_the_same_test_catches_a_rule_broken_on_purpose(cross_pair):
     """p = the draft's translated distribution while the proposal is its greedy choice: not lossless."""
-    counts, exact, _ = two_token_counts(cross_pair, TranslatedPDrafter)
-    stat, df = chi_square(counts, exact)
+    stat, df, _ = two_token_test_of(cross_pair, TranslatedPDrafter)
     assert stat > CHI2_999[df], (stat, df)
 
 

@@ -7,37 +7,14 @@ import pytest
 import torch
 
 from playground import theory
-from playground.drafters import ModelDrafter, NoDrafter, PromptLookupDrafter, lookup
+from playground.decoding import make_drafter
+from playground.decoding.lookup import NoDrafter, PromptLookupDrafter, lookup
+from playground.decoding.model import ModelDrafter
 from playground.engine import KSchedule, SpeculativeDecoder
 from playground.errors import PlaygroundError
-from playground.runner import encode_prompt, make_drafter
+from playground.runner import encode_prompt
 from playground.spec import K_MAX, K_MIN, DecodeConfig, DrafterKind, DrafterSpec, KPolicy
-
-PROMPTS = [
-    "def fibonacci(n):",
-    "Once upon a time",
-    "The quick brown fox",
-    "Question: what is the capital of France? Answer:",
-    "for i in range(10):\n    print(i",
-    "x",
-    "import numpy as np\nx = np.zeros(3)\nimport numpy as np\nx =",
-    "<|endoftext|> & <script>",
-]
-
-
-def target_greedy(target, ids, max_new_tokens, eos):
-    """The reference: HF generate, greedy. With no EOS ids it runs to the budget."""
-    stop = sorted(eos) if eos else [target.config.vocab_size + 1]  # an id the model cannot emit
-    out = target.generate(ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=stop,
-                          pad_token_id=0)
-    return out[0, ids.shape[1]:].tolist()
-
-
-def run(pair, drafter, ids, eos=None, **cfg):
-    dec = SpeculativeDecoder(pair.target, drafter, ids, DecodeConfig(**cfg), eos if eos is not None else pair.eos)
-    rounds = list(dec)
-    return dec, rounds
-
+from tests.helpers import PROMPTS, decode, target_greedy
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 16])
 @pytest.mark.parametrize("kind", list(DrafterKind)[:3])
@@ -46,7 +23,7 @@ def test_greedy_output_equals_target_generate(tiny_pair, k, kind):
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
         max_new = [1, 2, 7, 40][i % 4]  # 1 and 2 leave less budget than k
         drafter = make_drafter(DrafterSpec(kind), tiny_pair)
-        dec, rounds = run(tiny_pair, drafter, ids, max_new_tokens=max_new, k=k)
+        dec, rounds = decode(tiny_pair, drafter, ids, max_new_tokens=max_new, k=k)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, max_new, tiny_pair.eos), (prompt, k)
         assert sum(r.k for r in rounds) > 0 or max_new == 1 or kind is DrafterKind.PROMPT_LOOKUP
 
@@ -54,13 +31,13 @@ def test_greedy_output_equals_target_generate(tiny_pair, k, kind):
 def test_greedy_adaptive_k_equals_target_generate(tiny_pair):
     for prompt in PROMPTS:
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
-        dec, _ = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=50, k=3, policy=KPolicy.HEURISTIC)
+        dec, _ = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=50, k=3, policy=KPolicy.HEURISTIC)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 50, tiny_pair.eos)
 
 
 def test_baseline_is_target_greedy_and_one_token_per_round(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
-    dec, rounds = run(tiny_pair, NoDrafter(), ids, max_new_tokens=30)
+    dec, rounds = decode(tiny_pair, NoDrafter(), ids, max_new_tokens=30)
     assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 30, tiny_pair.eos)
     assert all(r.k == 0 and r.token_kind == "target" and len(r.new_tokens) == 1 for r in rounds)
 
@@ -72,7 +49,7 @@ def test_eos_inside_a_draft_stops_there(twin_pair):
     free = target_greedy(twin_pair.target, ids, 30, set())
     pos = next(i for i in range(5, 30) if free[i] not in free[:i])  # first occurrence at i >= 5
     eos = {free[pos]}
-    dec, rounds = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=eos, max_new_tokens=30, k=8)
+    dec, rounds = decode(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=eos, max_new_tokens=30, k=8)
     assert dec.new_tokens == free[: pos + 1] == target_greedy(twin_pair.target, ids, 30, eos)
     assert rounds[-1].stop == "eos"
     last = rounds[-1]
@@ -85,7 +62,7 @@ def test_never_emits_past_max_new_tokens(tiny_pair, twin_pair):
         for max_new in (1, 3, 9, 17):
             for k in (1, 4, 16):
                 for temperature in (0.0, 1.0):
-                    dec, rounds = run(pair, ModelDrafter(pair.draft), ids, eos=set(), max_new_tokens=max_new,
+                    dec, rounds = decode(pair, ModelDrafter(pair.draft), ids, eos=set(), max_new_tokens=max_new,
                                       k=k, temperature=temperature)
                     assert len(dec.new_tokens) == max_new
                     assert rounds[-1].stop == "length"
@@ -95,7 +72,7 @@ def test_never_emits_past_max_new_tokens(tiny_pair, twin_pair):
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_identical_draft_is_accepted_every_time(twin_pair, temperature):
     ids = encode_prompt(twin_pair.tokenizer, PROMPTS[0])
-    dec, rounds = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=60, k=5,
+    dec, rounds = decode(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=60, k=5,
                       temperature=temperature, seed=3)
     drafted = sum(r.k for r in rounds)
     assert drafted > 0 and sum(r.accepted for r in rounds) == drafted
@@ -130,10 +107,10 @@ def test_caches_stay_consistent_after_rejections(tiny_pair, temperature):
 
 def test_adaptive_k_stays_within_bounds(tiny_pair, twin_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
-    _, grown = run(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=200, k=1, policy=KPolicy.HEURISTIC)
+    _, grown = decode(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=200, k=1, policy=KPolicy.HEURISTIC)
     ks = [r.k for r in grown[:-1]]  # the last round may be cut by the budget
     assert ks[:3] == [1, 3, 5] and max(ks) == K_MAX and all(K_MIN <= k <= K_MAX for k in ks)
-    _, shrunk = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=120, k=16, policy=KPolicy.HEURISTIC)
+    _, shrunk = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=120, k=16, policy=KPolicy.HEURISTIC)
     assert all(K_MIN <= r.k <= K_MAX for r in shrunk[:-1]) and min(r.k for r in shrunk) < 16
 
 
@@ -154,14 +131,14 @@ def test_k_schedule_rule():
 
 def test_sampling_is_seeded(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[1])
-    outs = [run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=30, k=4,
+    outs = [decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=30, k=4,
                 temperature=1.0, top_p=0.9, seed=s)[0].new_tokens for s in (7, 7, 8)]
     assert outs[0] == outs[1] and outs[0] != outs[2]
 
 
 def test_records_carry_probabilities_and_times(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
-    _, rounds = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=30, k=4, temperature=0.8, seed=2)
+    _, rounds = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=30, k=4, temperature=0.8, seed=2)
     for r in rounds:
         assert len(r.p) == len(r.q) == len(r.draft_tokens) == r.k
         assert all(0 <= x <= 1 for x in r.p + r.q) and r.draft_s >= 0 and r.verify_s > 0
@@ -200,7 +177,7 @@ def test_draft_precision_and_verify_kernel_keep_greedy_output_equal_to_stock_tar
             reference = target_greedy(pair.target, ids, 30, pair.eos)
         finally:
             speed.fast_verify(pair.target, True)  # as load_pair leaves it
-        dec, rounds = run(pair, make_drafter(DrafterSpec(DrafterKind.DRAFT_MODEL), pair), ids, max_new_tokens=30, k=6)
+        dec, rounds = decode(pair, make_drafter(DrafterSpec(DrafterKind.DRAFT_MODEL), pair), ids, max_new_tokens=30, k=6)
         assert dec.new_tokens == reference
         assert sum(r.accepted for r in rounds) > 0
 
@@ -235,13 +212,13 @@ def test_theory_k_policy_without_a_profile_uses_the_runs_own_timings():
 def test_theory_k_policy_is_lossless_and_in_bounds(tiny_pair):
     for prompt in PROMPTS[:4]:
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
-        dec, rounds = run(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, k=4, policy=KPolicy.THEORY)
+        dec, rounds = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, k=4, policy=KPolicy.THEORY)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 40, tiny_pair.eos)
         assert all(0 <= r.k <= K_MAX for r in rounds[:-1])
 
 
 def test_early_exit_draft_is_the_targets_first_layers_and_shares_its_weights(tiny_pair):
-    from playground.drafters import early_exit_model
+    from playground.decoding.early_exit import early_exit_model
 
     target = tiny_pair.target
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[2])

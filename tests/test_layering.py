@@ -1,7 +1,8 @@
-"""The layers import only what their layer may: views and the pure core never load torch,
-transformers or gradio; the engine layer never loads gradio or plotly; only playground/ui/ imports
-gradio. Each module is imported in a fresh interpreter, so what another test imported does not
-hide a violation. And no module grows past 400 lines."""
+"""The layers import only what their layer may: views and the pure core (the decoding registry included)
+never load torch, transformers or gradio; the engine layer (every decoding strategy included) never loads
+gradio or plotly; only playground/ui/ imports gradio. Each module is imported in a fresh interpreter, so
+what another test imported does not hide a violation. The engine names no strategy, and only the spec and
+the registry branch on a DrafterKind. And no module grows past 400 lines."""
 from __future__ import annotations
 
 import json
@@ -18,9 +19,10 @@ MAX_LINES = 400
 
 VIEWS = ["playground.views"] + sorted(f"playground.views.{p.stem}" for p in (PACKAGE / "views").glob("*.py")
                                       if p.stem != "__init__")
-PURE = VIEWS + ["playground.trace", "playground.theory", "playground.records", "playground.spec", "playground.treeshape"]
-ENGINE = ["playground.engine", "playground.sampling", "playground.drafters", "playground.runner", "playground.tree",
-          "playground.staged"]
+STRATEGIES = sorted(f"playground.decoding.{p.stem}" for p in (PACKAGE / "decoding").glob("*.py") if p.stem != "__init__")
+PURE = VIEWS + ["playground.trace", "playground.theory", "playground.records", "playground.spec", "playground.treeshape",
+                "playground.decoding", "playground.numbers", "playground.progress"]
+ENGINE = ["playground.engine", "playground.sampling", "playground.runner", "playground.batch"] + STRATEGIES
 LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
 
 
@@ -36,6 +38,9 @@ def loaded_by(module: str, forbidden: tuple[str, ...]) -> list[str]:
 def test_views_modules_are_found():
     assert {"playground.views.tokens", "playground.views.charts", "playground.views.step", "playground.views.theory",
             "playground.views.grid", "playground.views.export_code"} <= set(VIEWS)
+    assert {"playground.decoding.base", "playground.decoding.model", "playground.decoding.lookup",
+            "playground.decoding.early_exit", "playground.decoding.cross", "playground.decoding.staged",
+            "playground.decoding.tree"} <= set(STRATEGIES)
 
 
 @pytest.mark.parametrize("module, forbidden", LAYERS, ids=[m for m, _ in LAYERS])
@@ -69,3 +74,32 @@ def test_no_module_is_over_400_lines():
     lengths = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
                for p in sorted(PACKAGE.rglob("*.py"))}
     assert {path: n for path, n in lengths.items() if n > MAX_LINES} == {}
+
+
+# ---------------------------------------------------------------- strategies stay behind the registry
+
+STRATEGY_MODULES = re.compile(r"playground\.decoding\.(?!base\b|cache\b)\w+|from playground\.decoding import (?!.*\bbase\b)")
+KIND_BRANCH = re.compile(r"(?:\bis(?: not)?|==|!=|\bin)\s*\(?\s*DrafterKind\.|\{\s*DrafterKind\.\w+\s*:")
+
+
+def test_the_engine_names_no_strategy():
+    """engine.py reaches drafters through decoding.base's protocol only: no strategy module, no strategy name."""
+    source = (PACKAGE / "engine.py").read_text(encoding="utf-8")
+    assert not STRATEGY_MODULES.search(source)
+    assert not re.search(r"DrafterKind|\b(?:Model|EarlyExit|PromptLookup|No|CrossTokenizer|Staged|Tree)Drafter\b|\.tree\b",
+                         source)
+
+
+def test_only_the_spec_and_the_registry_branch_on_a_drafter_kind():
+    allowed = {PACKAGE / "spec.py", PACKAGE / "decoding" / "__init__.py"}
+    offenders = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(PACKAGE.rglob("*.py")) if p not in allowed
+                 for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if KIND_BRANCH.search(line)]
+    assert offenders == []
+
+
+def test_the_branch_check_recognises_branches():
+    for line in ("if kind is DrafterKind.STAGED:", "kind is not DrafterKind.DRAFT_MODEL", "x == DrafterKind.EARLY_EXIT",
+                 "if kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED):", "{DrafterKind.DRAFT_MODEL: 1}"):
+        assert KIND_BRANCH.search(line), line
+    for line in ("DrafterSpec(DrafterKind.TARGET_ALONE)", "name = DrafterKind.STAGED.value", "default=DrafterKind.DRAFT_MODEL"):
+        assert not KIND_BRANCH.search(line), line

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from playground import models, trace
+from playground.progress import printer
 from playground.runner import Runner, encode_prompt, new_tokens
 from playground.spec import DecodeConfig, DrafterSpec, KPolicy, PairSpec, RunSpec
 
@@ -33,7 +34,7 @@ def real():
     pair = PairSpec(catalog.name, catalog.target, catalog.draft, target_precision=hardware_precision())
     runner = Runner()
     spec = RunSpec(pair, DrafterSpec(), DecodeConfig(max_new_tokens=24, k=4), PROMPT)
-    loaded = runner.load(spec, models.print_progress)
+    loaded = runner.load(spec, printer())
     return runner, spec, loaded
 
 

@@ -9,27 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.engine import SpeculativeDecoder
-from playground.runner import encode_prompt, make_drafter
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec
+from playground.decoding import make_drafter
+from playground.runner import encode_prompt
 from playground.sampling import SamplingParams, Verdict, logits_to_probs, residual, sample, verify_sampling
-
-# Upper 1e-3 quantiles of chi-square by degrees of freedom (scipy.stats.chi2.ppf(0.999, df)).
-CHI2_999 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467, 5: 20.515, 6: 22.458, 7: 24.322, 8: 26.124,
-            9: 27.877, 10: 29.588, 11: 31.264, 12: 32.909, 13: 34.528, 14: 36.123, 15: 37.697}
-
-
-def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> tuple[float, int]:
-    """Pearson's statistic and its degrees of freedom; cells expected under 5 are pooled."""
-    n = counts.sum()
-    expected = probs * n
-    small = expected < 5
-    if small.any():
-        counts = torch.cat([counts[~small], counts[small].sum().view(1)])
-        expected = torch.cat([expected[~small], expected[small].sum().view(1)])
-    keep = expected > 0
-    stat = ((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum().item()
-    return stat, int(keep.sum().item()) - 1
+from playground.spec import DrafterKind, DrafterSpec
+from tests.helpers import CHI2_999, fit, random_dists, two_token_test
 
 
 def wrong_rule(draft_tokens, draft_probs, target_probs, generator) -> Verdict:
@@ -56,17 +40,6 @@ def synthetic_outputs(rule, p, q, samples, seed=0, deterministic=False):
         firsts.append(out[0])
         seconds.append(out[1] if len(out) > 1 else -1)
     return torch.tensor(firsts), torch.tensor(seconds)
-
-
-def random_dists(rows: int, vocab: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.softmax(2.0 * torch.randn(rows, vocab, generator=g), -1)
-
-
-def fit(tokens: torch.Tensor, probs: torch.Tensor) -> tuple[float, float]:
-    counts = torch.bincount(tokens[tokens >= 0], minlength=probs.shape[0]).double()
-    stat, df = chi_square(counts, probs.double())
-    return stat, CHI2_999[df]
 
 
 def test_rule_output_follows_target_distribution():
@@ -118,38 +91,20 @@ def test_top_k_and_top_p_filter_the_same_way_for_both_models():
     torch.testing.assert_close(greedy_view, torch.softmax(logits, -1))
 
 
-def _exact_two_token_distribution(pair, ids, params) -> torch.Tensor:
-    """P(first two tokens) under the target alone, as a flat (V * V) vector."""
-    with torch.inference_mode():
-        first = logits_to_probs(pair.target(input_ids=ids).logits[0, -1], params)
-        support = first.nonzero().flatten()
-        joint = torch.zeros(first.shape[0], first.shape[0], dtype=torch.float64)
-        for t in support.tolist():
-            ext = torch.cat([ids, torch.tensor([[t]])], 1)
-            second = logits_to_probs(pair.target(input_ids=ext).logits[0, -1], params)
-            joint[t] = first[t].double() * second.double()
-    return joint.flatten()
-
-
 @pytest.mark.parametrize("kind", list(DrafterKind)[:3])
 def test_engine_two_token_distribution_equals_target(tiny_pair, kind):
     """End to end through the real loop on the tiny pair: the joint law of the first two tokens,
     over 2,000 seeds, equals the target's (top-k 4 keeps the table small enough to fill)."""
     prompt = "The quick brown fox jumps over the lazy dog. The quick"
     ids = encode_prompt(tiny_pair.tokenizer, prompt)
-    cfg = dict(max_new_tokens=2, k=2, temperature=1.5, top_k=4)
-    exact = _exact_two_token_distribution(tiny_pair, ids, DecodeConfig(**cfg).sampling)
-    vocab = tiny_pair.target.config.vocab_size
-    counts = torch.zeros(vocab * vocab, dtype=torch.float64)
-    accepted = drafted = 0
-    for seed in range(2000):
-        dec = SpeculativeDecoder(tiny_pair.target, make_drafter(DrafterSpec(kind), tiny_pair), ids,
-                                 DecodeConfig(seed=seed, record=False, **cfg), set())
-        for r in dec:
-            accepted, drafted = accepted + r.accepted, drafted + r.k
-        a, b = dec.new_tokens
-        counts[a * vocab + b] += 1
-    stat, df = chi_square(counts, exact)
+    seen = {"accepted": 0, "drafted": 0}
+
+    def count(seed, r):
+        seen["accepted"] += r.accepted
+        seen["drafted"] += r.k
+
+    stat, df = two_token_test(tiny_pair, lambda: make_drafter(DrafterSpec(kind), tiny_pair), ids, 2000, count,
+                              max_new_tokens=2, k=2, temperature=1.5, top_k=4)
     assert stat < CHI2_999[df], (stat, df)
     if kind is DrafterKind.DRAFT_MODEL:
-        assert 0.1 < accepted / drafted < 0.95  # both accepts and rejections happened
+        assert 0.1 < seen["accepted"] / seen["drafted"] < 0.95  # both accepts and rejections happened

@@ -1,4 +1,4 @@
-"""Staged drafting (playground/staged.py): prompt lookup drafts for the draft model, the draft model keeps
+"""Staged drafting (playground/decoding/staged.py): prompt lookup drafts for the draft model, the draft model keeps
 what it would have drafted itself, the target verifies as for the draft model alone. Lossless greedy and
 sampling, both levels in the records, and fewer draft passes where prompt lookup proposes well."""
 from __future__ import annotations
@@ -8,23 +8,19 @@ import copy
 import pytest
 import torch
 
-from playground.drafters import ModelDrafter, lookup
-from playground.engine import SpeculativeDecoder
+from playground.decoding import make_drafter
+from playground.decoding.lookup import lookup
+from playground.decoding.model import ModelDrafter
+from playground.decoding.staged import StagedDrafter
 from playground.errors import PlaygroundError
-from playground.runner import encode_prompt, make_drafter
+from playground.records import StagedExtras
+from playground.runner import encode_prompt
 from playground.sampling import logits_to_probs
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, RunSpec, PairSpec, parse_drafter_name
-from playground.staged import StagedDrafter
-from tests.test_engine import PROMPTS, target_greedy
-from tests.test_sampling import CHI2_999, _exact_two_token_distribution, chi_square, fit
+from tests.helpers import CHI2_999, PROMPTS, decode, fit, target_greedy, two_token_test
 
 REPETITIVE = ("The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. "
               "The quick brown fox jumps over the lazy dog. The quick")
-
-
-def decode(pair, drafter, ids, **cfg) -> tuple[SpeculativeDecoder, list]:
-    dec = SpeculativeDecoder(pair.target, drafter, ids, DecodeConfig(**cfg), pair.eos)
-    return dec, list(dec)
 
 
 @pytest.mark.parametrize("k", [1, 3, 6])
@@ -36,7 +32,7 @@ def test_greedy_staged_output_equals_target_generate(tiny_pair, k):
                              max_new_tokens=max_new, k=k)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, max_new, tiny_pair.eos), (prompt, k)
         for r in rounds:
-            assert 0 <= r.stage_accepted <= r.stage_proposed and r.stage_passes <= r.k
+            assert 0 <= r.extras.accepted <= r.extras.proposed and r.extras.passes <= r.k
 
 
 def _passes(model, run) -> int:
@@ -79,8 +75,8 @@ def test_staged_drafting_runs_the_draft_model_less_when_prompt_lookup_proposes_w
     assert staged_dec.new_tokens == plain_dec.new_tokens  # the same drafts, so the same output
     assert [r.draft_tokens for r in staged_rounds] == [r.draft_tokens for r in plain_rounds]
     assert plain == sum(r.k for r in plain_rounds)  # one pass per drafted token
-    kept = sum(r.stage_accepted for r in staged_rounds)
-    assert sum(r.stage_passes for r in staged_rounds) == staged
+    kept = sum(r.extras.accepted for r in staged_rounds)
+    assert sum(r.extras.passes for r in staged_rounds) == staged
     # each kept lookup token saves the pass that would have drafted it (but the one that ends a draft: no bonus)
     assert plain - kept <= staged <= plain - kept + len(staged_rounds)
     assert kept > 0 and staged < plain, (kept, staged, plain)
@@ -118,21 +114,16 @@ def test_engine_staged_two_token_distribution_equals_target(tiny_pair, bigram_dr
     """End to end through the real loop: the joint law of the first two tokens over 1,500 seeds equals the
     target's (temperature 1.5, top-k 4), with prompt lookup proposing at the first level."""
     ids = cycle_prompt(tiny_pair.tokenizer, bigram_draft)
-    cfg = dict(max_new_tokens=2, k=2, temperature=1.5, top_k=4)
-    exact = _exact_two_token_distribution(tiny_pair, ids, DecodeConfig(**cfg).sampling)
-    vocab = tiny_pair.target.config.vocab_size
-    counts = torch.zeros(vocab * vocab, dtype=torch.float64)
-    proposed = kept = 0
-    for seed in range(1500):
-        dec = SpeculativeDecoder(tiny_pair.target, StagedDrafter(bigram_draft), ids,
-                                 DecodeConfig(seed=seed, record=False, **cfg), set())
-        for r in dec:
-            proposed, kept = proposed + r.stage_proposed, kept + r.stage_accepted
-        a, b = dec.new_tokens
-        counts[a * vocab + b] += 1
-    stat, df = chi_square(counts, exact)
+    first_level = StagedExtras()
+
+    def count(seed, r):
+        first_level.proposed += r.extras.proposed
+        first_level.accepted += r.extras.accepted
+
+    stat, df = two_token_test(tiny_pair, lambda: StagedDrafter(bigram_draft), ids, 1500, count, max_new_tokens=2,
+                              k=2, temperature=1.5, top_k=4)
     assert stat < CHI2_999[df], (stat, df)
-    assert 0 < kept < proposed  # the first level kept and rejected lookup tokens
+    assert 0 < first_level.accepted < first_level.proposed  # the first level kept and rejected lookup tokens
 
 
 def test_staged_is_a_drafter_of_the_spec(tiny_models):

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pandas as pd
 
 from playground import theory, trace
-from playground.records import RoundRecord
+from playground.records import CrossExtras, RoundRecord, TreeExtras
 
 
 def rec(i, k, accepted, new, draft_s=0.01, verify_s=0.1, total=0, stop="", margins=None):
@@ -37,13 +37,15 @@ def test_summary_numbers_by_hand():
     assert math.isclose(s["wall_s"], 0.33)
     assert math.isclose(s["tokens_per_s"], 8 / 0.33)
     assert s["step_source"] == "measured" and s["step_s"] == 0.08  # one target step = V(1) of the profile
-    assert math.isclose(s["c"], (0.03 / 12) / 0.08)
+    c = (0.02 / 8) / 0.08  # rounds 1 and 2 (round 0 also filled the draft's cache): 8 drafts in 0.02 s; V(1) = 0.08
+    assert math.isclose(s["c"], c)
     assert math.isclose(s["v"], 0.1 / 0.08)  # rounds 1 and 2 (round 0 also scored the prompt)
     assert math.isclose(s["baseline_tokens_per_s"], 10.0)
     assert math.isclose(s["speedup"], 8 / 0.33 / 10.0)
-    assert math.isclose(s["theory_speedup"], theory.speedup(5 / 7, 4, s["c"]))  # Leviathan's ideal, v = 1
-    assert math.isclose(s["calibrated_speedup"], theory.speedup(5 / 7, 4, s["c"], v=0.1 / 0.08))  # v(4) = V(5)/V(1)
-    assert s["best_k"] == theory.best_k(5 / 7, s["c"])
+    assert math.isclose(s["theory_speedup"], theory.speedup(5 / 7, 4, c))  # Leviathan's ideal, v = 1, k = 4
+    # the calibrated model for this run: 8 tokens, its first round (0.11 s) paid by both
+    assert math.isclose(s["calibrated_speedup"], theory.run_speedup(5 / 7, 4, c, PROFILE, 8, 0.11))
+    assert s["best_k"] == theory.best_k(5 / 7, c)
     assert s["position_acceptance"] == [2 / 3, 1 / 2, 1.0, 1.0]
 
 
@@ -92,7 +94,7 @@ def test_baseline_rounds_have_no_acceptance():
 def test_csv_and_json_round_trip():
     df = pd.read_csv(io.StringIO(trace.to_csv(ROUNDS)))
     assert len(df) == 3 and json.loads(df["new_tokens"][0]) == [0, 1, 2, 3, 99]
-    cross = replace(ROUNDS[0], draft_text=' a, "b"', draft_pieces=[" a", ',', ' "b"'], draft_source=[" a", ', "b"'])
+    cross = replace(ROUNDS[0], extras=CrossExtras(' a, "b"', [" a", ',', ' "b"'], [" a", ', "b"']))
     row = pd.read_csv(io.StringIO(trace.to_csv([cross]))).iloc[0]  # a cross-tokenizer round: both sides, as JSON
     assert json.loads(row["draft_pieces"]) == [" a", ",", ' "b"'] and json.loads(row["draft_source"]) == [" a", ', "b"']
     assert row["draft_text"] == ' a, "b"'
@@ -152,11 +154,11 @@ def tree_rec(i, parents, accepted):
     """A tree round as tree.tree_record orders it: the kept path first (nodes 0 .. accepted - 1)."""
     k = len(parents)
     return RoundRecord(i, k, list(range(k)), accepted, 99, "correction", [0] * accepted + [99], 0.01, 0.1, 0,
-                       tree_parents=parents, tree_path=list(range(accepted)))
+                       extras=TreeExtras(parents, list(range(accepted))))
 
 
 def test_depth_acceptance_reads_chains_by_position_and_trees_by_depth():
-    assert trace.depth_acceptance(ROUNDS) == trace.position_acceptance(ROUNDS) == [2 / 3, 1 / 2, 1.0, 1.0]
+    assert trace.depth_acceptance(ROUNDS) == [2 / 3, 1 / 2, 1.0, 1.0]
     rounds = [
         tree_rec(0, [-1, 0, 1, -1, 0], 3),  # path 0 -> 1 -> 2 (depth 3), a leaf: nothing tried at depth 4
         tree_rec(1, [-1, 0, -1, -1, 1], 1),  # path 0; tried its child 1 at depth 2, rejected

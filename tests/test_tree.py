@@ -1,4 +1,4 @@
-"""Token trees (playground/tree.py): lossless greedy output, exact sampling law, caches that keep exactly
+"""Token trees (playground/decoding/tree.py): lossless greedy output, exact sampling law, caches that keep exactly
 the accepted path, records the views can draw, on the tiny Llamas and a tiny random Qwen2."""
 from __future__ import annotations
 
@@ -7,22 +7,23 @@ import copy
 import pytest
 import torch
 
-from playground import tree
-from playground.drafters import ModelDrafter, PromptLookupDrafter
+from playground.decoding import make_drafter, tree
+from playground.decoding.lookup import PromptLookupDrafter
+from playground.decoding.model import ModelDrafter
+from playground.decoding.tree import TreeDrafter
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
-from playground.runner import encode_prompt, make_drafter
-from playground.sampling import logits_to_probs, residual, sample
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec
-from tests.test_engine import PROMPTS, target_greedy
-from tests.test_sampling import CHI2_999, _exact_two_token_distribution, chi_square, fit, random_dists
+from playground.runner import encode_prompt
+from playground.sampling import residual, sample
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, parse_tree
+from tests.helpers import CHI2_999, PROMPTS, decode, fit, random_dists, target_greedy, two_token_test
 
 SHAPES = ["3-2-1-1", "2-2", "1-1-1-1", "4", "dynamic:12", "dynamic:3"]
 
 
-def decode(pair, drafter, ids, eos=None, **cfg) -> tuple[SpeculativeDecoder, list]:
-    dec = SpeculativeDecoder(pair.target, drafter, ids, DecodeConfig(**cfg), pair.eos if eos is None else eos)
-    return dec, list(dec)
+def trees(pair, shape: str, drafter=None) -> TreeDrafter:
+    """A token tree of this shape from the pair's draft model (or from `drafter`)."""
+    return TreeDrafter(drafter or ModelDrafter(pair.draft), parse_tree(shape), pair.target)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -31,7 +32,7 @@ def test_greedy_tree_output_equals_target_generate(tiny_pair, shape):
     for i, prompt in enumerate(PROMPTS[:6]):
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
         max_new = [1, 2, 7, 30][i % 4]  # 1 and 2 leave less budget than the tree's depth
-        dec, rounds = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=max_new, tree=shape)
+        dec, rounds = decode(tiny_pair, trees(tiny_pair, shape), ids, max_new_tokens=max_new)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, max_new, tiny_pair.eos), (prompt, shape)
         accepted += sum(r.accepted for r in rounds)
     assert accepted > 0
@@ -40,8 +41,8 @@ def test_greedy_tree_output_equals_target_generate(tiny_pair, shape):
 def test_greedy_tree_with_the_early_exit_drafter_equals_target_generate(tiny_pair):
     for prompt in PROMPTS[:3]:
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
-        drafter = make_drafter(DrafterSpec(DrafterKind.EARLY_EXIT), tiny_pair)
-        dec, _ = decode(tiny_pair, drafter, ids, max_new_tokens=20, tree="2-2-1")
+        drafter = make_drafter(DrafterSpec(DrafterKind.EARLY_EXIT), tiny_pair, tree=parse_tree("2-2-1"))
+        dec, _ = decode(tiny_pair, drafter, ids, max_new_tokens=20)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 20, tiny_pair.eos)
 
 
@@ -49,15 +50,15 @@ def test_a_tree_accepts_at_least_as_much_as_its_main_chain(tiny_pair):
     """Greedy: the tree 3-1-1 holds the chain of the draft's argmaxes (1-1-1) as its first branch, so
     every round keeps at least as many tokens; over a run, more."""
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[1])
-    _, chain = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, tree="1-1-1")
-    _, wide = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, tree="3-1-1")
+    _, chain = decode(tiny_pair, trees(tiny_pair, "1-1-1"), ids, max_new_tokens=40)
+    _, wide = decode(tiny_pair, trees(tiny_pair, "3-1-1"), ids, max_new_tokens=40)
     per_round = lambda rounds: sum(r.accepted + 1 for r in rounds) / len(rounds)
     assert per_round(wide) > per_round(chain)
 
 
 def _check_caches(dec: SpeculativeDecoder) -> None:
     """Both caches hold exactly the kept sequence (gathered, not recomputed) and equal a fresh recompute."""
-    ids, drafter = dec.ids, dec.drafter
+    ids, drafter = dec.ids, dec.drafter.drafter  # the tree strategy's model drafter: its model and cache
     assert dec.cache.get_seq_length() == dec.cached == ids.shape[1] - 1
     assert drafter.cache.get_seq_length() == drafter.cached <= ids.shape[1]
     for model, cache, cached in ((dec.target, dec.cache, dec.cached), (drafter.model, drafter.cache, drafter.cached)):
@@ -71,7 +72,7 @@ def _check_caches(dec: SpeculativeDecoder) -> None:
 @pytest.mark.parametrize("shape", ["3-2-1-1", "dynamic:10"])
 def test_tree_caches_keep_exactly_the_accepted_path(tiny_pair, temperature, shape):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[3])
-    dec = SpeculativeDecoder(tiny_pair.target, ModelDrafter(tiny_pair.draft), ids,
+    dec = SpeculativeDecoder(tiny_pair.target, trees(tiny_pair, shape), ids,
                              DecodeConfig(max_new_tokens=30, tree=shape, temperature=temperature, seed=2), set())
     gathered = 0
     for record in dec:
@@ -83,16 +84,16 @@ def test_tree_caches_keep_exactly_the_accepted_path(tiny_pair, temperature, shap
 def test_tree_records_describe_the_tree(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
     for temperature in (0.0, 0.8):
-        _, rounds = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=30, tree="3-2-1",
+        _, rounds = decode(tiny_pair, trees(tiny_pair, "3-2-1"), ids, max_new_tokens=30,
                            temperature=temperature, seed=1)
         for r in rounds[:-1]:  # the last may be cut by the token budget
-            assert r.is_tree and r.k == len(r.draft_tokens) == len(r.tree_parents) == len(r.p) == len(r.q) == 3 + 6 + 6
-            assert all(-1 <= parent < i for i, parent in enumerate(r.tree_parents))  # parents first
-            assert r.tree_path == list(range(r.accepted))
-            assert [r.tree_parents[i] for i in r.tree_path] == list(range(-1, r.accepted - 1))  # a root path
+            assert r.is_tree and r.k == len(r.draft_tokens) == len(r.tree.parents) == len(r.p) == len(r.q) == 3 + 6 + 6
+            assert all(-1 <= parent < i for i, parent in enumerate(r.tree.parents))  # parents first
+            assert r.tree.path == list(range(r.accepted))
+            assert [r.tree.parents[i] for i in r.tree.path] == list(range(-1, r.accepted - 1))  # a root path
             assert all(0 <= x <= 1 for x in r.p + r.q) and 0 <= r.token_q <= 1
             last = r.accepted - 1
-            children = [i for i, parent in enumerate(r.tree_parents) if parent == last]
+            children = [i for i, parent in enumerate(r.tree.parents) if parent == last]
             assert r.token_kind == ("correction" if children else "bonus")
             assert r.token not in [r.draft_tokens[i] for i in children]  # a rejected candidate has no residual mass
             assert r.new_tokens[: r.accepted] == r.draft_tokens[: r.accepted] or r.stop
@@ -102,7 +103,9 @@ def test_tree_records_describe_the_tree(tiny_pair):
 def test_tree_decoding_refuses_what_it_cannot_run(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
     with pytest.raises(PlaygroundError, match="drafts a chain only"):
-        SpeculativeDecoder(tiny_pair.target, PromptLookupDrafter(), ids, DecodeConfig(tree="2-2"))
+        trees(tiny_pair, "2-2", PromptLookupDrafter())
+    with pytest.raises(PlaygroundError, match="drafts a chain only"):
+        make_drafter(DrafterSpec(DrafterKind.PROMPT_LOOKUP), tiny_pair, tree=parse_tree("2-2"))
     sliding = copy.copy(tiny_pair.target)
     sliding.config = copy.deepcopy(tiny_pair.target.config)
     sliding.config.layer_types = ["sliding_attention", "full_attention"]
@@ -141,7 +144,7 @@ def qwen2_pair(tiny_pair):
 def test_qwen2_greedy_tree_equals_target_generate_and_keeps_caches_exact(qwen2_pair, shape):
     for prompt in PROMPTS[:3]:
         ids = encode_prompt(qwen2_pair.tokenizer, prompt)
-        dec = SpeculativeDecoder(qwen2_pair.target, ModelDrafter(qwen2_pair.draft), ids,
+        dec = SpeculativeDecoder(qwen2_pair.target, trees(qwen2_pair, shape), ids,
                                  DecodeConfig(max_new_tokens=25, tree=shape), qwen2_pair.eos)
         for _ in dec:
             _check_caches(dec)
@@ -206,20 +209,13 @@ def test_engine_tree_two_token_distribution_equals_target(tiny_pair, shape):
     """End to end through the real loop: the joint law of the first two tokens of a tree decoding,
     over 1,500 seeds, equals the target's (temperature 1.5 and top-k 4: both models leave room to differ)."""
     ids = encode_prompt(tiny_pair.tokenizer, "The quick brown fox jumps over the lazy dog. The quick")
-    cfg = dict(max_new_tokens=2, temperature=1.5, top_k=4, tree=shape)
-    exact = _exact_two_token_distribution(tiny_pair, ids, DecodeConfig(**cfg).sampling)
-    vocab = tiny_pair.target.config.vocab_size
-    counts = torch.zeros(vocab * vocab, dtype=torch.float64)
-    corrections = 0
-    for seed in range(1500):
-        dec = SpeculativeDecoder(tiny_pair.target, ModelDrafter(tiny_pair.draft), ids,
-                                 DecodeConfig(seed=seed, record=False, **cfg), set())
-        first = dec.step()
-        corrections += first.token_kind == "correction"
-        while not dec.done:
-            dec.step()
-        a, b = dec.new_tokens
-        counts[a * vocab + b] += 1
-    stat, df = chi_square(counts, exact)
+    corrections = []
+
+    def count(seed, r):
+        if r.round == 0:
+            corrections.append(r.token_kind == "correction")
+
+    stat, df = two_token_test(tiny_pair, lambda: trees(tiny_pair, shape), ids, 1500, count, max_new_tokens=2,
+                              temperature=1.5, top_k=4, tree=shape)
     assert stat < CHI2_999[df], (stat, df)
-    assert 50 < corrections < 1450  # both kept paths and rejections of every candidate happened
+    assert 50 < sum(corrections) < 1450  # both kept paths and rejections of every candidate happened

@@ -19,12 +19,14 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from playground import models, trace
+from playground import decoding, models, trace
 from playground.batch import BatchedDecoder, BatchResult
+from playground.decoding.cache import cache_bytes
 from playground.bench.grid import grid_frame, run_grid
 from playground.bench.prompts import PROMPTS
 from playground.errors import PlaygroundError
-from playground.models import LoadedPair, Progress, _quiet
+from playground.models import LoadedPair
+from playground.progress import Progress, quiet
 from playground.models.cache import model_bytes
 from playground.records import RoundRecord
 from playground.runner import Runner, encode_prompt
@@ -54,7 +56,7 @@ def greedy_decode(spec: RunSpec) -> DecodeConfig:
 
 
 def _needs_draft_model(spec: RunSpec, what: str) -> None:
-    if spec.drafter.kind is not DrafterKind.DRAFT_MODEL:
+    if not decoding.strategy(spec.drafter.kind).batch:
         raise PlaygroundError(f"The {what} challenge runs the pair's draft model (the 'draft model' drafter); "
                               f"got {spec.drafter.kind.value!r}.")
 
@@ -120,12 +122,6 @@ def check_window(pair: LoadedPair, tokens: int, what: str) -> None:
             raise PlaygroundError(f"{what} needs {tokens} positions; the model's context window is {window} tokens.")
 
 
-def _as_rounds(tokens: list[int], margins: list[float]) -> list[RoundRecord]:
-    """One sequence's output as one record (trace.compare_outputs reads new_tokens and margins)."""
-    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1] if tokens else -1, token_kind="target",
-                        new_tokens=list(tokens), draft_s=0.0, verify_s=0.0, total_new=len(tokens), margins=list(margins))]
-
-
 def _equality(comparisons: list[dict]) -> dict:
     """Several outputs' trace.compare_outputs -> all equal?, how many differ after a near-tie, how many truly, the first."""
     differ = [c for c in comparisons if not c["equal"]]
@@ -142,7 +138,7 @@ def _equality(comparisons: list[dict]) -> dict:
 def _batch_row(result: BatchResult, size: int, k: int, solo: list[list[RoundRecord]], precision: str) -> dict:
     rounds = result.rounds
     s = trace.batch_summary(rounds, sum(len(o) for o in result.outputs))
-    checks = [trace.compare_outputs(_as_rounds(out, m), solo[i % len(solo)], precision)
+    checks = [trace.compare_outputs(trace.as_rounds(out, m), solo[i % len(solo)], precision)
               for i, (out, m) in enumerate(zip(result.outputs, result.margins))]
     return dict(batch_size=size, method=SPECULATIVE if k else BASELINE, k=k, sequences=len(result.outputs),
                 tokens=s["tokens"], seconds=s["seconds"], tokens_per_s=s["tokens_per_s"],
@@ -153,7 +149,7 @@ def _batch_row(result: BatchResult, size: int, k: int, solo: list[list[RoundReco
 
 
 def batch_sweep(runner: Runner, spec: RunSpec, batch_sizes: Sequence[int], prompts: Sequence[str] = tuple(BATCH_PROMPTS),
-                progress: Progress = _quiet) -> pd.DataFrame:
+                progress: Progress = quiet) -> pd.DataFrame:
     """Speculative decoding and the target alone, both batched (playground.batch), at each batch size: B sequences
     of the first B prompts (cycled beyond len(prompts)). speedup = speculative tokens/s over the batched target
     alone's at the same B; every sequence's output is compared with its own solo target-alone run."""
@@ -205,15 +201,13 @@ def batch_sweep(runner: Runner, spec: RunSpec, batch_sizes: Sequence[int], promp
 # ---------------------------------------------------------------- context length
 
 def _kv_bytes(decoder) -> tuple[int, int]:
-    """(target, draft) KV-cache bytes of a finished solo decoder (engine.SpeculativeDecoder)."""
-    def size(cache) -> int:
-        return sum(t.numel() * t.element_size() for layer in getattr(cache, "layers", [])
-                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
-    return size(decoder.cache), size(getattr(decoder.drafter, "cache", None))
+    """(target, draft) KV-cache bytes of a finished solo decoder (engine.SpeculativeDecoder; a model drafter
+    keeps its cache as `cache`)."""
+    return cache_bytes(decoder.cache), cache_bytes(getattr(decoder.drafter, "cache", None))
 
 
 def context_sweep(runner: Runner, spec: RunSpec, lengths: Sequence[int], document: str = LONG_DOCUMENT,
-                  progress: Progress = _quiet) -> pd.DataFrame:
+                  progress: Progress = quiet) -> pd.DataFrame:
     """Speculative decoding and the target alone (the Runner, one sequence) on the first L tokens of a long
     document (no chat template: the models continue it), for each L: speedup (whole run, and the decoding
     rounds alone, without the prompt pass), alpha, c and v (trace.summarize), the draft's and the verify's
@@ -291,7 +285,7 @@ def default_precisions(device: torch.device | None = None) -> tuple[list[str], l
 
 
 def precision_grid(runner: Runner, spec: RunSpec, target_precisions: Sequence[str], draft_precisions: Sequence[str],
-                   progress: Progress = _quiet, max_cells: int | None = None) -> pd.DataFrame:
+                   progress: Progress = quiet, max_cells: int | None = None) -> pd.DataFrame:
     """Target precision x draft precision on the spec's prompt (bench.run_grid: each target precision's own
     target alone first, same engine): alpha, c, v, speedup per cell, each greedy output against the target
     alone at the same target precision. Each model load is checked against the memory budget before it loads

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -25,7 +24,8 @@ from playground.bench import challenges
 from playground.bench.prompts import load_prompts
 from playground.bench.report import markdown_table
 from playground.errors import PlaygroundError
-from playground.models import Progress
+from playground.numbers import json_safe
+from playground.progress import Progress
 from playground.runner import Runner
 from playground.spec import DecodeConfig, DrafterSpec, PairSpec, RunSpec, parse_k
 from playground.views import challenges as views
@@ -97,12 +97,6 @@ def _figure_name(effect: str) -> str:
     return "challenge_" + effect.replace(" ", "_")
 
 
-def _clean(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
 def main(args: argparse.Namespace, argv_text: str, default_k: list[str], progress: Progress, environment) -> int:
     """Run the challenges a parsed command line asks for; 2 on a refused request (the message on stderr)."""
     import sys
@@ -135,8 +129,7 @@ def main(args: argparse.Namespace, argv_text: str, default_k: list[str], progres
         print(f"wrote {path}")
     if args.json:
         doc = {"environment": env, "args": vars(args),
-               "results": {effect: [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
-                           for effect, frame in frames.items()}}
+               "results": {effect: json_safe(frame.to_dict("records")) for effect, frame in frames.items()}}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str))
         print(f"wrote {args.json}")

@@ -33,6 +33,8 @@ from playground.bench import challenges_cli, report, targets
 from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_grid
 from playground.bench.prompts import load_prompts
 from playground.errors import PlaygroundError
+from playground.numbers import json_safe
+from playground.progress import printer, quiet
 from playground.runner import Runner
 from playground.spec import (DEFAULT_CONFIDENCE, K_MAX, K_MIN, DrafterKind, DrafterSpec, PairSpec, Precision, RunSpec, parse_drafter_name,
                              parse_list)
@@ -125,27 +127,6 @@ def environment() -> dict:
     }
 
 
-def _stderr_progress(message: str, fraction: float) -> None:
-    if message != getattr(_stderr_progress, "last", None):
-        print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
-        _stderr_progress.last = message
-
-
-def _quiet(message: str, fraction: float) -> None:
-    pass
-
-
-def _clean(x):
-    """JSON without NaN: nan / inf -> null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
 STDOUT_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_precision", "draft_precision", "tokens",
                   "tokens_per_s", "speedup", "vs_best_hf", "alpha", "nodes", "mean_accepted", "c", "v",
                   "calibrated_speedup", "greedy"]
@@ -153,7 +134,7 @@ STDOUT_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_prec
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    progress = _quiet if args.quiet else _stderr_progress
+    progress = quiet if args.quiet else printer(sys.stderr)
     if args.challenges:  # the deployment challenges (batch size, context length, precision) instead of the grid
         argv_text = " ".join(f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
         return challenges_cli.main(args, argv_text, build_parser().get_default("k"), progress, environment)
@@ -173,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"record on {o['record_on_tps']:.3f} tok/s, off {o['record_off_tps']:.3f} tok/s (medians of "
                   f"{o['reps']}; {o['target_precision']} target): instrumentation costs {o['overhead']:.1%}")
             if args.json:
-                Path(args.json).write_text(json.dumps(_clean({"environment": environment(), "record_overhead": o}), indent=1))
+                Path(args.json).write_text(json.dumps(json_safe({"environment": environment(), "record_overhead": o}), indent=1))
             return 0
         results = run_grid(runner, pairs, prompts, decodes, drafters, compare_hf=args.compare_hf, progress=progress,
                            max_cells=None, stock_kernels=args.stock_kernels)
@@ -194,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                "results": [row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens}
                            for row, r in zip(rows, results)]}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(_clean(doc), indent=1, default=str))
+        Path(args.json).write_text(json.dumps(json_safe(doc), indent=1, default=str))
         print(f"\nwrote {args.json}")
     if args.report:
         command = "python -m playground.bench " + " ".join(

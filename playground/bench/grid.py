@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
+from itertools import product
 from typing import Sequence
 
 import pandas as pd
 
-from playground import models, speed, trace
+from playground import decoding, models, speed, trace
 from playground.bench import hf
+from playground.engine import clock
 from playground.errors import PlaygroundError
-from playground.models import LoadedPair, Progress, _quiet
+from playground.models import LoadedPair
+from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.runner import Runner
-from playground.spec import (DEFAULT_CONFIDENCE, TREE_DRAFTERS, DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec,
-                             RunSpec, TreeShape, check_prompt, parse_k, parse_tree)
+from playground.spec import (DEFAULT_CONFIDENCE, DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec,
+                             TreeShape, check_prompt, parse_k, parse_tree)
 
 MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters
 nan = float("nan")
@@ -101,7 +103,7 @@ def _drafters_for(decode: DecodeConfig, drafters: Sequence[DrafterSpec]) -> list
     or the draft model when none of them can."""
     if decode.tree is None:
         return list(drafters)
-    return [d for d in drafters if d.kind in TREE_DRAFTERS] or [DrafterSpec(DrafterKind.DRAFT_MODEL)]
+    return [d for d in drafters if decoding.strategy(d.kind).tree] or [DrafterSpec(DrafterKind.DRAFT_MODEL)]
 
 
 def _baseline_decode(decode: DecodeConfig) -> DecodeConfig:
@@ -141,18 +143,10 @@ def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Pro
             speed.fast_verify(loaded.target, kernels)
         if not runner.is_warm(spec, loaded):
             runner.warm_up(spec, loaded, progress)
-        speed.synchronize(loaded.target)
-        start = time.perf_counter()
+        start = clock(loaded.target.device)
         rounds = list(runner.rounds(spec, loaded))
-        speed.synchronize(loaded.target)
-        wall = time.perf_counter() - start
+        wall = clock(loaded.target.device) - start
     return rounds, loaded, wall, runner.profile(spec, loaded)
-
-
-def _as_rounds(tokens: list[int]) -> list[RoundRecord]:
-    """An HF output as one record (only its tokens: trace.compare_outputs reads new_tokens and margins)."""
-    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1] if tokens else -1,
-                        token_kind="target", new_tokens=list(tokens), draft_s=0.0, verify_s=0.0, total_new=len(tokens))]
 
 
 def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: DecodeConfig, precision: str) -> dict:
@@ -164,21 +158,25 @@ def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: Decode
 
 
 def _draft_precision(spec: RunSpec, loaded: LoadedPair) -> str:
-    if spec.drafter.needs_draft_model and loaded.draft_precision:
+    """The precision the draft ran at: the draft model's, the target's for a drafter of the target's layers."""
+    model = decoding.strategy(spec.drafter.kind).model
+    if model == "draft" and loaded.draft_precision:
         return loaded.draft_precision.value
-    if spec.drafter.kind is DrafterKind.EARLY_EXIT:
-        return loaded.target_precision.value
-    return ""
+    return loaded.target_precision.value if model == "target" else ""
+
+
+SUMMARY_FIELDS = ("alpha", "alpha_eval", "mean_accepted", "c", "v", "theory_speedup", "calibrated_speedup")
 
 
 def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float, profile, base) -> Result:
     s = trace.summarize(rounds, base, profile)
-    is_base = spec.drafter.kind is DrafterKind.TARGET_ALONE
+    is_base = spec.drafter.is_baseline
     return Result(
-        spec.pair.name, category, spec.drafter.label, spec.drafter.kind.value, "ours", "" if is_base else spec.decode.k_label,
-        spec.decode.temperature, loaded.target_precision.value, _draft_precision(spec, loaded), s["tokens"], s["wall_s"],
-        s["tokens_per_s"], wall, 1.0 if is_base else s["speedup"], s["alpha"], s["alpha_eval"], s["mean_accepted"],
-        s["c"], s["v"], s["theory_speedup"], s["calibrated_speedup"],
+        pair=spec.pair.name, category=category, method=spec.drafter.label, drafter=spec.drafter.kind.value,
+        engine="ours", k="" if is_base else spec.decode.k_label, temperature=spec.decode.temperature,
+        target_precision=loaded.target_precision.value, draft_precision=_draft_precision(spec, loaded),
+        tokens=s["tokens"], seconds=s["wall_s"], tokens_per_s=s["tokens_per_s"], wall_s=wall,
+        speedup=1.0 if is_base else s["speedup"], **{name: s[name] for name in SUMMARY_FIELDS},
         tree=spec.decode.tree.label if spec.decode.tree else "", nodes=nan if is_base else s["mean_k"],
         depth_acceptance=[] if is_base else trace.depth_acceptance(rounds),
         new_tokens=[t for r in rounds for t in r.new_tokens],
@@ -188,7 +186,7 @@ def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float,
 # ---------------------------------------------------------------- the grid
 
 def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str], decodes: Sequence[DecodeConfig],
-             drafters: Sequence[DrafterSpec], compare_hf: bool = False, progress: Progress = _quiet,
+             drafters: Sequence[DrafterSpec], compare_hf: bool = False, progress: Progress = quiet,
              max_cells: int | None = MAX_CELLS, stock_kernels: bool = False, chat: bool = True) -> list[Result]:
     """Every (pair, prompt, decode, drafter), plus per (pair, prompt, sampling settings) the target alone
     and, with compare_hf, the HF peers (hf.configs_for). One row per run, in a stable order (baseline,
@@ -201,57 +199,82 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
     groups: dict[DecodeConfig, list[DecodeConfig]] = {}
     for decode in decodes:
         groups.setdefault(_baseline_decode(decode), []).append(decode)
-    kernels = False if stock_kernels else None
     total = len(prompts) * sum(1 + sum(len(_drafters_of(pair, _drafters_for(d, drafters))) for d in g)
                                for pair in pairs for g in groups.values())
-    done = [0]
-    touched: list = []
-    hf_warm: set = set()
-
-    def tick(label: str) -> None:
-        progress(f"[{done[0] + 1}/{total}{'+HF' if compare_hf else ''}] {label}", done[0] / total)
-
+    grid = _GridRun(runner, drafters, compare_hf, False if stock_kernels else None, _Count(progress, total, compare_hf))
     results: list[Result] = []
     try:
-        for pair in pairs:
-            for i, (category, prompt) in enumerate(prompts.items()):
-                for base_decode, group in groups.items():
-                    where = f"{pair.name} · {category} · T={base_decode.temperature:g}"
-                    base_spec = RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), base_decode, prompt, chat).baseline()
-                    tick(f"{where} · target alone")
-                    base, loaded, wall, profile = _run_ours(runner, base_spec, kernels, progress)
-                    touched.append(loaded.target)
-                    done[0] += 1
-                    rows = [_ours(base_spec, category, base, loaded, wall, profile, None)]
-                    own = _drafters_of(pair, drafters)
-                    jobs = [RunSpec(pair, d, decode, prompt, chat) for decode in group
-                            for d in _drafters_of(pair, _drafters_for(decode, drafters))]
-                    if compare_hf:
-                        jobs += _hf_jobs(pair, group, own, prompt, chat)
-                    out: list[Result | None] = [None] * len(jobs)
-                    shift = i % len(jobs)
-                    for j in list(range(shift, len(jobs))) + list(range(shift)):
-                        job = jobs[j]
-                        if isinstance(job, RunSpec):
-                            tick(f"{where} · {job.drafter.label} · k={job.decode.k_label}")
-                            rounds, loaded, wall, profile = _run_ours(runner, job, kernels, progress)
-                            out[j] = _ours(job, category, rounds, loaded, wall, profile, base)
-                            done[0] += 1
-                        else:
-                            progress(f"{where} · {job[0].method} {job[0].k_label}", done[0] / total)
-                            out[j] = _run_hf(runner, job, category, base, hf_warm, progress)
-                    rows += [r for r in out if r is not None]
-                    hf_base = next((r for r in rows if r.method == hf.HF_TARGET_ALONE), None)
-                    for r in rows:
-                        if r.engine == "hf" and hf_base is not None:
-                            r.speedup = trace.speedup(r.tokens_per_s, hf_base.tokens_per_s)
-                    results += rows
+        for pair, (i, (category, prompt)), (base_decode, group) in product(pairs, enumerate(prompts.items()),
+                                                                            groups.items()):
+            results += grid.group(RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), base_decode, prompt, chat),
+                                  category, group, rotate=i)
     finally:
         if stock_kernels:
-            for target in {id(t): t for t in touched}.values():
+            for target in {id(t): t for t in grid.touched}.values():
                 speed.fast_verify(target, models.fast_verify_default())
     progress("done", 1.0)
     return results
+
+
+@dataclass
+class _Count:
+    """The grid's progress line: "[done + 1/total] label" for each run of our engine (HF runs are not counted)."""
+
+    progress: Progress
+    total: int
+    hf: bool
+    done: int = 0
+
+    def start(self, label: str, counted: bool = True) -> None:
+        head = f"[{self.done + 1}/{self.total}{'+HF' if self.hf else ''}] " if counted else ""
+        self.progress(head + label, self.done / self.total)
+
+
+class _GridRun:
+    """One run_grid request: the runner, what each group compares, the progress count, the HF peers already
+    warm, and the targets whose kernels it touched."""
+
+    def __init__(self, runner: Runner, drafters: Sequence[DrafterSpec], compare_hf: bool, kernels: bool | None,
+                 count: _Count) -> None:
+        self.runner, self.drafters, self.compare_hf, self.kernels, self.count = runner, drafters, compare_hf, kernels, count
+        self.hf_warm: set = set()
+        self.touched: list = []
+
+    def group(self, base_spec: RunSpec, category: str, group: list[DecodeConfig], rotate: int) -> list[Result]:
+        """The target alone on one (pair, prompt, sampling settings), then every configuration of the group
+        (and its HF peers), in an order rotated by `rotate`: one row each."""
+        pair, prompt, chat = base_spec.pair, base_spec.prompt, base_spec.chat
+        where = f"{pair.name} · {category} · T={base_spec.decode.temperature:g}"
+        self.count.start(f"{where} · target alone")
+        base, loaded, wall, profile = self._ours(base_spec)
+        self.touched.append(loaded.target)
+        rows = [_ours(base_spec, category, base, loaded, wall, profile, None)]
+        jobs: list = [RunSpec(pair, d, decode, prompt, chat) for decode in group
+                      for d in _drafters_of(pair, _drafters_for(decode, self.drafters))]
+        if self.compare_hf:
+            jobs += _hf_jobs(pair, group, _drafters_of(pair, self.drafters), prompt, chat)
+        out: list[Result | None] = [None] * len(jobs)
+        shift = rotate % len(jobs)
+        for j in list(range(shift, len(jobs))) + list(range(shift)):
+            job = jobs[j]
+            if isinstance(job, RunSpec):
+                self.count.start(f"{where} · {job.drafter.label} · k={job.decode.k_label}")
+                rounds, loaded, wall, profile = self._ours(job)
+                out[j] = _ours(job, category, rounds, loaded, wall, profile, base)
+            else:
+                self.count.start(f"{where} · {job[0].method} {job[0].k_label}", counted=False)
+                out[j] = _run_hf(self.runner, job, category, base, self.hf_warm, self.count.progress)
+        rows += [r for r in out if r is not None]
+        hf_base = next((r for r in rows if r.method == hf.HF_TARGET_ALONE), None)
+        for r in rows:
+            if r.engine == "hf" and hf_base is not None:
+                r.speedup = trace.speedup(r.tokens_per_s, hf_base.tokens_per_s)
+        return rows
+
+    def _ours(self, spec: RunSpec):
+        out = _run_ours(self.runner, spec, self.kernels, self.count.progress)
+        self.count.done += 1
+        return out
 
 
 def _hf_jobs(pair: PairSpec, group: list[DecodeConfig], drafters: Sequence[DrafterSpec], prompt: str,
@@ -277,15 +300,16 @@ def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], 
             warm.add(key)
         tokens, wall = hf.generate(loaded, config, spec.prompt, spec.decode, spec.chat)
     precision = loaded.target_precision.value
-    return Result(spec.pair.name, category, config.method, config.drafter.value, "hf", config.k_label,
-                  spec.decode.temperature, precision, config.draft_precision, len(tokens), wall,
-                  len(tokens) / wall if wall > 0 else nan, wall, new_tokens=tokens,
-                  **_equality(_as_rounds(tokens), base, spec.decode, precision))
+    return Result(pair=spec.pair.name, category=category, method=config.method, drafter=config.drafter.value,
+                  engine="hf", k=config.k_label, temperature=spec.decode.temperature, target_precision=precision,
+                  draft_precision=config.draft_precision, tokens=len(tokens), seconds=wall,
+                  tokens_per_s=len(tokens) / wall if wall > 0 else nan, wall_s=wall, new_tokens=tokens,
+                  **_equality(trace.as_rounds(tokens), base, spec.decode, precision))
 
 
 # ---------------------------------------------------------------- the record-overhead mode
 
-def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress = _quiet) -> dict:
+def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress = quiet) -> dict:
     """What the UI's per-token records cost: the same spec with record on and off, interleaved `reps`
     times through the runner; medians of tokens/s (trace.summarize) and the relative slowdown."""
     if reps < 1:

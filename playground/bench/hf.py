@@ -28,7 +28,6 @@ itself, so HF's generate gets it too; `--stock-kernels` turns it off for both).
 """
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -36,7 +35,8 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
-from playground import speed
+from playground import decoding
+from playground.engine import clock
 from playground.models import LoadedPair
 from playground.runner import WARM_PROMPT, encode_prompt
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy
@@ -77,26 +77,28 @@ class HFConfig:
 
     @property
     def drafter(self) -> DrafterKind:
-        """Our drafter this one corresponds to."""
-        return {HF_TARGET_ALONE: DrafterKind.TARGET_ALONE, HF_PROMPT_LOOKUP: DrafterKind.PROMPT_LOOKUP,
-                HF_UNIVERSAL: DrafterKind.CROSS_TOKENIZER}.get(self.method, DrafterKind.DRAFT_MODEL)
+        """Our drafter this one corresponds to (the one whose Strategy.hf_peer this method is)."""
+        peer = {HF_TARGET_ALONE: "target alone", HF_PROMPT_LOOKUP: "prompt lookup", HF_UNIVERSAL: "universal"}
+        return decoding.hf_peer_kind(peer.get(self.method, "assisted"))
 
 
 def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str = "") -> list[HFConfig]:
-    """The HF peers of one of our configurations (none for early exit, staged drafting and token trees: HF has
-    no such drafter; the draft-confidence policy's peer is HF's assistant_confidence_threshold)."""
+    """The HF peers of one of our configurations, by its strategy's hf_peer (none for early exit, staged
+    drafting and token trees: HF has no such drafter; the draft-confidence policy's peer is HF's
+    assistant_confidence_threshold)."""
+    peer = decoding.strategy(drafter.kind).hf_peer
     if decode.tree is not None:
         return []
-    if drafter.kind is DrafterKind.DRAFT_MODEL and decode.policy is KPolicy.CONFIDENCE:
+    if peer == "assisted" and decode.policy is KPolicy.CONFIDENCE:
         return [HFConfig(HF_CONFIDENCE, decode.k, draft_precision=draft_precision, confidence=decode.confidence),
                 HFConfig(HF_DEFAULTS, draft_precision=draft_precision)]
-    if drafter.kind is DrafterKind.DRAFT_MODEL:
+    if peer == "assisted":
         schedule = "heuristic" if decode.policy is KPolicy.HEURISTIC else "constant"
         return [HFConfig(HF_SAME_DRAFT, decode.k, schedule, draft_precision=draft_precision),
                 HFConfig(HF_DEFAULTS, draft_precision=draft_precision)]
-    if drafter.kind is DrafterKind.CROSS_TOKENIZER:
+    if peer == "universal":
         return [HFConfig(HF_UNIVERSAL, decode.k, draft_precision=draft_precision)]
-    if drafter.kind is DrafterKind.PROMPT_LOOKUP:
+    if peer == "prompt lookup":
         return [HFConfig(HF_PROMPT_LOOKUP, decode.k, max_ngram=drafter.max_ngram)]
     return []
 
@@ -148,13 +150,11 @@ def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConf
     # The same target object in the same state as ours (its kernels included: --stock-kernels applies to both).
     with assistant_settings(draft, assistant) if draft is not None else _nothing():
         torch.manual_seed(decode.seed)
-        speed.synchronize(target)
-        start = time.perf_counter()
+        start = clock(target.device)
         ids = encode_prompt(pair.tokenizer, prompt, chat).to(target.device)
         with torch.inference_mode():
             out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-        speed.synchronize(target)
-        seconds = time.perf_counter() - start
+        seconds = clock(target.device) - start
     return out[0, ids.shape[1]:].tolist(), seconds
 
 

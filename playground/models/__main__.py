@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from playground.errors import PlaygroundError
-from playground.models import PACKS, convert_pack, pairs, print_progress
+from playground.models import PACKS, convert_pack, pairs
+from playground.progress import printer
 
 if True:
     import argparse
@@ -14,7 +15,7 @@ if True:
         failed = 0
         for pack in PACKS.values():
             try:
-                print(f"{pack.name}: ready at {convert_pack(pack, print_progress)}", flush=True)
+                print(f"{pack.name}: ready at {convert_pack(pack, printer())}", flush=True)
             except PlaygroundError as exc:
                 print(f"{pack.name}: {exc}", flush=True)
                 failed += 1

@@ -14,7 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from playground.errors import PlaygroundError
 from playground.models.load import (check_compatible, choose_device, default_draft_precision, default_target_precision,
                                     eos_ids, estimate_bytes, load_model, memory_budget)
-from playground.models.packs import Progress, _quiet
+from playground.progress import Progress, quiet
 from playground.spec import Precision
 
 class ModelCache:
@@ -41,7 +41,7 @@ class ModelCache:
         with self._lock:
             return [k[0] for k in self._models]
 
-    def get(self, spec: str, progress: Progress = _quiet, precision: Precision | None = None):
+    def get(self, spec: str, progress: Progress = quiet, precision: Precision | None = None):
         key = self.key(spec, precision)
         with self._lock:
             if key in self._models:
@@ -139,7 +139,7 @@ def fast_verify_default() -> bool:
     return os.environ.get("PLAYGROUND_FAST_VERIFY", "1") != "0"
 
 
-def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _quiet,
+def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = quiet,
               target_precision: Precision | None = None, draft_precision: Precision | None = None,
               same_tokenizer: bool = True) -> LoadedPair:
     """Target (and draft, when given) from the shared cache at their precisions (None = this device's
@@ -162,12 +162,3 @@ def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = _qu
         fast_verify(target)  # fp32 on CPU only: the verify kernel for k + 1 rows (playground/speed.py)
     return LoadedPair(draft, target, tokenizer, eos_ids(target, tokenizer), draft_spec, target_spec,
                       target_precision, draft_precision, draft_tok)
-
-
-def print_progress(message: str, fraction: float) -> None:
-    """A Progress for terminals: one line per message change."""
-    if message != getattr(print_progress, "last", None):
-        print(f"[{fraction:4.0%}] {message}", flush=True)
-        print_progress.last = message
-
-

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from playground import decoding
 from playground.errors import PlaygroundError
 from playground.spec import DrafterKind, DrafterSpec
 
@@ -27,7 +28,9 @@ class Pair:
 
     @property
     def cross_tokenizer(self) -> bool:
-        return self.drafter is DrafterKind.CROSS_TOKENIZER
+        """Whether the pair's draft runs through a drafter that translates between two tokenizers."""
+        strategy = decoding.strategy(self.drafter)
+        return strategy.draft_model and not strategy.same_tokenizer
 
 
 DEFAULT_PAIR = "Qwen2.5-Coder 0.5B -> 1.5B (offline)"
@@ -94,6 +97,4 @@ def own_drafter(pair_name: str, drafter: DrafterSpec) -> DrafterSpec:
     its tokenizers need (a cross-tokenizer pair's draft cannot run the same-tokenizer drafter). Every other
     choice stays: the cross-tokenizer drafter may run a same-tokenizer pair (what the text route costs)."""
     pair = pairs().get(pair_name)
-    if drafter.kind is DrafterKind.DRAFT_MODEL and pair is not None and pair.cross_tokenizer:
-        return replace(drafter, kind=DrafterKind.CROSS_TOKENIZER)
-    return drafter
+    return drafter if pair is None else replace(drafter, kind=decoding.for_pair(drafter.kind, pair.drafter))

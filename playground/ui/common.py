@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -16,10 +15,10 @@ from typing import Any, Callable, NamedTuple
 
 import gradio as gr
 
-from playground import models
+from playground import decoding, models
 from playground.errors import PlaygroundError
-from playground.spec import (DEFAULT_PRECISION, DecodeConfig, DrafterKind, PairSpec, RunSpec, parse_drafter, parse_policy,
-                             parse_precision)
+from playground.progress import Progress
+from playground.spec import DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy, parse_precision
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"
@@ -91,6 +90,17 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
     return spec
 
 
+def gradio_progress(bar: Any, check: Callable[[], None] | None = None) -> Progress:
+    """The runner's progress(message, fraction) on a gr.Progress; with `check` (a jobs.Listener's), called
+    first at each report, so that a job nobody listens to ends there."""
+    def report(message: str, fraction: float) -> None:
+        if check is not None:
+            check()
+        bar(fraction, desc=message)
+
+    return report
+
+
 def precision_choices(default: str, options: tuple[str, ...]) -> list[tuple[str, str]]:
     """(label, value) pairs for a precision dropdown: the device default first, named."""
     return [(f"default ({default} on this machine)", DEFAULT_PRECISION)] + [(p, p) for p in options]
@@ -126,13 +136,6 @@ def unexpected(exc: BaseException) -> str:
 def error_status(exc: BaseException) -> str:
     """A PlaygroundError's own message (it names the field), anything else as `unexpected`."""
     return status_html(str(exc), "error") if isinstance(exc, PlaygroundError) else unexpected(exc)
-
-
-def fmt(x: Any, digits: int = 2, suffix: str = "") -> str:
-    """A number for a table: "–" for None and nan."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    return f"{x:.{digits}f}{suffix}" if isinstance(x, float) else f"{x}{suffix}"
 
 
 # ---------------------------------------------------------------- the Run tab's outputs
@@ -184,5 +187,5 @@ def pair_drafter(name: str, drafter: str) -> str:
         wanted = models.get_pair(name).drafter.value
     except PlaygroundError:
         return drafter
-    model_drafters = (DrafterKind.DRAFT_MODEL.value, DrafterKind.CROSS_TOKENIZER.value)
-    return wanted if drafter in model_drafters else drafter
+    pair_drafters = [kind.value for kind, s in decoding.REGISTRY.items() if s.pair_draft]
+    return wanted if drafter in pair_drafters else drafter

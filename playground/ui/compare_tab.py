@@ -9,18 +9,19 @@ import pandas as pd
 
 from playground import bench
 from playground.errors import PlaygroundError
-from playground.models import Progress, _quiet
+from playground.progress import Progress, quiet
 from playground.runner import Runner
 from playground.spec import DRAFTERS
 from playground.ui import jobs
-from playground.ui.common import DECODING, Controls, checked_by_us, error_status, gpu, read_spec, status_html
+from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
+                                  status_html)
 from playground.ui.state import SessionState
 from playground.ui.sweep_tab import grid_download, shown
 from playground.views.grid import compare_figure
 
 
 def run_compare(runner: Runner, state: SessionState, pair_names: list[str], drafter_names: list[str],
-                controls: Controls, progress: Progress = _quiet) -> tuple:
+                controls: Controls, progress: Progress = quiet) -> tuple:
     """(status, bars, table, CSV download) of every chosen pair x drafter with the shared settings (the
     custom model ids are not used here: each pair runs its own models, "draft model" through the drafter its
     tokenizers need: models.own_drafter). The runner may be a jobs.Watched one:
@@ -61,7 +62,7 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
     def on_compare(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         chosen_pairs, chosen_drafters, *shared, session = values  # the order of `inputs` below
         return run_compare(jobs.Watched(runner, jobs.Listener(request)), session, chosen_pairs, chosen_drafters,
-                           Controls(*shared), lambda message, fraction: progress(fraction, desc=message))
+                           Controls(*shared), gradio_progress(progress))
 
     inputs = [pairs, drafters] + controls.as_inputs() + [state]
     run_btn.click(gpu(on_compare), inputs=inputs, outputs=[status, plot, table, csv], api_name="compare",

@@ -5,9 +5,9 @@ from typing import Any
 
 import gradio as gr
 
-from playground.drafters import default_exit_layer
+from playground import decoding
+from playground.decoding.early_exit import default_exit_layer
 from playground.runner import Runner
-from playground.spec import DrafterKind
 from playground.ui.common import Controls, error_status, read_spec, status_html
 from playground.views.export_code import hf_generate_code, vllm_code
 
@@ -17,7 +17,7 @@ def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any]:
     try:
         spec = read_spec(controls)
         layer = spec.drafter.exit_layer
-        if spec.drafter.kind is DrafterKind.EARLY_EXIT and layer is None:  # the default needs the target's layer count
+        if decoding.strategy(spec.drafter.kind).model == "target" and layer is None:  # the default: the target's layers / 4
             layer = default_exit_layer(runner.load(spec).target)
         hf, vllm = hf_generate_code(spec, layer), vllm_code(spec, layer)
     except Exception as exc:

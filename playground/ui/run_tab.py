@@ -11,16 +11,17 @@ import asyncio
 import html
 import time
 from dataclasses import asdict
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import gradio as gr
 
-from playground import trace
-from playground.models import Progress, _quiet
+from playground import decoding, trace
+from playground.numbers import fmt
+from playground.progress import Progress, quiet
+from playground.records import StagedExtras
 from playground.runner import Runner
-from playground.spec import DrafterKind
 from playground.ui import jobs
-from playground.ui.common import (DECODING, Controls, View, error_status, fmt, gpu, read_spec, status_html,
+from playground.ui.common import (DECODING, Controls, View, error_status, gpu, gradio_progress, read_spec, status_html,
                                   unchanged)
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, race, tokens
@@ -39,7 +40,7 @@ class _Stopped(Exception):
 # ---------------------------------------------------------------- callbacks
 
 def generate(runner: Runner, state: SessionState | None, controls: Controls, compare: bool,
-             progress: Progress = _quiet, listener: jobs.Listener | None = None) -> Iterator[View]:
+             progress: Progress = quiet, listener: jobs.Listener | None = None) -> Iterator[View]:
     """Load (cached), warm up (once per model and drafter, by the runner), run the speculative decoder
     round by round and, when asked, the target alone; stream it all, then the final view. With a listener
     (the job in Gradio's queue), the run ends at the next round once nobody listens."""
@@ -175,12 +176,8 @@ def race_view(run: CurrentRun) -> str:
 
 
 def precisions(run: CurrentRun) -> str:
-    """What ran: "target bf16 · draft int8"."""
-    kind = run.spec.drafter.kind
-    draft = {DrafterKind.DRAFT_MODEL: f"draft {run.draft_precision}",
-             DrafterKind.EARLY_EXIT: f"draft: the target's first layers ({run.target_precision})",
-             DrafterKind.PROMPT_LOOKUP: "draft: prompt lookup (no model)",
-             DrafterKind.STAGED: f"draft {run.draft_precision}, its drafts by prompt lookup"}.get(kind, "")
+    """What ran: "target bf16 · draft int8" (the drafter's Strategy.ran)."""
+    draft = decoding.strategy(run.spec.drafter.kind).ran.format(draft=run.draft_precision, target=run.target_precision)
     return " · ".join(p for p in (f"target {run.target_precision}", draft) if p)
 
 
@@ -205,7 +202,7 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
         ("best k, Leviathan ideal (v = 1)", fmt(s["best_k"])),
         ("rounds · tokens · time", f"{s['rounds']} · {s['tokens']} · {fmt(s['wall_s'], 2, ' s')}"),
     ]
-    if run.spec.drafter.kind is DrafterKind.STAGED:  # the first level: prompt lookup drafting for the draft model
+    if any(isinstance(r.extras, StagedExtras) for r in run.rounds):  # staged: the first level, lookup for the draft model
         rows.insert(5, ("staged: lookup tokens the draft model kept · its passes per drafted token",
                         f"{s['stage_accepted']} of {s['stage_proposed']} · "
                         f"{fmt(s['stage_passes'] / s['drafted'] if s['drafted'] else None, 2)}"))
@@ -295,7 +292,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     def on_generate(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Iterator[View]:
         *shared, compare_value, session = values  # the order of `inputs` below
         try:
-            yield from generate(runner, session, Controls(*shared), compare_value, _progress(progress),
+            yield from generate(runner, session, Controls(*shared), compare_value, gradio_progress(progress),
                                 jobs.Listener(request))
         finally:
             jobs.forget_updates(request)  # the streamed updates' leftovers (Gradio keeps them per session)
@@ -314,6 +311,3 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
                    concurrency_limit=None, api_name="stop")
 
 
-def _progress(bar: Any) -> Callable[[str, float], None]:
-    """The runner's progress(message, fraction) on a gr.Progress."""
-    return lambda message, fraction: bar(fraction, desc=message)

@@ -10,11 +10,12 @@ import pandas as pd
 
 from playground import bench
 from playground.errors import PlaygroundError
-from playground.models import Progress, _quiet
+from playground.progress import Progress, quiet
 from playground.runner import Runner
 from playground.spec import K_MAX, K_MIN, KPolicy, parse_list
 from playground.ui import jobs
-from playground.ui.common import DECODING, Controls, checked_by_us, error_status, gpu, read_spec, status_html
+from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
+                                  status_html)
 from playground.ui.state import SessionState
 from playground.views.grid import sweep_figures
 
@@ -37,7 +38,7 @@ def grid_download(grid: pd.DataFrame, state: SessionState, name: str) -> Any:
 
 
 def run_sweep(runner: Runner, state: SessionState, controls: Controls, ks_text: str, temps_text: str, prompt_set: str,
-              progress: Progress = _quiet) -> tuple:
+              progress: Progress = quiet) -> tuple:
     """(status, speedup heatmap, alpha heatmap, theory heatmap, table, CSV download) of a k x temperature grid
     on this prompt or the built-in set; at most bench.MAX_CELLS runs, counted before anything runs.
     The runner may be a jobs.Watched one: the sweep then ends at the next round once nobody listens."""
@@ -88,7 +89,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     def on_sweep(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         *shared, ks_text, temps_text, which, session = values  # the order of `inputs` below
         return run_sweep(jobs.Watched(runner, jobs.Listener(request)), session, Controls(*shared), ks_text, temps_text,
-                         which, lambda message, fraction: progress(fraction, desc=message))
+                         which, gradio_progress(progress))
 
     inputs = controls.as_inputs() + [ks, temps, prompt_set, state]
     run_btn.click(gpu(on_sweep), inputs=inputs, outputs=[status, speedup, alpha, theory, table, csv], api_name="sweep",

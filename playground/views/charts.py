@@ -83,7 +83,7 @@ def accepted_histogram(df: pd.DataFrame) -> go.Figure:
 def position_chart(df: pd.DataFrame) -> go.Figure:
     """Per draft position i: of the rounds that reached i, the share that kept it."""
     fig = go.Figure()
-    rates = trace.position_acceptance(list(df.itertuples())) if len(df) else []
+    rates = trace.depth_acceptance(list(df.itertuples())) if len(df) else []
     if rates:
         fig.add_bar(x=list(range(1, len(rates) + 1)), y=rates, name="acceptance", marker_color=GREEN,
                     hovertemplate="position %{x}: %{y:.2f}<extra></extra>")

@@ -7,8 +7,11 @@ or newlines in it stay inside a string literal; every number is an int or a floa
 """
 from __future__ import annotations
 
+from typing import Callable
+
+from playground import decoding
 from playground.errors import PlaygroundError
-from playground.spec import DrafterKind, KPolicy, Precision, RunSpec
+from playground.spec import KPolicy, Precision, RunSpec
 
 # The offline packs are GGUF re-uploads of these Hub models.
 PACK_HUB_IDS = {
@@ -65,15 +68,25 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     """A runnable transformers snippet: speculative (assisted) generation with this run's models,
     drafter, k, precisions and sampling. exit_layer: the resolved early-exit layer, needed when the
     run's drafter is early exit and spec.drafter.exit_layer is None (the default layer)."""
-    kind, decode = spec.drafter.kind, spec.decode
+    strategy = decoding.strategy(spec.drafter.kind)
+    drafting, speculative = HF_TEMPLATES[strategy.hf_export](spec, exit_layer)
+    return "\n".join(_hf_setup(spec, strategy) + _hf_notes(spec, strategy) + drafting + _hf_prompt(spec)
+                     + _hf_generate(spec, speculative)) + "\n"
+
+
+def _schedule(spec: RunSpec) -> str:
+    """transformers' num_assistant_tokens_schedule nearest to the run's k policy."""
+    return "heuristic" if spec.decode.policy in (KPolicy.HEURISTIC, KPolicy.THEORY) else "constant"
+
+
+def _hf_setup(spec: RunSpec, strategy: decoding.Strategy) -> list[str]:
+    """The imports, the device, the tokenizer and the target."""
     target_id = hub_id(spec.pair.target)
-    model_draft = kind in (DrafterKind.DRAFT_MODEL, DrafterKind.CROSS_TOKENIZER, DrafterKind.STAGED)
-    int8 = model_draft and spec.drafter.precision is Precision.INT8
-    schedule = "heuristic" if decode.policy in (KPolicy.HEURISTIC, KPolicy.THEORY) else "constant"
+    int8 = strategy.draft_model and spec.drafter.precision is Precision.INT8
     lines = ["import torch"]
     if int8:
         lines.append("from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic")
-    lines += [
+    return lines + [
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
         "",
         'device = "cpu"  # int8 drafts run on the CPU; the target is there with it' if int8 else
@@ -81,81 +94,110 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
         f"tok = AutoTokenizer.from_pretrained({target_id!r})",
         f"model = AutoModelForCausalLM.from_pretrained({target_id!r}, dtype={_dtype(spec.pair.target_precision)}).to(device)",
     ]
-    if decode.policy is KPolicy.THEORY and (model_draft or kind is DrafterKind.EARLY_EXIT):
-        lines.append("# The playground's 'adaptive (theory)' k has no transformers equivalent: "
+
+
+def _hf_notes(spec: RunSpec, strategy: decoding.Strategy) -> list[str]:
+    """What of the run the snippet cannot reproduce, as comments."""
+    decode, notes = spec.decode, []
+    if decode.policy is KPolicy.THEORY and strategy.model:  # a model drafts: the snippet has a schedule
+        notes.append("# The playground's 'adaptive (theory)' k has no transformers equivalent: "
                      "the heuristic schedule is the nearest.")
     if decode.tree is not None:
-        lines.append(f"# The playground drafted a token tree ({decode.tree.label}); transformers has no token trees: "
+        notes.append(f"# The playground drafted a token tree ({decode.tree.label}); transformers has no token trees: "
                      f"its assisted generation drafts a chain (here of k = {decode.k}).")
-    if kind is DrafterKind.STAGED:
-        lines.append("# The playground's staged drafting (prompt lookup drafting for the draft model) has no transformers "
-                     "equivalent: the draft model alone drafts here.")
-    speculative = ""
-    if kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED):
-        lines += _draft_lines(spec, hub_id(spec.pair.draft), schedule)
-        speculative = "assistant_model=assistant, "
-    elif kind is DrafterKind.CROSS_TOKENIZER:  # transformers' universal assisted decoding (>= 4.46)
-        lines += _draft_lines(spec, hub_id(spec.pair.draft), schedule)
-        lines.append(f"assistant_tok = AutoTokenizer.from_pretrained({hub_id(spec.pair.draft)!r})  # its own tokenizer")
-        speculative = "assistant_model=assistant, tokenizer=tok, assistant_tokenizer=assistant_tok, "
-    elif kind is DrafterKind.PROMPT_LOOKUP:
-        speculative = f"prompt_lookup_num_tokens={decode.k}, max_matching_ngram_size={spec.drafter.max_ngram}, "
-    elif kind is DrafterKind.EARLY_EXIT:
-        lines += [
-            "# Early exit works best with models trained for it (LayerSkip, e.g. facebook/layerskip-llama3.2-1B).",
-            f"model.generation_config.num_assistant_tokens = {decode.k}",
-            f"model.generation_config.num_assistant_tokens_schedule = {schedule!r}",
-        ]
-        speculative = f"assistant_early_exit={_layer(spec, exit_layer)}, "
+    if strategy.export_note:
+        notes.append("# " + strategy.export_note.format(tool="transformers"))
+    return notes
+
+
+def _hf_assistant(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    return _draft_lines(spec, hub_id(spec.pair.draft), _schedule(spec)), "assistant_model=assistant, "
+
+
+def _hf_universal(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    """transformers' universal assisted decoding (>= 4.46): the draft with its own tokenizer."""
+    lines = _draft_lines(spec, hub_id(spec.pair.draft), _schedule(spec))
+    lines.append(f"assistant_tok = AutoTokenizer.from_pretrained({hub_id(spec.pair.draft)!r})  # its own tokenizer")
+    return lines, "assistant_model=assistant, tokenizer=tok, assistant_tokenizer=assistant_tok, "
+
+
+def _hf_prompt_lookup(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    return [], f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size={spec.drafter.max_ngram}, "
+
+
+def _hf_early_exit(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    lines = [
+        "# Early exit works best with models trained for it (LayerSkip, e.g. facebook/layerskip-llama3.2-1B).",
+        f"model.generation_config.num_assistant_tokens = {spec.decode.k}",
+        f"model.generation_config.num_assistant_tokens_schedule = {_schedule(spec)!r}",
+    ]
+    return lines, f"assistant_early_exit={_layer(spec, exit_layer)}, "
+
+
+# Strategy.hf_export -> (the lines that set up the drafting, the generate arguments that turn it on)
+HF_TEMPLATES: dict[str, Callable[[RunSpec, int | None], tuple[list[str], str]]] = {
+    "assistant": _hf_assistant, "universal": _hf_universal, "prompt lookup": _hf_prompt_lookup,
+    "early exit": _hf_early_exit, "": lambda spec, layer: ([], ""),
+}
+
+
+def _hf_prompt(spec: RunSpec) -> list[str]:
+    lines = ["", f"prompt = {spec.prompt!r}"]
+    if not spec.chat:
+        return lines + ['inputs = tok(prompt, return_tensors="pt").to(device)']
+    return lines + [
+        "if tok.chat_template:",
+        '    inputs = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,',
+        '                                     return_tensors="pt", return_dict=True).to(device)',
+        "else:",
+        '    inputs = tok(prompt, return_tensors="pt").to(device)',
+    ]
+
+
+def _hf_generate(spec: RunSpec, speculative: str) -> list[str]:
+    decode = spec.decode
     if decode.temperature == 0:  # greedy
         sampling = "do_sample=False"
     else:
         sampling = f"do_sample=True, temperature={decode.temperature!r}, top_p={decode.top_p!r}, top_k={decode.top_k}"
-    lines += ["", f"prompt = {spec.prompt!r}"]
-    if spec.chat:
-        lines += [
-            "if tok.chat_template:",
-            '    inputs = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,',
-            '                                     return_tensors="pt", return_dict=True).to(device)',
-            "else:",
-            '    inputs = tok(prompt, return_tensors="pt").to(device)',
-        ]
-    else:
-        lines.append('inputs = tok(prompt, return_tensors="pt").to(device)')
-    lines += [
+    return [
         "# repetition_penalty=1.0 (off) as in the playground: some models' generation_config sets one"
         + ("; top_k=0 is off, as in the playground" if decode.temperature and not decode.top_k else "") + ".",
         f"out = model.generate(**inputs, {speculative}max_new_tokens={decode.max_new_tokens}, {sampling}, "
         "repetition_penalty=1.0)",
         'print(tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
     ]
-    return "\n".join(lines) + "\n"
 
 
 def vllm_config(spec: RunSpec) -> dict | None:
     """The `speculative_config` for vLLM's `LLM(model=..., speculative_config=...)`; None when vLLM
     has no equivalent (early exit: no layer-skip self-speculation for ordinary models) or nothing
     drafts (the target alone)."""
-    kind, k = spec.drafter.kind, spec.decode.k
-    if kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED):  # staged: the draft model alone (a comment says so)
+    template, k = decoding.strategy(spec.drafter.kind).vllm_export, spec.decode.k
+    if template == "draft model":  # staged: the draft model alone (a comment says so)
         return {"model": hub_id(spec.pair.draft), "num_speculative_tokens": k}
-    if kind is DrafterKind.PROMPT_LOOKUP:
+    if template == "ngram":
         return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": spec.drafter.max_ngram,
                 "prompt_lookup_min": 1}
     return None
 
 
+# Strategy.vllm_export for a strategy vLLM has no equivalent of -> the snippet, comments only
+VLLM_NONE = {
+    "no early exit": ("# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
+                      "# Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit.\n"),
+    "no own tokenizer": ("# This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
+                         "# vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
+                         "# or use HF's universal assisted decoding (the transformers snippet).\n"),
+}
+
+
 def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     """A runnable vLLM snippet; for early exit, a comment-only snippet saying vLLM has no equivalent.
     (exit_layer is accepted for symmetry with hf_generate_code; vLLM has no use for it.)"""
-    kind, decode, k = spec.drafter.kind, spec.decode, spec.decode.k
-    if kind is DrafterKind.EARLY_EXIT:
-        return ("# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
-                "# Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit.\n")
-    if kind is DrafterKind.CROSS_TOKENIZER:
-        return ("# This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
-                "# vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
-                "# or use HF's universal assisted decoding (the transformers snippet).\n")
+    strategy, decode, k = decoding.strategy(spec.drafter.kind), spec.decode, spec.decode.k
+    if strategy.vllm_export in VLLM_NONE:
+        return VLLM_NONE[strategy.vllm_export]
     config = vllm_config(spec)
     llm = f"model={hub_id(spec.pair.target)!r}"
     if spec.pair.target_precision in VLLM_DTYPES:
@@ -171,9 +213,8 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     if decode.tree is not None:
         notes.append(f"# The playground drafted a token tree ({decode.tree.label}); vLLM's draft-model speculation "
                      f"drafts a chain (here of k = {k}).")
-    if kind is DrafterKind.STAGED:
-        notes.append("# The playground's staged drafting (prompt lookup drafting for the draft model) has no vLLM "
-                     "equivalent: the draft model alone drafts here.")
+    if strategy.export_note:
+        notes.append("# " + strategy.export_note.format(tool="vLLM"))
     return "\n".join(notes + [
         "from vllm import LLM, SamplingParams",
         "",

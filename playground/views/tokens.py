@@ -7,10 +7,10 @@ Styling lives in assets/style.css (classes `tok-*`), so the markup carries no co
 from __future__ import annotations
 
 import html
-import math
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from playground.records import RoundRecord
+from playground.numbers import fmt
+from playground.records import CrossExtras, RoundRecord
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
     from transformers import PreTrainedTokenizerBase
@@ -63,18 +63,20 @@ def escape_text(text: str) -> str:
 
 
 def num(x: float | None) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+    """A probability as the views write it: three decimals, "n/a" when not recorded."""
+    return fmt(None if x is None else float(x), 3, missing="n/a")
 
 
 def tooltip(kind: str, token: int, text: str, p: float | None = None, q: float | None = None,
-            u: float | None = None) -> str:
-    """The hover text of one token: what it is, p (draft), q (target), min(1, q/p), u."""
-    lines = [f"{KINDS[kind]}", f"token {token}: {text!r}"]
+            u: float | None = None, meaning: str = "") -> str:
+    """The hover text of one token: what it is (`meaning`, else KINDS[kind]), p (draft), q (target),
+    min(1, q/p), u."""
+    lines = [meaning or KINDS[kind], f"token {token}: {text!r}"]
     if p is not None:
         lines.append(f"p (draft) = {num(p)}")
     if q is not None:
         lines.append(f"q (target) = {num(q)}")
-    if p is not None and q is not None and p > 0 and not math.isnan(q):
+    if p is not None and q is not None and p > 0 and q == q:  # q == q: not nan
         lines.append(f"min(1, q/p) = {num(min(1.0, q / p))}")
     if u is not None:
         lines.append(f"u = {num(u)} ({'accept' if kind == 'accepted' else 'reject'}: u {'<' if kind == 'accepted' else '>='} min(1, q/p))")
@@ -89,9 +91,10 @@ def token_span(kind: str, token: int, text: str, title: str) -> str:
 
 def draft_side(record: RoundRecord, i: int) -> str:
     """For a cross-tokenizer draft: the draft's own pieces behind draft token i, and the whole proposal."""
-    if i >= len(record.draft_source):
+    cross = record.extras if isinstance(record.extras, CrossExtras) else None
+    if cross is None or i >= len(cross.source):
         return ""
-    return f"\ndraft side (its own tokenizer): {record.draft_source[i]!r}\nthe draft proposed: {record.draft_text!r}"
+    return f"\ndraft side (its own tokenizer): {cross.source[i]!r}\nthe draft proposed: {cross.text!r}"
 
 
 def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: list[int]) -> str:
@@ -114,7 +117,7 @@ def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context
         scratch = list(context)
         for i in range(record.accepted, record.k):
             tree = record.is_tree  # a token tree: the candidates tried where the path stopped (views.tree has the rest)
-            if tree and record.tree_parents[i] != record.accepted - 1:
+            if tree and record.tree.parents[i] != record.accepted - 1:
                 break
             tok = record.draft_tokens[i]
             kind = "rejected" if i == record.accepted or tree else "unevaluated"

@@ -47,28 +47,18 @@ KINDS = {
 
 def node_kinds(record: RoundRecord) -> list[str]:
     """Per node of the record's tree: "accepted", "rejected" or "unevaluated"."""
-    path = set(record.tree_path)
-    last = record.tree_path[-1] if record.tree_path else -1
+    tree = record.tree
+    path = set(tree.path)
+    last = tree.path[-1] if tree.path else -1
     return ["accepted" if i in path else "rejected" if parent == last else "unevaluated"
-            for i, parent in enumerate(record.tree_parents)]
-
-
-def _title(kind: str, token: int, text: str, p: float | None, q: float | None) -> str:
-    lines = [KINDS[kind], f"token {token}: {text!r}"]
-    if p is not None:
-        lines.append(f"p (draft) = {tokens.num(p)}")
-    if q is not None:
-        lines.append(f"q (target) = {tokens.num(q)}")
-    if p and q is not None:
-        lines.append(f"min(1, q/p) = {tokens.num(min(1.0, q / p))}")
-    return "\n".join(lines)
+            for i, parent in enumerate(tree.parents)]
 
 
 def _node(kind: str, token: int, text: str, p: float | None, q: float | None) -> str:
     shown = text.replace(" ", "␣") if text and not text.strip() else text  # a blank stays visible
     numbers = f"p {tokens.num(p)} · q {tokens.num(q)}" if p is not None else f"q {tokens.num(q)}"
     return (f'<span class="tree-node tree-{kind}" data-kind="{kind}" data-token="{int(token)}" '
-            f'title="{html.escape(_title(kind, token, text, p, q), quote=True)}">{tokens.escape_text(shown) or "∅"}'
+            f'title="{html.escape(tokens.tooltip(kind, token, text, p, q, meaning=KINDS[kind]), quote=True)}">{tokens.escape_text(shown) or "∅"}'
             f'<span class="tree-pq">{numbers}</span></span>')
 
 
@@ -78,9 +68,9 @@ def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: 
         return ""
     kinds = node_kinds(record)
     children: dict[int, list[int]] = {}
-    for i, parent in enumerate(record.tree_parents):
+    for i, parent in enumerate(record.tree.parents):
         children.setdefault(parent, []).append(i)
-    last = record.tree_path[-1] if record.tree_path else -1
+    last = record.tree.path[-1] if record.tree.path else -1
 
     def branch(parent: int, ctx: list[int]) -> str:
         items = []

@@ -8,23 +8,9 @@ import pytest
 
 from playground.records import RoundRecord
 from playground.views.step import explain_round
+from tests.helpers import Hostile, Words
 
 NAN = float("nan")
-WORDS = {1: " the", 2: " cat", 3: " sat", 4: " dog", 5: " a", 6: " "}
-
-
-class Words:
-    """A tokenizer stand-in: token id -> a fixed word."""
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join(WORDS[i] for i in ids)
-
-
-class Hostile:
-    """Every token decodes to markup."""
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join("<b>&" for _ in ids)
 
 
 def record(**fields) -> RoundRecord:

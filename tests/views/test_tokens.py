@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.records import RoundRecord
+from playground.records import CrossExtras, RoundRecord
 from playground.spec import DrafterKind
 from playground.views import tokens
 
@@ -217,8 +217,8 @@ def test_empty_output_escapes_its_message():
 def test_a_cross_tokenizer_round_shows_the_draft_side_on_hover(tiny_pair):
     tok = tiny_pair.tokenizer
     record = RoundRecord(round=0, k=2, draft_tokens=[5, 6], accepted=1, token=7, token_kind="correction",
-                         new_tokens=[5, 7], draft_s=0.0, verify_s=0.0, total_new=2, draft_text=" a <b>fox",
-                         draft_pieces=[" a", " <b>fox"], draft_source=[" a", " <b>fox"])
+                         new_tokens=[5, 7], draft_s=0.0, verify_s=0.0, total_new=2,
+                         extras=CrossExtras(text=" a <b>fox", pieces=[" a", " <b>fox"], source=[" a", " <b>fox"]))
     spans = parse(tokens.round_spans(record, tok, []))
     kinds = [kind for kind, _, _ in spans.tokens]
     assert kinds == ["accepted", "rejected", "correction"]

@@ -3,16 +3,17 @@ the target's token marked; p and q on hover; model text escaped."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from playground.records import RoundRecord
+from playground.records import RoundRecord, TreeExtras
 from playground.views.tree import node_kinds, tree_html
-from tests.views.test_step import Hostile, Words
+from tests.helpers import Hostile, Words
 
 # root " a" (the last token before the round); the tree: " the" -> " cat" (kept path), " the" -> " dog"
 # (tried and rejected at the path's end), " sat" (a branch not reached); the correction " a".
 TREE = RoundRecord(round=2, k=4, draft_tokens=[1, 2, 4, 3], accepted=2, token=5, token_kind="correction",
                    new_tokens=[1, 2, 5], draft_s=0.0, verify_s=0.0, total_new=3, p=[0.5, 0.4, 0.3, 0.2],
-                   q=[0.6, 0.7, 0.05, 0.1], token_q=0.2, tree_parents=[-1, 0, 1, -1], tree_path=[0, 1])
+                   q=[0.6, 0.7, 0.05, 0.1], token_q=0.2, extras=TreeExtras(parents=[-1, 0, 1, -1], path=[0, 1]))
 
 
 def spans(page: str) -> list[tuple[str, str]]:
@@ -31,11 +32,10 @@ def test_nodes_nest_under_their_parents_with_the_path_highlighted_and_the_token_
 
 
 def test_a_bonus_token_hangs_under_a_leaf_and_an_empty_path_under_the_root():
-    bonus = RoundRecord(**{**TREE.__dict__, "accepted": 1, "tree_path": [0], "tree_parents": [-1, -1, -1, -1],
-                           "token_kind": "bonus"})
+    bonus = replace(TREE, accepted=1, token_kind="bonus", extras=TreeExtras(parents=[-1, -1, -1, -1], path=[0]))
     page = tree_html(bonus, Words(), [5])
     assert [k for k, _ in spans(page)] == ["root", "accepted", "bonus"] + ["unevaluated"] * 3  # right under the leaf
-    none = RoundRecord(**{**TREE.__dict__, "accepted": 0, "tree_path": [], "token_kind": "correction"})
+    none = replace(TREE, accepted=0, token_kind="correction", extras=TreeExtras(parents=TREE.tree.parents, path=[]))
     kinds = [k for k, _ in spans(tree_html(none, Words(), [5]))]
     assert kinds == ["root", "rejected", "unevaluated", "unevaluated", "rejected", "correction"]
 

@@ -27,6 +27,10 @@ attention mask (each node sees the cached prefix, its ancestors and itself) and 
 Afterwards both KV caches keep exactly the accepted path: its nodes' key/value entries are gathered
 into contiguous positions in every layer and the rest is cropped (no recompute, on either side).
 
+The strategy: a TreeDrafter wraps a model drafter (draft model or early exit) and owns its KV cache; its
+proposal, a TreeDraft, verifies itself (the mask, the rule and the target cache's gather are the tree's), so
+the engine runs a tree round as it runs a chain round.
+
 Supported models: decoders whose attention layers are all full attention and that take a custom 4D
 float mask with position ids through the sdpa or eager attention (Llama, Qwen2 / Qwen2.5 / Qwen3,
 SmolLM, Mistral without a sliding window). Refused: sliding-window or hybrid layers (Gemma 2/3),
@@ -40,10 +44,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from playground.decoding.base import Draft, Drafter
+from playground.decoding.model import ModelDrafter
 from playground.errors import PlaygroundError
-from playground.records import RoundRecord
+from playground.records import RoundRecord, TreeExtras
 from playground.sampling import logits_to_probs, residual, sample
-from playground.spec import MAX_TREE_WIDTH, SamplingParams, TreeShape
+from playground.spec import MAX_TREE_WIDTH, DecodeConfig, SamplingParams, TreeShape
 
 
 @dataclass
@@ -64,7 +70,6 @@ class Tree:
 
     def __len__(self) -> int:
         return len(self.tokens)
-
 
 
 def check_tree_model(model: PreTrainedModel, role: str = "target") -> None:
@@ -258,8 +263,8 @@ def keep_path(cache: DynamicCache, start: int, positions: list[int]) -> None:
         cache.crop(-extra)
 
 
-def tree_record(tree: Tree, path: list[int], token: int, q_rows: torch.Tensor, round_: int, prefill: int) -> RoundRecord:
-    """The round as plain data, nodes reordered as RoundRecord describes (path, tried siblings, rest)."""
+def tree_record(tree: Tree, path: list[int], token: int, q_rows: torch.Tensor) -> RoundRecord:
+    """The round as plain data, nodes reordered as TreeExtras describes (path, tried siblings, rest)."""
     last = path[-1] + 1 if path else 0  # the row that decided the token
     tried = tree.children[last]
     order = path + tried + [i for i in range(len(tree)) if i not in set(path) | set(tried)]
@@ -269,9 +274,78 @@ def tree_record(tree: Tree, path: list[int], token: int, q_rows: torch.Tensor, r
     floats = torch.cat([tree.p_rows[rows, tokens], q_rows[rows, tokens], q_rows[last, token].view(1)]).tolist()
     T = len(order)
     return RoundRecord(
-        round=round_, k=T, draft_tokens=tokens.tolist(), accepted=len(path), token=token,
+        round=0, k=T, draft_tokens=tokens.tolist(), accepted=len(path), token=token,
         token_kind="correction" if tried else "bonus", new_tokens=[], draft_s=0.0, verify_s=0.0, total_new=0,
-        p=floats[:T], q=floats[T : 2 * T], token_q=floats[2 * T], prefill=prefill,
-        tree_parents=[where[tree.parents[i]] if tree.parents[i] >= 0 else -1 for i in order],
-        tree_path=list(range(len(path))),
+        p=floats[:T], q=floats[T : 2 * T], token_q=floats[2 * T],
+        extras=TreeExtras([where[tree.parents[i]] if tree.parents[i] >= 0 else -1 for i in order], list(range(len(path)))),
     )
+
+
+# ---------------------------------------------------------------- the strategy
+
+@dataclass
+class TreeDraft(Draft):
+    """A drafted tree (Draft.tokens: its nodes' tokens), verified as a tree; after verify(), `path` holds the
+    accepted path's nodes."""
+
+    tree: Tree | None = None
+    length: int = 0  # the sequence's length when it was drafted
+    path: list[int] = field(default_factory=list)
+
+    def verify(self, target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int,
+               config: DecodeConfig, generator: torch.Generator | None) -> RoundRecord:
+        """Score every node in one target pass, keep the accepted path (greedy or recursive rejection
+        sampling), gather it into place in the target's cache."""
+        params = config.sampling
+        logits = score_tree(target, cache, ids, cached, self.tree)
+        q_rows = logits_to_probs(logits, params)
+        if params.greedy:
+            self.path, token = verify_tree_greedy(self.tree, logits)
+        else:
+            self.path, token = verify_tree_sampling(self.tree, q_rows, generator)
+        keep_path(cache, self.length, [self.length + i for i in self.path])
+        return tree_record(self.tree, self.path, token, q_rows)
+
+
+class TreeDrafter(Drafter):
+    """A token tree of DecodeConfig.tree's shape from a model drafter (its model and its KV cache, which this
+    strategy keeps to the accepted path); a round whose budget leaves no room for a tree is the drafter's
+    own (empty) chain."""
+
+    def __init__(self, drafter: Drafter, shape: TreeShape, target: PreTrainedModel):
+        if not isinstance(drafter, ModelDrafter):
+            raise PlaygroundError(f"A token tree needs a model drafter; '{drafter.name}' drafts a chain only.")
+        check_tree_model(target)
+        check_tree_model(drafter.model, "draft")
+        self.drafter, self.shape, self.name = drafter, shape, drafter.name
+        self.last: TreeDraft | None = None
+
+    @property
+    def cache(self):
+        """The draft's KV cache (its model drafter's)."""
+        return self.drafter.cache
+
+    def reset(self) -> None:
+        self.drafter.reset()
+        self.last = None
+
+    def depth(self, k: int) -> int:
+        return self.shape.depth  # the tree's shape sets the depth, whatever the k policy says
+
+    def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
+        if k == 0:
+            self.last = None
+            return self.drafter.propose(ids, 0, params, generator)
+        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator)
+        self.last = TreeDraft(torch.tensor(tree.tokens, dtype=torch.long, device=ids.device), None, tree, ids.shape[1])
+        return self.last
+
+    def observe(self, num_accepted: int) -> None:
+        if self.last is None:
+            self.drafter.observe(num_accepted)
+            return
+        # The draft's cache keeps exactly the accepted path's nodes it has run: gathered into place, the rest cropped.
+        length = self.last.length
+        fed = [length + i for i in self.last.path if i < self.last.tree.fed]
+        keep_path(self.drafter.cache, length, fed)
+        self.drafter.cached = length + len(fed)

@@ -8,7 +8,7 @@ tokens. The target then verifies the translated tokens like any other draft.
 Lossless by construction: the proposal is handed to the engine as a deterministic draft (Draft.logits
 is None, as for prompt lookup), so the acceptance rule takes p one-hot on each proposed token: accept x
 with probability q(x), else draw from norm(max(0, q - onehot(x))) = q without x, which gives each
-token exactly q whatever x was (README, "Cross-tokenizer drafting"). Greedy, the target keeps only
+token exactly q whatever x was (docs/cross-tokenizer.md). Greedy, the target keeps only
 its own argmax. A bad translation costs speed, never correctness.
 
 Text round trips are not exact, so:
@@ -18,31 +18,17 @@ Text round trips are not exact, so:
   else the prompt in the draft's own chat template (or raw, for a draft without one, like the Gemma 3
   270M base model), which the runner passes as draft_prompt. Then the generated text re-encoded whole,
   joined to the prompt's last token (unless special) so that they merge as the draft would write them.
-  Measured (2026-12-04, greedy, k = 4, 64 tokens, /tmp probe through the engine, kept tokens per round,
-  target's text vs the draft's own template): SmolLM2 135M -> Qwen2.5-Coder 1.5B code 1.94 vs 2.13, story
-  1.35 vs 1.47, qa 2.69 vs 2.43, translation 0.5 vs 0.4, math 1.74 vs 1.52, geometric mean of the six
-  speedups 1.60x vs 1.56x; Gemma 3 270M -> the same target: code 1.03 vs 1.52, story 0.80 vs 1.25,
-  translation 0.40 vs 1.62, math 0.78 vs 1.46 (ChatML markers are plain text to Gemma);
+  (A draft that reads ChatML accepts more with the target's text than with its own template; one that
+  does not reads ChatML markers as plain text: docs/cross-tokenizer.md has the measurements.)
 - a draft is at most k draft-side steps, as transformers' (num_assistant_tokens = k), and stops
-  earlier once its text gives k target tokens: where the draft's tokens are finer than the target's
-  (SmolLM2 on French), a longer budget (2k + 1 steps, measured) paid draft steps for proposals that
-  were mostly rejected (translation 0.77x -> 0.89x the target alone, the other prompts within noise);
+  earlier once its text gives k target tokens (a longer budget pays draft steps for proposals that are
+  mostly rejected where the draft's tokens are finer than the target's);
 - the draft's text is what decoding (context tail + draft tokens) adds to decoding the context tail
   alone (decoders that drop a leading space or merge bytes see the same context either way);
 - the target tokens are those of (target tail text + draft text) after the tail's own tokens, used
   only where the tail re-encodes to exactly its own tokens (a stable prefix); otherwise the draft text
   is encoded on its own;
 - a character cut in two (a trailing U+FFFD) is held back until it is complete, on both sides;
-- two options, off by default because on the real pairs they cost a draft step per round and bought
-  nothing (Qwen2.5-Coder 0.5B verifying, three prompts, 48 tokens, greedy: SmolLM2 135M kept 2.85
-  tokens per round with neither, 2.85 dropping with 30 % more draft time, 2.79 healing; Gemma 3 270M
-  2.16 with neither, 2.03 healing):
-  `drop_last` drops the last translated token (it may be an incomplete merge: the draft's next token
-  could extend it; proposing it costs at most a rejection, which the round's correction replaces) and
-  drafts until the text gives k + 1 target tokens (within k + 1 steps); `heal` ("token healing")
-  re-drafts the last draft-side token when the text may stop inside a word (it ends with a letter or digit): on the tiny
-  pair of a Metaspace and a byte-level BPE it helps ("a littl" ends in a token "l" the draft never
-  wrote: it writes "le"), on the real pairs words are mostly whole tokens on both sides.
 """
 from __future__ import annotations
 
@@ -51,12 +37,13 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from playground.drafters import Draft, crop_cache, draft_cache
-from playground.records import RoundRecord
+from playground.decoding import DrafterKind
+from playground.decoding.base import Draft, Drafter
+from playground.decoding.cache import crop_cache, draft_cache
+from playground.records import CrossExtras, RoundRecord
 from playground.sampling import SamplingParams
 
 TAIL = 8  # target-side tokens re-encoded with the proposal (the stable-prefix check)
-HEAL_CANDIDATES = 32  # the draft's likeliest tokens searched for one that agrees with the healed text
 BROKEN = "\ufffd"  # what decoding shows for a character cut between tokens
 
 
@@ -112,44 +99,35 @@ def reads_chat_format(target_tok: PreTrainedTokenizerBase, draft_tok: PreTrained
     return True
 
 
-def inside_word(tokenizer: PreTrainedTokenizerBase, context: list[int], last: list[int]) -> bool:
-    """Whether the text may stop inside a word: it ends with a letter or digit."""
-    text = continuation(tokenizer, context[-TAIL:], last)
-    return bool(text) and text[-1].isalnum()
-
-
 @dataclass
 class CrossRound:
     """The draft side of one round, for the record and the tests."""
 
     anchor: list[int] = field(default_factory=list)  # the draft-side context's last tokens
-    prefix: str = ""  # the healed text the draft had to write first
     draft_ids: list[int] = field(default_factory=list)  # the draft's own tokens
     pieces: list[str] = field(default_factory=list)  # each as the text it added
-    text: str = ""  # the text the proposal was translated from (after the prefix)
+    text: str = ""  # the text the proposal was translated from
     source_idx: list[list[int]] = field(default_factory=list)  # per proposed target token: the draft tokens it came from
     source: list[str] = field(default_factory=list)  # the same, as the text of those draft pieces
     logits: torch.Tensor | None = None  # (steps, V_draft) the draft's logits at each step (not used by the rule)
 
 
-class CrossTokenizerDrafter:
+class CrossTokenizerDrafter(Drafter):
     """A draft model with its own tokenizer: draft in the draft's tokens, translate through text,
     propose target tokens as a deterministic draft (p one-hot: lossless; see the module docstring).
 
     draft_prompt: the prompt in the draft's own encoding (its chat template), the context when the draft
     does not read the target's chat format (reads_chat_format); None = always the target's prompt,
-    chat template included, decoded to text and re-encoded. heal, drop_last: see the module docstring.
+    chat template included, decoded to text and re-encoded.
     The draft drafts greedily whatever the sampling settings: with p one-hot a token x is kept with probability
     q(x), so the draft's likeliest guess is the best it can offer.
     """
 
-    name = "cross-tokenizer draft model"
+    name = DrafterKind.CROSS_TOKENIZER.value
 
     def __init__(self, model: PreTrainedModel, draft_tokenizer: PreTrainedTokenizerBase,
-                 target_tokenizer: PreTrainedTokenizerBase, draft_prompt: list[int] | None = None,
-                 heal: bool = False, drop_last: bool = False):
+                 target_tokenizer: PreTrainedTokenizerBase, draft_prompt: list[int] | None = None):
         self.model, self.draft_tok, self.target_tok = model, draft_tokenizer, target_tokenizer
-        self.heal, self.drop_last = heal, drop_last
         self.draft_prompt = list(draft_prompt) if draft_prompt is not None else None
         eos = model.generation_config.eos_token_id
         self.draft_eos = ({eos} if isinstance(eos, int) else set(eos or ())) | (
@@ -159,7 +137,7 @@ class CrossTokenizerDrafter:
 
     def reset(self) -> None:
         # Croppable anywhere, also for Gemma 3's 512-token sliding window: each round crops back to where
-        # the re-encoded text first differs (drafters.draft_cache).
+        # the re-encoded text first differs (cache.draft_cache).
         self.cache = draft_cache(self.model)
         self.cached: list[int] = []  # the draft-side tokens whose keys and values the cache holds
         self.prompt_len: int | None = None  # the target's prompt length, learnt at the first proposal
@@ -179,67 +157,38 @@ class CrossTokenizerDrafter:
         if k == 0 or text.endswith(BROKEN):  # nothing asked, or the target is inside a character: wait
             return none
         # The generated text in the draft's tokens, joined to the prompt's last token (unless special) so
-        # that they merge as the draft would have written them. With heal, the last one, when it may be
-        # an incomplete merge, is left out: the draft writes it again and must reproduce its text.
+        # that they merge as the draft would have written them.
         head = self.prompt[:-1] if self.prompt and self.prompt[-1] not in self.draft_special else self.prompt
         generated = encode(self.draft_tok, continuation(self.draft_tok, head[-TAIL:], self.prompt[len(head):]) + text)
-        context, heal = head + generated[:-1], generated[-1:]
-        if not (self.heal and inside_word(self.draft_tok, context, heal)):
-            context, heal = context + heal, []
-        if not context:
-            context, heal = heal, []
+        context = head + generated
         anchor = context[-TAIL:]
-        prefix = continuation(self.draft_tok, anchor, heal)
-        tokens, final = self._draft(context, anchor, heal, prefix, seq, k)
-        full = continuation(self.draft_tok, anchor, tokens)
-        self.last.text = full[len(prefix):].rstrip(BROKEN) if full.startswith(prefix) else ""
-        translated = to_target(self.target_tok, seq, self.last.text)
-        keep = (translated[:-1] if self.drop_last and not final else translated)[:k]
-        self.last.anchor, self.last.prefix = anchor, prefix
-        self._describe(anchor, tokens, len(prefix), seq, keep)
+        tokens = self._draft(context, anchor, seq, k)
+        self.last.text = continuation(self.draft_tok, anchor, tokens).rstrip(BROKEN)
+        keep = to_target(self.target_tok, seq, self.last.text)[:k]
+        self.last.anchor = anchor
+        self._describe(anchor, tokens, seq, keep)
         return Draft(torch.tensor(keep, dtype=torch.long, device=ids.device), None)
 
-    def _draft(self, context: list[int], anchor: list[int], heal: list[int], prefix: str, seq: list[int],
-               k: int) -> tuple[list[int], bool]:
-        """Greedy draft-side tokens after `context` until their text after `prefix` gives k target
-        tokens (k + 1 with drop_last), the draft's EOS, or k steps (+ 1 with drop_last, + 1 to heal). While
-        the text has not covered `prefix` (the healed token's), the draft's choice is restricted to tokens whose
-        text agrees with it: the likeliest of its top HEAL_CANDIDATES that does, else the healed token
-        itself. Returns (tokens, whether the draft ended its text)."""
+    def _draft(self, context: list[int], anchor: list[int], seq: list[int], k: int) -> list[int]:
+        """Greedy draft-side tokens after `context` until their text gives k target tokens, the draft's EOS,
+        or k steps."""
         feed = self._reuse(context)
-        tokens, logits, final, text = [], [], False, ""
-        for _ in range(k + self.drop_last + len(heal)):
+        tokens, logits = [], []
+        for _ in range(k):
             out = self.model(input_ids=torch.tensor([feed], device=self.model.device), cache=self.cache,
                              use_cache=True, logits_to_keep=1)
             self.cached += feed
             logits.append(out.logits[0, -1])
             token = int(logits[-1].argmax())  # the one host sync per draft step
-            if len(text) < len(prefix):
-                token = self._heal(logits[-1], token, anchor, tokens, prefix, heal)
-                if token is None:
-                    break
-            elif token in self.draft_eos:
-                final = True
+            if token in self.draft_eos:
                 break
             tokens.append(token)
             feed = [token]
             text = continuation(self.draft_tok, anchor, tokens)
-            if len(to_target(self.target_tok, seq, text[len(prefix):].rstrip(BROKEN))) >= k + self.drop_last:
+            if len(to_target(self.target_tok, seq, text.rstrip(BROKEN))) >= k:
                 break
         self.last.logits = torch.stack(logits)
-        return tokens, final
-
-    def _heal(self, logits: torch.Tensor, best: int, anchor: list[int], tokens: list[int], prefix: str,
-              heal: list[int]) -> int | None:
-        """The likeliest token whose text agrees with `prefix` (starts it, or starts with it); the healed
-        token itself when the first step finds none; None (stop) when a later one finds none."""
-        done = continuation(self.draft_tok, anchor, tokens)
-        candidates = [best] + torch.topk(logits, min(HEAL_CANDIDATES, logits.shape[-1])).indices.tolist()
-        for token in candidates:
-            text = continuation(self.draft_tok, anchor, tokens + [token])
-            if len(text) > len(done) and (text.startswith(prefix) or prefix.startswith(text)):
-                return token
-        return heal[0] if not tokens and heal else None
+        return tokens
 
     def _reuse(self, context: list[int]) -> list[int]:
         """Keep the cache for the longest common prefix of what it holds and `context`; return the rest
@@ -254,23 +203,18 @@ class CrossTokenizerDrafter:
         self.cached = self.cached[:common]
         return context[common:]
 
-    def _describe(self, anchor: list[int], tokens: list[int], healed: int, seq: list[int], keep: list[int]) -> None:
-        """The draft side, for the record: each draft token as the text it added (the first may repeat
-        the healed end of the generated text, `healed` characters), and for each proposed target token
-        the draft pieces whose text overlaps it."""
+    def _describe(self, anchor: list[int], tokens: list[int], seq: list[int], keep: list[int]) -> None:
+        """The draft side, for the record: each draft token as the text it added, and for each proposed
+        target token the draft pieces whose text overlaps it."""
         full = continuation(self.draft_tok, anchor, tokens)
-        draft_spans = [(a - healed, b - healed) for a, b in spans(self.draft_tok, anchor, tokens)]
+        draft_spans = spans(self.draft_tok, anchor, tokens)
         self.last.draft_ids = tokens
-        self.last.pieces = [full[a + healed:b + healed] for a, b in draft_spans]
+        self.last.pieces = [full[a:b] for a, b in draft_spans]
         self.last.source_idx = [[j for j, (a, b) in enumerate(draft_spans) if a < te and b > ts]
                                 for ts, te in spans(self.target_tok, seq[-TAIL:], keep)]
         self.last.source = ["".join(self.last.pieces[j] for j in idx) for idx in self.last.source_idx]
 
     def annotate(self, record: RoundRecord) -> None:
-        """Add the draft side of this round to its record."""
-        record.draft_text = self.last.text
-        record.draft_pieces = list(self.last.pieces)
-        record.draft_source = list(self.last.source)
-
-    def observe(self, num_accepted: int) -> None:
-        pass  # the next proposal re-encodes the text and reuses the cache's common prefix
+        """Add the draft side of this round to its record. (No observe(): the next proposal re-encodes the
+        text and reuses the cache's common prefix.)"""
+        record.extras = CrossExtras(self.last.text, list(self.last.pieces), list(self.last.source))

@@ -1,11 +1,11 @@
-"""Staged drafting (issue #16): the draft model's own proposals are drafted by a cheaper source, prompt
+"""Staged drafting: the draft model's own proposals are drafted by a cheaper source, prompt
 lookup, and verified by the draft model before the target verifies the result: a two-level cascade
 (Spector & Re 2023, "Accelerating LLM Inference with Staged Speculative Decoding"; Chen et al. 2024,
 "Cascade Speculative Drafting").
 
 q: target prob, p: draft prob. Within one round, until k tokens are drafted: prompt lookup proposes up to
 the tokens still wanted, g_1..g_m, after the sequence and what is drafted so far; the draft model scores
-them in one forward pass (on top of its KV cache, kept as ModelDrafter keeps it); the first level keeps a
+them in one forward pass (on top of its KV cache, kept as ModelDrafter keeps it: it is one); the first level keeps a
 prefix of them and adds one token of the draft model's own. It verifies with the same rule as the
 second level (sampling.verify_greedy / verify_sampling, prompt lookup as a deterministic drafter: its
 proposal one-hot), the draft model in the target's role:
@@ -24,33 +24,34 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from playground.drafters import Draft, crop_cache, draft_cache, lookup
-from playground.records import RoundRecord
+from playground.decoding import DrafterKind
+from playground.decoding.base import Draft
+from playground.decoding.cache import crop_cache
+from playground.decoding.lookup import lookup
+from playground.decoding.model import ModelDrafter
+from playground.records import RoundRecord, StagedExtras
 from playground.sampling import SamplingParams, logits_to_probs, verify_greedy, verify_sampling
-from playground.spec import DrafterKind
 
 
-class StagedDrafter:
-    """Prompt lookup drafts for the draft model; the draft model's kept tokens draft for the target."""
+class StagedDrafter(ModelDrafter):
+    """Prompt lookup drafts for the draft model; the draft model's kept tokens draft for the target. Its KV
+    cache and observe() are the model drafter's."""
+
+    name = DrafterKind.STAGED.value
 
     def __init__(self, model: PreTrainedModel, max_ngram: int = 3, min_ngram: int = 1):
-        self.model = model
-        self.name = DrafterKind.STAGED.value
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
-        self.reset()
+        super().__init__(model)
 
     def reset(self) -> None:
-        self.cache = draft_cache(self.model)
-        self.cached = 0  # positions of the sequence (and of the last proposal) held in the cache
-        self.proposal_start = 0
+        super().reset()  # self.cached: positions of the sequence (and of the last proposal) held in the cache
         self.proposed = self.kept = self.passes = 0  # the last round's first level
 
     @torch.inference_mode()
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         self.proposed = self.kept = self.passes = 0
         if k == 0:
-            self.proposal_start = self.cached  # nothing proposed: observe() keeps the cache as it is
-            return Draft(ids.new_empty(0), None)
+            return super().propose(ids, 0, params, generator)  # nothing proposed
         seq = ids[0].tolist()
         drafted: list[int] = []
         rows: list[torch.Tensor] = []  # the draft's logits at each drafted position
@@ -80,11 +81,6 @@ class StagedDrafter:
         self.proposal_start = ids.shape[1]
         return Draft(torch.tensor(drafted, dtype=ids.dtype, device=ids.device), torch.cat(rows))
 
-    def observe(self, num_accepted: int) -> None:
-        keep = min(self.cached, self.proposal_start + num_accepted)
-        crop_cache(self.cache, keep)
-        self.cached = keep
-
     def annotate(self, record: RoundRecord) -> None:
-        """The first level of the round in its record (the engine calls this after each step)."""
-        record.stage_proposed, record.stage_accepted, record.stage_passes = self.proposed, self.kept, self.passes
+        """The first level of the round in its record."""
+        record.extras = StagedExtras(self.proposed, self.kept, self.passes)

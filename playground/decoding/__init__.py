@@ -1,0 +1,174 @@
+"""Drafting strategies: one protocol (base.py), one module per strategy, and the one registry.
+
+The way transformers' candidate generators and vLLM's proposers are separated from the verifier: a strategy
+proposes (a chain of draft tokens, or a token tree), the engine has the target verify it in one pass and keeps
+the accepted prefix, and the engine names no strategy. This module is the registry: each DrafterKind with the
+factory that builds its drafter and what it can do (the UI, the benchmark, the export and the spec read these
+capabilities instead of branching on the kind). It imports no torch: a factory imports its strategy's module
+when it is called.
+
+    base.py        the Drafter protocol (propose, observe, annotate), Draft, the draft KV-cache helpers
+    chain.py       how a chain is verified: one target pass, the chain rule (sampling.py), the round's record
+    model.py       a draft model drafts k tokens, one forward each, on its own KV cache
+    early_exit.py  the target's first layers as the draft model (self-speculation)
+    lookup.py      prompt lookup (n-grams of the sequence); the target alone (no draft)
+    cross.py       a draft model with its own tokenizer, translated through text
+    staged.py      prompt lookup drafts for the draft model, which drafts for the target
+    tree.py        a token tree from a model drafter, verified in one pass with a tree mask
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Callable
+
+from playground.errors import PlaygroundError
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
+    from playground.spec import DrafterSpec
+    from playground.treeshape import TreeShape
+
+
+class DrafterKind(str, Enum):
+    DRAFT_MODEL = "draft model"
+    PROMPT_LOOKUP = "prompt lookup"
+    EARLY_EXIT = "early exit"
+    TARGET_ALONE = "target alone"  # no draft: the autoregressive baseline through the same loop
+    # A draft model with its own tokenizer: drafts in its tokens, translated into the target's through
+    # text, verified as a deterministic draft (p one-hot: lossless). decoding/cross.py.
+    CROSS_TOKENIZER = "cross-tokenizer draft model"
+    # Two levels: prompt lookup drafts the draft model's proposals, the draft model keeps what it would have
+    # drafted itself, then the target verifies as for the draft model alone. decoding/staged.py.
+    STAGED = "staged: prompt lookup → draft model"
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a factory builds a drafter from: the drafter's spec, the loaded pair, the confidence threshold
+    (0: off; KPolicy.CONFIDENCE), and how the run encodes its prompt for a given tokenizer (a draft with its
+    own tokenizer encodes the prompt its own way)."""
+
+    spec: DrafterSpec
+    pair: LoadedPair
+    confidence: float = 0.0
+    encode: Callable[[object], list[int]] | None = None
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A DrafterKind's factory and capabilities."""
+
+    kind: DrafterKind
+    build: Callable[[Build], Drafter]
+    model: str = ""  # the model that drafts: "draft" (the pair's draft model), "target" (its first layers), "" none
+    same_tokenizer: bool = False  # the draft's token ids must be the target's (models.check_compatible)
+    pair_draft: bool = False  # the pair's draft model on its own: which of these a pair names (models.Pair.drafter)
+    tree: bool = False  # can draft a token tree (DecodeConfig.tree)
+    batch: bool = False  # the batched engine (batch.py) can run it
+    pickable: bool = True  # a choice in the UI, the API and the CLI
+    hf_peer: str = ""  # its HF generate peer (bench.hf): "assisted", "universal", "prompt lookup", "target alone"
+    hf_export: str = ""  # views.export_code's transformers template: "assistant", "universal", "prompt lookup", ...
+    vllm_export: str = ""  # views.export_code's vLLM template: "draft model", "ngram", "plain", or why there is none
+    export_note: str = ""  # a comment the export adds: what of this strategy the exported code does not do
+    ran: str = ""  # what drafted, for the summary panel ({draft} / {target}: the precisions that ran)
+
+    @property
+    def draft_model(self) -> bool:
+        """Whether it runs the pair's draft model."""
+        return self.model == "draft"
+
+
+# ---------------------------------------------------------------- the factories (each imports its module)
+
+def _draft_model(b: Build) -> Drafter:
+    from playground.decoding.model import ModelDrafter
+
+    return ModelDrafter(b.pair.draft, b.confidence)
+
+
+def _early_exit(b: Build) -> Drafter:  # shares the target's weights: its precision, no copy
+    from playground.decoding.early_exit import EarlyExitDrafter
+
+    return EarlyExitDrafter(b.pair.target, b.spec.exit_layer, b.confidence)
+
+
+def _prompt_lookup(b: Build) -> Drafter:
+    from playground.decoding.lookup import PromptLookupDrafter
+
+    return PromptLookupDrafter(max_ngram=b.spec.max_ngram)
+
+
+def _target_alone(b: Build) -> Drafter:
+    from playground.decoding.lookup import NoDrafter
+
+    return NoDrafter()
+
+
+def _cross(b: Build) -> Drafter:  # the confidence stop does not apply: the draft drafts greedily
+    from playground.decoding.cross import CrossTokenizerDrafter
+
+    draft_tok = b.pair.draft_tokenizer or b.pair.tokenizer
+    return CrossTokenizerDrafter(b.pair.draft, draft_tok, b.pair.tokenizer, b.encode(draft_tok) if b.encode else None)
+
+
+def _staged(b: Build) -> Drafter:  # a staged draft is always k long: no confidence stop
+    from playground.decoding.staged import StagedDrafter
+
+    return StagedDrafter(b.pair.draft, max_ngram=b.spec.max_ngram)
+
+
+ASSISTANT = dict(hf_export="assistant", vllm_export="draft model")
+REGISTRY: dict[DrafterKind, Strategy] = {s.kind: s for s in (
+    Strategy(DrafterKind.DRAFT_MODEL, _draft_model, model="draft", same_tokenizer=True, pair_draft=True, tree=True,
+             batch=True, hf_peer="assisted", ran="draft {draft}", **ASSISTANT),
+    Strategy(DrafterKind.PROMPT_LOOKUP, _prompt_lookup, hf_peer="prompt lookup", hf_export="prompt lookup",
+             vllm_export="ngram", ran="draft: prompt lookup (no model)"),
+    Strategy(DrafterKind.EARLY_EXIT, _early_exit, model="target", tree=True, hf_export="early exit",
+             vllm_export="no early exit", ran="draft: the target's first layers ({target})"),
+    Strategy(DrafterKind.CROSS_TOKENIZER, _cross, model="draft", pair_draft=True, hf_peer="universal",
+             hf_export="universal", vllm_export="no own tokenizer"),
+    Strategy(DrafterKind.STAGED, _staged, model="draft", same_tokenizer=True,
+             export_note="The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
+                         "equivalent: the draft model alone drafts here.",
+             ran="draft {draft}, its drafts by prompt lookup", **ASSISTANT),
+    Strategy(DrafterKind.TARGET_ALONE, _target_alone, pickable=False, hf_peer="target alone", vllm_export="plain"),
+)}
+
+DRAFTERS = tuple(kind for kind, s in REGISTRY.items() if s.pickable)  # what a user can pick, in this order
+
+
+def strategy(kind: DrafterKind | str) -> Strategy:
+    return REGISTRY[DrafterKind(kind)]
+
+
+def hf_peer_kind(peer: str) -> DrafterKind:
+    """Our drafter whose HF peer is `peer` (Strategy.hf_peer)."""
+    return next(kind for kind, s in REGISTRY.items() if s.hf_peer == peer)
+
+
+def for_pair(chosen: DrafterKind, pair_kind: DrafterKind) -> DrafterKind:
+    """What "draft model" means for a pair whose draft needs `pair_kind` (models.Pair.drafter): its own draft,
+    through the drafter its tokenizers need. Every other choice stays (the cross-tokenizer drafter may run a
+    same-tokenizer pair: what the text route costs)."""
+    return pair_kind if chosen is DrafterKind.DRAFT_MODEL else chosen
+
+
+def make_drafter(spec: DrafterSpec, pair: LoadedPair, confidence: float = 0.0, tree: TreeShape | None = None,
+                 encode: Callable[[object], list[int]] | None = None) -> Drafter:
+    """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
+    early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
+    token tree instead of a chain (a TreeDrafter around the strategy's model drafter). encode(tokenizer): the
+    run's prompt as that tokenizer's ids, for a draft with its own tokenizer."""
+    s = REGISTRY[spec.kind]
+    if s.draft_model and pair.draft is None:
+        raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
+    drafter = s.build(Build(spec, pair, confidence, encode))
+    if tree is None:
+        return drafter
+    if not s.tree:
+        raise PlaygroundError(f"A token tree needs a model drafter; '{drafter.name}' drafts a chain only.")
+    from playground.decoding.tree import TreeDrafter
+
+    return TreeDrafter(drafter, tree, pair.target)

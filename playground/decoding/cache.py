@@ -1,0 +1,28 @@
+"""KV-cache helpers the drafters (and the batched engine) share."""
+from __future__ import annotations
+
+from transformers import DynamicCache, PreTrainedModel
+
+
+def draft_cache(model: PreTrainedModel) -> DynamicCache:
+    """A KV cache a drafter can crop back anywhere: full layers for attention models, even those with
+    sliding-window layers (Gemma 3, Mistral), whose own cache layers cannot be cropped once past their
+    window; the model's mask applies the window. Other layer kinds (linear attention, Mamba) get the
+    model's own cache."""
+    kinds = set(getattr(model.config, "layer_types", None) or ())
+    if kinds <= {"full_attention", "sliding_attention"}:
+        return DynamicCache()
+    return DynamicCache(config=model.config)
+
+
+def crop_cache(cache: DynamicCache, length: int) -> None:
+    """Cut a KV cache back to its first `length` positions."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def cache_bytes(cache: DynamicCache | None) -> int:
+    """Bytes a KV cache's keys and values take now (0 for None)."""
+    return sum(t.numel() * t.element_size() for layer in getattr(cache, "layers", [])
+               for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)

@@ -1,0 +1,56 @@
+"""The classic setup: a small causal LM drafts k tokens, one forward each, with its own KV cache."""
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+from playground.decoding import DrafterKind
+from playground.decoding.base import Draft, Drafter
+from playground.decoding.cache import crop_cache, draft_cache
+from playground.sampling import SamplingParams, choose
+
+
+class ModelDrafter(Drafter):
+    """A draft model on its own KV cache. confidence > 0 stops a draft early when the draft's top probability
+    falls under it (the draft is likely to be rejected there anyway)."""
+
+    name = DrafterKind.DRAFT_MODEL.value
+
+    def __init__(self, model: PreTrainedModel, confidence: float = 0.0):
+        self.model = model
+        self.confidence = confidence
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache = draft_cache(self.model)
+        self.cached = 0  # positions of the sequence held in the cache
+        self.proposal_start = 0
+
+    @torch.inference_mode()
+    def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
+        if k == 0:
+            self.proposal_start = self.cached  # nothing proposed: observe() keeps the cache as it is
+            return Draft(ids.new_empty(0), None)
+        length = ids.shape[1]
+        feed = ids[:, self.cached :]
+        tokens, logits = [], []
+        for _ in range(k):
+            out = self.model(input_ids=feed, cache=self.cache, use_cache=True, logits_to_keep=1)
+            step_logits = out.logits[0, -1]
+            token = choose(step_logits, params, generator)
+            tokens.append(token)
+            logits.append(step_logits)
+            feed = token.view(1, 1)
+            if self.confidence > 0 and len(tokens) < k:
+                top = torch.softmax(step_logits.float(), -1).max()
+                if top.item() < self.confidence:  # a host sync, only when the threshold is on
+                    break
+        # The cache now holds the sequence plus all proposed tokens but the last.
+        self.cached = length + len(tokens) - 1
+        self.proposal_start = length
+        return Draft(torch.stack(tokens), torch.stack(logits))
+
+    def observe(self, num_accepted: int) -> None:
+        keep = min(self.cached, self.proposal_start + num_accepted)
+        crop_cache(self.cache, keep)
+        self.cached = keep

@@ -8,19 +8,17 @@ Every error is a PlaygroundError whose message names the field.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable
 
+from playground import settings
 from playground.decoding import DRAFTERS, DrafterKind, strategy  # noqa: F401  (DRAFTERS: part of the spec)
 from playground.errors import PlaygroundError
 from playground.numbers import is_int, is_real
 from playground.treeshape import MAX_TREE_NODES, MAX_TREE_WIDTH, TreeShape, parse_tree  # noqa: F401  (part of the spec)
 
 K_MIN, K_MAX = 1, 16  # K_MAX is also treeshape.MAX_TREE_DEPTH, the deepest tree
-MAX_NEW_TOKENS = int(os.environ.get("PLAYGROUND_MAX_NEW_TOKENS", 1024))  # the largest max_new_tokens accepted
-MAX_PROMPT_CHARS = int(os.environ.get("PLAYGROUND_MAX_PROMPT_CHARS", 20_000))
 MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
 DEFAULT_CONFIDENCE = 0.4  # the confidence policy's threshold: transformers' assistant_confidence_threshold default
 
@@ -138,8 +136,9 @@ class DecodeConfig:
         set_ = lambda name, value: object.__setattr__(self, name, value)
         if not is_int(self.k) or not K_MIN <= self.k <= K_MAX:
             raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {self.k!r}.")
-        if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
-            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {MAX_NEW_TOKENS}, got {self.max_new_tokens!r}.")
+        limit = settings.read().max_new_tokens
+        if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= limit:
+            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {limit}, got {self.max_new_tokens!r}.")
         if not is_real(self.temperature) or not 0 <= self.temperature <= 2:
             raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {self.temperature!r}.")
         if not is_real(self.top_p) or not 0 < self.top_p <= 1:
@@ -226,11 +225,12 @@ class RunSpec:
 # ---------------------------------------------------------------- reading user input (the one place)
 
 def check_prompt(prompt: object) -> str:
-    """A prompt the models can take (not empty, not over MAX_PROMPT_CHARS, valid text), else a clear error."""
+    """A prompt the models can take (not empty, not over PLAYGROUND_MAX_PROMPT_CHARS, valid text), else a clear error."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise PlaygroundError("The prompt is empty: type something to continue.")
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise PlaygroundError(f"The prompt is too long ({len(prompt)} characters; the limit is {MAX_PROMPT_CHARS}).")
+    limit = settings.read().max_prompt_chars
+    if len(prompt) > limit:
+        raise PlaygroundError(f"The prompt is too long ({len(prompt)} characters; the limit is {limit}).")
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gc
-import os
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from playground import settings
 from playground.errors import PlaygroundError
 from playground.models.load import (check_compatible, choose_device, default_draft_precision, default_target_precision,
                                     eos_ids, estimate_bytes, load_model, memory_budget)
@@ -136,7 +136,7 @@ class LoadedPair:
 
 def fast_verify_default() -> bool:
     """Whether fp32 targets on CPU use the short-row-block verify kernel: yes unless $PLAYGROUND_FAST_VERIFY=0."""
-    return os.environ.get("PLAYGROUND_FAST_VERIFY", "1") != "0"
+    return settings.read().fast_verify
 
 
 def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = quiet,

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from playground import decoding
+from playground import decoding, settings
 from playground.errors import PlaygroundError
 from playground.spec import DrafterKind, DrafterSpec
 
@@ -67,10 +65,10 @@ PAIRS = {
 def pairs() -> dict[str, Pair]:
     """The catalog, plus pairs from the JSON file $PLAYGROUND_PAIRS_FILE ([{"name", "draft", "target"}, with
     optional "note" and "drafter" (a DrafterKind value, default "draft model")])."""
-    extra = os.environ.get("PLAYGROUND_PAIRS_FILE")
+    extra = settings.read().pairs_file
     result = dict(PAIRS)
     if extra:
-        for item in json.loads(Path(extra).read_text()):
+        for item in json.loads(extra.read_text()):
             try:
                 result[item["name"]] = Pair(item["name"], item["draft"], item["target"], item.get("note", ""),
                                             item.get("drafter", DrafterKind.DRAFT_MODEL))
@@ -81,7 +79,7 @@ def pairs() -> dict[str, Pair]:
 
 
 def default_pair() -> str:
-    return os.environ.get("PLAYGROUND_DEFAULT_PAIR") or DEFAULT_PAIR
+    return settings.read().default_pair or DEFAULT_PAIR
 
 
 def get_pair(name: str) -> Pair:

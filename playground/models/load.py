@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from playground import settings
 from playground.errors import PlaygroundError
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, cache_dir, convert_pack
@@ -22,7 +23,7 @@ from playground.spec import Precision
 
 def choose_device() -> torch.device:
     """CUDA when present, else CPU; PLAYGROUND_DEVICE overrides."""
-    name = os.environ.get("PLAYGROUND_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    name = settings.read().device or ("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
 
 
@@ -41,7 +42,7 @@ def default_target_precision(device: torch.device | None = None) -> Precision:
     against 1.7-2.9 in fp32; docs/levers.md), else fp32. $PLAYGROUND_DTYPE overrides (fp32, bf16, fp16
     or torch's names)."""
     device = device or choose_device()
-    env = os.environ.get("PLAYGROUND_DTYPE")
+    env = settings.read().dtype
     if env:
         return _precision(env, "PLAYGROUND_DTYPE")
     if device.type == "cuda":
@@ -53,7 +54,7 @@ def default_draft_precision(device: torch.device | None = None) -> Precision:
     """int8 on CPU (measured on the default draft: one step 57 ms in int8 with its LM head, 81 ms with an
     fp32 LM head, 155 ms in bf16, 175 ms in fp32; docs/levers.md), the target's precision on CUDA. $PLAYGROUND_DRAFT_PRECISION overrides."""
     device = device or choose_device()
-    env = os.environ.get("PLAYGROUND_DRAFT_PRECISION")
+    env = settings.read().draft_precision
     if env:
         return _precision(env, "PLAYGROUND_DRAFT_PRECISION")
     return Precision.INT8 if device.type == "cpu" else default_target_precision(device)
@@ -78,9 +79,7 @@ def choose_dtype(device: torch.device) -> torch.dtype:
 
 def model_roots() -> list[Path]:
     """Folders local models may be loaded from: $PLAYGROUND_MODEL_ROOTS (os.pathsep-separated), default ./models and the cache."""
-    env = os.environ.get("PLAYGROUND_MODEL_ROOTS")
-    roots = [Path(p) for p in env.split(os.pathsep) if p] if env else [Path("models")]
-    return [r.resolve() for r in roots] + [cache_dir().resolve()]
+    return [r.resolve() for r in settings.read().model_roots] + [cache_dir().resolve()]
 
 
 # ---------------------------------------------------------------- loading
@@ -210,9 +209,9 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[i
 def memory_budget() -> int:
     """Bytes the model cache may hold: $PLAYGROUND_MEMORY_GB, else 80% of the GPU's memory
     (CUDA) or of the machine's RAM."""
-    env = os.environ.get("PLAYGROUND_MEMORY_GB")
-    if env:
-        return int(float(env) * 2**30)
+    gb = settings.read().memory_gb
+    if gb is not None:
+        return int(gb * 2**30)
     device = choose_device()
     if device.type == "cuda":
         return int(0.8 * torch.cuda.get_device_properties(device).total_memory)

@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import importlib.metadata
 import json
-import os
 import shutil
 import threading
 import time
@@ -17,12 +16,13 @@ from typing import Iterator
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from playground import settings
 from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
 
 def cache_dir() -> Path:
     """Where assembled packs and converted weights live: $PLAYGROUND_CACHE, default ~/.cache/spec-playground."""
-    return Path(os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "spec-playground")
+    return settings.read().cache
 
 
 @dataclass(frozen=True)

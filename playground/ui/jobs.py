@@ -11,18 +11,16 @@ Who a job belongs to: its session (a browser page, a gradio_client Client), or, 
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Callable, Iterator
 
 import gradio as gr
 from gradio.server_messages import ProcessCompletedMessage
 
+from playground import settings
 from playground.errors import PlaygroundError
 from playground.ui.common import DECODING
 
-# Queued + running decoding jobs per client: one client cannot fill the queue (max_size) for everyone.
-MAX_JOBS_PER_CLIENT = int(os.environ.get("PLAYGROUND_MAX_JOBS_PER_CLIENT", "2"))
 # A running job whose messages nobody has taken for this long has no listener (a REST call whose result is
 # never fetched, a client that stopped reading): it ends at its next round.
 UNREAD_S = 3.0
@@ -66,7 +64,7 @@ def refusal(request: gr.Request | None) -> str | None:
     waiting, running = _jobs(queue)
     me = _client(request.session_hash, None, request.request)
     mine = sum(_client(e.session_hash, e._id, e.request) == me for e in waiting + running)
-    if mine < MAX_JOBS_PER_CLIENT:
+    if mine < settings.read().max_jobs_per_client:  # one client cannot fill the queue (max_size) for everyone
         return None
     return (f"You already have {mine} runs waiting or running, the most one client may have (so that nobody can fill "
             f"the queue for everyone): wait for one to finish, or press Stop.")
@@ -75,7 +73,7 @@ def refusal(request: gr.Request | None) -> str | None:
 def admission(inputs: list, shown_on: Any) -> Callable:
     """The `validator=` of a decoding event: it runs when the job asks to join the queue, and refuses it
     (Gradio answers 422; the browser shows the message under `shown_on`, one of `inputs`) beyond
-    MAX_JOBS_PER_CLIENT."""
+    PLAYGROUND_MAX_JOBS_PER_CLIENT jobs waiting or running."""
     at = inputs.index(shown_on)
 
     async def admit(request: gr.Request, *values: Any) -> Any:  # on the event loop: no other job joins meanwhile

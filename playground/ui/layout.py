@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground import models
+from playground import models, settings
 from playground.runner import Runner
-from playground.spec import DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, MAX_NEW_TOKENS, TARGET_PRECISIONS, DrafterKind, KPolicy, Precision
+from playground.spec import (DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, TARGET_PRECISIONS,
+                             DrafterKind, KPolicy, Precision)
 from playground.ui import challenges_tab, compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
 from playground.ui.state import SessionState
@@ -75,7 +76,7 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                 temperature = checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
                                                       elem_id="temperature"))
                 top_p = checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p"))
-                max_new = checked_by_us(gr.Slider(1, MAX_NEW_TOKENS, value=128, step=1, label="Max new tokens",
+                max_new = checked_by_us(gr.Slider(1, settings.read().max_new_tokens, value=128, step=1, label="Max new tokens",
                                                   elem_id="max-new"))
                 seed = checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed"))
             with gr.Column(scale=3, min_width=480):

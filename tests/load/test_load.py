@@ -18,7 +18,10 @@ import urllib.request
 import pytest
 from gradio_client import Client
 
-from playground.ui.jobs import BEFORE_START, MAX_JOBS_PER_CLIENT, UNREAD_S
+from playground import settings
+from playground.ui.jobs import BEFORE_START, UNREAD_S
+
+MAX_JOBS_PER_CLIENT = settings.read().max_jobs_per_client  # what the app under test reads from the same environment
 
 PAIR = "tiny (test)"
 CLIENTS, REQUESTS = 8, 3

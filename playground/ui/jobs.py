@@ -2,9 +2,10 @@
 anybody still listens to a running job, and taking a waiting run out of the queue (Stop before it started).
 
 Every decoding event shares one Gradio queue (common.DECODING, one job at a time). Gradio 6 has no public
-API for these three questions, so this module is the one place that reads its queue's state (gradio.queueing:
-Queue.event_queue_per_concurrency_id, active_jobs, pending_messages_per_session, Event.alive). Where there is
-no queue (a callback called directly, or a ZeroGPU worker) nothing is refused and nobody is ever gone.
+API for these three questions, so this module is the one place that reads its internals (INTERNALS); it was
+written for Gradio GRADIO, and check_gradio() refuses to start on another (each internal has its test:
+tests/ui/test_gradio_internals.py). Where there is no queue (a callback called directly, or a ZeroGPU worker)
+nothing is refused and nobody is ever gone.
 
 Who a job belongs to: its session (a browser page, a gradio_client Client), or, for a REST call
 (`POST /gradio_api/call/<api>`, which brings no session of its own), the client's address.
@@ -21,10 +22,25 @@ from playground import settings
 from playground.errors import PlaygroundError
 from playground.ui.common import DECODING
 
+GRADIO = "6.31"  # the Gradio whose internals this module reads (requirements.txt pins it)
+INTERNALS = ("Blocks._queue", "Queue.event_queue_per_concurrency_id", "Queue.active_jobs",
+             "Queue.pending_messages_per_session", "Queue.event_ids_to_events", "Event._id / session_hash / request / "
+             "concurrency_id / alive / enqueue_time / fn.api_name", "StateHolder.session_data[...].blocks_config",
+             "ProcessCompletedMessage")
+
 # A running job whose messages nobody has taken for this long has no listener (a REST call whose result is
 # never fetched, a client that stopped reading): it ends at its next round.
 UNREAD_S = 3.0
 BEFORE_START = "Stopped before it started."
+
+
+def check_gradio(version: str = gr.__version__) -> None:
+    """Refuse to start on a Gradio other than GRADIO: the internals read here may have moved, and the queue
+    rules would then fail quietly (a refusal never sent, a run nobody reads never stopped)."""
+    if version != GRADIO and not version.startswith(GRADIO + "."):
+        raise RuntimeError(f"playground/ui/jobs.py reads Gradio {GRADIO}'s internals ({'; '.join(INTERNALS)}); this "
+                           f"is Gradio {version}. Install gradio=={GRADIO}.* (requirements.txt), or check each "
+                           f"internal with tests/ui/test_gradio_internals.py and then raise jobs.GRADIO.")
 
 
 class ClientGone(PlaygroundError):
@@ -89,14 +105,15 @@ def admission(inputs: list, shown_on: Any) -> Callable:
 class Listener:
     """The running decoding job of a request, as its callback sees it. `gone` once its client disconnected
     (Gradio then marks the event not alive), it was cancelled (no longer running), or nobody has taken a
-    message of its session for UNREAD_S seconds."""
+    message of its session for UNREAD_S seconds of `clock`."""
 
-    def __init__(self, request: gr.Request | None) -> None:
+    def __init__(self, request: gr.Request | None, clock: Callable[[], float] = time.monotonic) -> None:
         self._queue = _queue(request)
         session = getattr(request, "session_hash", None)
         mine = [e for e in _jobs(self._queue)[1] if e.session_hash == session] if self._queue is not None else []
         self.event = mine[0] if len(mine) == 1 else None  # one decoding job runs at a time
-        self._heard, self._backlog = time.monotonic(), 0
+        self._clock = clock
+        self._heard, self._backlog = clock(), 0
 
     def queued_before(self, moment: float) -> bool:
         """The job joined the queue before `moment` (time.monotonic); False when not known."""
@@ -110,7 +127,7 @@ class Listener:
         if not event.alive or not any(job and event in job for job in list(self._queue.active_jobs)):
             return True
         messages = self._queue.pending_messages_per_session.get(event.session_hash)
-        backlog, now = (messages.qsize() if messages is not None else 0), time.monotonic()
+        backlog, now = (messages.qsize() if messages is not None else 0), self._clock()
         if backlog == 0 or backlog < self._backlog:  # a reader took messages
             self._heard = now
         self._backlog = backlog
@@ -164,11 +181,10 @@ async def withdraw(request: gr.Request | None, api_name: str, outputs: list) -> 
 def forget_updates(request: gr.Request | None) -> int:
     """Drop the components a finished job's updates left in its session; how many were dropped.
 
-    Gradio 6.31 turns every prop update a callback returns (each gr.skip() and gr.update() of a streamed
-    yield) into a new component instance and registers it in the session's BlocksConfig, where it stays
-    until the session ends: measured on tiny models, one session held 474 blocks against the app's 98
-    after five 400-token runs, and the server's RSS grew ~15 MB a run. The page only knows the app's own
-    block ids, so every other id in the session's config is one of those leftovers."""
+    Gradio turns every prop update a callback returns (each gr.skip() and gr.update() of a streamed yield)
+    into a new component instance and registers it in the session's BlocksConfig, where it stays until the
+    session ends, so a session's memory would grow with every run (docs/reliability.md). The page only knows
+    the app's own block ids, so every other id in the session's config is one of those leftovers."""
     try:
         blocks = request.request.app.get_blocks()
         session = blocks.state_holder.session_data.get(request.session_hash)

@@ -9,7 +9,7 @@ from playground import models, settings
 from playground.runner import Runner
 from playground.spec import (DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, TARGET_PRECISIONS,
                              DrafterKind, KPolicy, Precision)
-from playground.ui import challenges_tab, compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
+from playground.ui import challenges_tab, compare_tab, export_tab, jobs, run_tab, step_tab, sweep_tab, theory_tab
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
 from playground.ui.state import SessionState
 
@@ -34,6 +34,7 @@ TREE_INFO = ("draft a tree of continuations instead of a chain; the target score
 
 def build_demo(runner: Runner | None = None) -> gr.Blocks:
     """The whole app; launch it with demo.launch(**launch_options())."""
+    jobs.check_gradio()  # the queue rules read Gradio's internals: only on the Gradio they were written for
     runner = runner or Runner()  # the one runner: loads, warms up once per model and drafter, profiles, runs
     examples = load_examples()
     catalog = list(models.pairs())

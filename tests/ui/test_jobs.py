@@ -82,21 +82,30 @@ def test_the_listener_hears_a_client_leave_or_a_cancel():
     assert listener.gone
 
 
-def test_the_listener_gives_up_on_messages_nobody_reads(monkeypatch):
-    monkeypatch.setattr(jobs, "UNREAD_S", 0.2)
-    mine = event("a")
+class Clock:
+    """A clock the test moves by hand: what the listener reads instead of time.monotonic."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_listener_gives_up_on_messages_nobody_reads():
+    mine, clock = event("a"), Clock()
     queue = gradio_queue(running=[mine])
     messages = asyncio.Queue()
     queue.pending_messages_per_session["a"] = messages
-    listener = jobs.Listener(request(queue, "a"))
-    for _ in range(4):  # a reader takes each round's message before the next round ends: never gone
+    listener = jobs.Listener(request(queue, "a"), clock)
+    for _ in range(10):  # a reader takes each round's message before the next round ends: never gone
         messages.put_nowait("round")
-        time.sleep(0.1)
+        clock.now += jobs.UNREAD_S / 2
         messages.get_nowait()
         assert not listener.gone
     messages.put_nowait("round")
     assert not listener.gone
-    time.sleep(0.3)  # nobody took it
+    clock.now += jobs.UNREAD_S + 0.1  # nobody took it
     messages.put_nowait("round")
     assert listener.gone
     with pytest.raises(jobs.ClientGone, match="nobody was reading"):

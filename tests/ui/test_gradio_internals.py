@@ -1,0 +1,106 @@
+"""Each Gradio internal that playground/ui/jobs.py reads (jobs.INTERNALS), on the installed Gradio and a real
+Blocks with its queue: when Gradio is upgraded (and jobs.GRADIO raised), these say which internal moved. And the
+start-up check that refuses any other Gradio."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+from gradio import queueing
+from gradio.server_messages import ProcessCompletedMessage
+
+from playground.ui import jobs
+from playground.ui.common import DECODING
+
+
+@pytest.fixture(scope="module")
+def demo() -> gr.Blocks:
+    """A page with one decoding event, queued as the app's (not launched)."""
+    with gr.Blocks() as page:
+        box = gr.Textbox()
+        gr.Button().click(lambda x: x, box, box, api_name="generate", concurrency_id=DECODING)
+    return page.queue(default_concurrency_limit=1, max_size=4)
+
+
+def request(demo: gr.Blocks, session: str | None, host: str = "10.0.0.1") -> gr.Request:
+    """A gr.Request as Gradio builds one: the HTTP request behind it, whose app holds the Blocks."""
+    return gr.Request(request=SimpleNamespace(app=demo.app, client=SimpleNamespace(host=host)), session_hash=session)
+
+
+def event(demo: gr.Blocks, session: str | None, host: str = "10.0.0.1") -> queueing.Event:
+    fn = next(f for f in demo.fns.values() if f.api_name == "generate")
+    return queueing.Event(session, fn, request(demo, session, host).request, None)
+
+
+def test_the_installed_gradio_is_the_one_jobs_was_written_for():
+    jobs.check_gradio()  # no error
+    assert gr.__version__.startswith(jobs.GRADIO + ".")
+
+
+def test_another_gradio_is_refused_at_start_up_with_what_to_do():
+    for version in ("6.32.0", "7.0.0", "6.3.1"):
+        with pytest.raises(RuntimeError, match=rf"reads Gradio {jobs.GRADIO}'s internals.*this is Gradio {version}"):
+            jobs.check_gradio(version)
+    jobs.check_gradio(jobs.GRADIO + ".9")  # a patch release of the same minor version is accepted
+
+
+def test_the_queue_is_reached_from_a_request_through_its_app(demo):
+    assert jobs._queue(request(demo, "a")) is demo._queue and isinstance(demo._queue, queueing.Queue)
+
+
+def test_an_event_carries_what_the_rules_read(demo):
+    e = event(demo, "a", host="10.0.0.7")
+    assert isinstance(e._id, str) and e.session_hash == "a" and e.concurrency_id == DECODING
+    assert e.alive is True and isinstance(e.enqueue_time, float) and e.fn.api_name == "generate"
+    assert jobs._client(e.session_hash, e._id, e.request) == "a"
+    rest = event(demo, None, host="10.0.0.7")  # a REST call: Gradio names its session after the event
+    assert rest.session_hash == rest._id and jobs._client(rest.session_hash, rest._id, rest.request) == "address 10.0.0.7"
+
+
+def test_waiting_and_running_events_are_read_from_the_queue(demo):
+    queue = demo._queue
+    queue.create_event_queue_for_fn(next(f for f in demo.fns.values() if f.api_name == "generate"))
+    waiting, running = [event(demo, "a"), event(demo, "b")], event(demo, "a")
+    line = queue.event_queue_per_concurrency_id[DECODING]
+    line.queue[:] = waiting
+    saved, queue.active_jobs = queue.active_jobs, [[running], None]
+    try:
+        assert jobs._jobs(queue) == (waiting, [running])
+        assert "You already have 2 runs" in jobs.refusal(request(demo, "a")) and jobs.refusal(request(demo, "b")) is None
+        listener = jobs.Listener(request(demo, "a"))
+        assert listener.event is running and not listener.gone
+        queue.pending_messages_per_session["a"] = asyncio.Queue()  # what Gradio holds per session: a message queue
+        assert not listener.gone
+    finally:
+        line.queue.clear()
+        queue.active_jobs = saved
+        queue.pending_messages_per_session.pop("a", None)
+
+
+def test_a_waiting_event_is_withdrawn_and_answered_as_gradio_answers_a_finished_one(demo):
+    queue = demo._queue
+    queue.create_event_queue_for_fn(next(f for f in demo.fns.values() if f.api_name == "generate"))
+    mine = event(demo, "s")
+    queue.event_queue_per_concurrency_id[DECODING].queue[:] = [mine]
+    queue.event_ids_to_events[mine._id] = mine
+    queue.pending_messages_per_session["s"] = asyncio.Queue()
+    try:
+        assert asyncio.run(jobs.withdraw(request(demo, "s"), "generate", ["done"])) == 1
+        answer = queue.pending_messages_per_session["s"].get_nowait()
+        assert isinstance(answer, ProcessCompletedMessage) and answer.event_id == mine._id
+        assert answer.success and answer.output == {"data": ["done"], "is_generating": False}
+        assert mine._id not in queue.event_ids_to_events and not queue.event_queue_per_concurrency_id[DECODING].queue
+    finally:
+        queue.pending_messages_per_session.pop("s", None)
+
+
+def test_a_sessions_leftover_components_are_found_in_its_blocks_config(demo):
+    session = demo.state_holder["leftovers"]  # what Gradio keeps per browser session
+    known = len(demo.blocks)
+    assert set(session.blocks_config.blocks) == set(demo.blocks) and set(session.config_values) == set(demo.blocks)
+    session.blocks_config.blocks[10**6] = object()  # an update's component instance
+    session.config_values[10**6] = {}
+    assert jobs.forget_updates(request(demo, "leftovers")) == 1
+    assert len(session.blocks_config.blocks) == len(session.config_values) == known

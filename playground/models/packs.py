@@ -117,7 +117,7 @@ def assemble_pack(pack: Pack, progress: Progress = quiet) -> Path:
     return out
 
 
-CONVERT_S_PER_BPARAM = 80.0  # seconds to convert a GGUF pack per billion parameters (2 cores: 0.5B + 1.5B in 2 min 40 s)
+CONVERT_S_PER_BPARAM = 80.0  # the progress line's estimate of the time left: seconds per billion parameters on 2 cores
 TICK_S = 1.0
 
 

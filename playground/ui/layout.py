@@ -26,6 +26,9 @@ POLICY_INFO = ("fixed: k every round; heuristic: +2 after a fully accepted round
                "best expected speed for the α measured so far and the cost profile measured at the start of the run "
                "(fixed for the run, so a seed reproduces it); draft confidence: a draft of at most k stops once the "
                "draft's top probability falls under the threshold below")
+DRAFTER_INFO = ("prompt lookup copies n-grams from the prompt; early exit drafts with the target's first layers: neither "
+                "needs a draft model; staged: prompt lookup drafts for the draft model, which keeps what it would have "
+                "drafted itself")
 TREE_INFO = ("draft a tree of continuations instead of a chain; the target scores all its nodes in one pass and keeps "
              "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
              "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model and early exit only; "
@@ -36,80 +39,103 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
     """The whole app; launch it with demo.launch(**launch_options())."""
     jobs.check_gradio()  # the queue rules read Gradio's internals: only on the Gradio they were written for
     runner = runner or Runner()  # the one runner: loads, warms up once per model and drafter, profiles, runs
-    examples = load_examples()
     catalog = list(models.pairs())
-    default = models.default_pair()
     with gr.Blocks(title="Speculative Decoding Playground") as demo:
         state = gr.State(SessionState, delete_callback=SessionState.close)
         gr.Markdown(INTRO, elem_id="intro")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300, elem_id="controls"):
-                pair = gr.Dropdown(catalog, value=default if default in catalog else catalog[0], label="Model pair",
-                                   elem_id="pair")
-                info = gr.HTML(pair_info(pair.value), elem_id="pair-info")
-                with gr.Accordion("Custom models (override the pair)", open=False):
-                    draft_id = gr.Textbox(label="Draft model id", placeholder="owner/name or a local folder", elem_id="draft-id")
-                    target_id = gr.Textbox(label="Target model id", placeholder="owner/name or a local folder",
-                                           elem_id="target-id")
-                target_precision = gr.Dropdown(
-                    precision_choices(models.default_target_precision().value, tuple(p.value for p in TARGET_PRECISIONS)),
-                    value=DEFAULT_PRECISION, label="Target precision", elem_id="target-precision")
-                drafter = gr.Radio([d.value for d in DRAFTERS], value=DrafterKind.DRAFT_MODEL.value, label="Drafter",
-                                   elem_id="drafter", info="prompt lookup copies n-grams from the prompt; early exit "
-                                                           "drafts with the target's first layers: neither needs a draft "
-                                                           "model; staged: prompt lookup drafts for the draft model, "
-                                                           "which keeps what it would have drafted itself")
-                draft_precision = gr.Dropdown(
-                    precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
-                    value=DEFAULT_PRECISION, label="Draft precision", elem_id="draft-precision", info="draft model drafter only")
-                exit_layer = checked_by_us(gr.Slider(0, 64, value=0, step=1, elem_id="exit-layer",
-                                                     label="Early-exit layer L (0 = a quarter of the target's layers)",
-                                                     info="early exit drafter only"))
-                k = checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k"))
-                tree = gr.Textbox("", label="Token tree", placeholder="empty = a chain of k tokens", elem_id="tree-shape",
-                                  max_lines=1, info=TREE_INFO)
-                policy = gr.Radio([p.label for p in KPolicy], value=DEFAULT_POLICY.label, label="k policy",
-                                  elem_id="adaptive", info=POLICY_INFO)
-                confidence = checked_by_us(gr.Slider(0, 0.95, value=DEFAULT_CONFIDENCE, step=0.05, elem_id="confidence",
-                                                     label="Draft confidence threshold",
-                                                     info="the 'adaptive (draft confidence)' k policy only: a draft "
-                                                          "stops once the draft's top probability falls under it"))
-                temperature = checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
-                                                      elem_id="temperature"))
-                top_p = checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p"))
-                max_new = checked_by_us(gr.Slider(1, settings.read().max_new_tokens, value=128, step=1, label="Max new tokens",
-                                                  elem_id="max-new"))
-                seed = checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed"))
+                models_, info = _model_controls(catalog)
+                left = models_ | _drafter_controls() | _decoding_controls()
             with gr.Column(scale=3, min_width=480):
-                prompt = gr.Textbox(examples[0]["prompt"], label="Prompt", lines=4, max_lines=12, elem_id="prompt",
-                                    placeholder="Type a prompt or pick an example below")
-                gr.Examples([[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
-                            example_labels=[f"{e['category']}: {e['title']}" for e in examples], examples_per_page=12)
-                controls = Controls(pair, draft_id, target_id, target_precision, drafter, draft_precision, exit_layer,
-                                    k, tree, policy, confidence, temperature, top_p, max_new, seed, prompt)
-                for choice in (pair, target_precision, drafter, draft_precision, policy):
+                controls = Controls(**left, prompt=_prompt_box())
+                for choice in (controls.pair, controls.target_precision, controls.drafter, controls.draft_precision,
+                               controls.policy):
                     checked_by_us(choice)  # the spec names the field of an unlisted value (the sliders are above)
-                with gr.Tabs():
-                    with gr.Tab("Run", id="run"):
-                        run_tab.build(runner, controls, state)
-                    with gr.Tab("Step through", id="step"):
-                        step_tab.build(runner, controls, state)
-                    with gr.Tab("Theory", id="theory"):
-                        theory_tab.build(state)
-                    with gr.Tab("Sweep", id="sweep"):
-                        sweep_tab.build(runner, controls, state)
-                    with gr.Tab("Compare pairs", id="pairs"):
-                        compare_tab.build(runner, controls, state, catalog)
-                    with gr.Tab("Challenges", id="challenges"):
-                        challenges_tab.build(runner, controls, state)
-                    with gr.Tab("Export", id="export"):
-                        export_tab.build(runner, controls)
-        pair.change(pair_info, inputs=pair, outputs=info, show_progress="hidden", concurrency_limit=None,
-                    api_visibility="undocumented")
-        pair.change(pair_drafter, inputs=[pair, drafter], outputs=drafter, show_progress="hidden",
-                    concurrency_limit=None, api_visibility="undocumented")  # a cross-tokenizer pair picks its drafter
+                _tabs(runner, controls, state, catalog)
+        controls.pair.change(pair_info, inputs=controls.pair, outputs=info, show_progress="hidden",
+                             concurrency_limit=None, api_visibility="undocumented")
+        controls.pair.change(pair_drafter, inputs=[controls.pair, controls.drafter], outputs=controls.drafter,
+                             show_progress="hidden", concurrency_limit=None,
+                             api_visibility="undocumented")  # a cross-tokenizer pair picks its drafter
     demo.queue(default_concurrency_limit=1, max_size=32)
     return demo
+
+
+def _model_controls(catalog: list[str]) -> tuple[dict, gr.HTML]:
+    """The pair, its models shown under it, the custom model ids, the target's precision."""
+    default = models.default_pair()
+    pair = gr.Dropdown(catalog, value=default if default in catalog else catalog[0], label="Model pair", elem_id="pair")
+    info = gr.HTML(pair_info(pair.value), elem_id="pair-info")
+    with gr.Accordion("Custom models (override the pair)", open=False):
+        draft_id = gr.Textbox(label="Draft model id", placeholder="owner/name or a local folder", elem_id="draft-id")
+        target_id = gr.Textbox(label="Target model id", placeholder="owner/name or a local folder", elem_id="target-id")
+    target_precision = gr.Dropdown(
+        precision_choices(models.default_target_precision().value, tuple(p.value for p in TARGET_PRECISIONS)),
+        value=DEFAULT_PRECISION, label="Target precision", elem_id="target-precision")
+    return dict(pair=pair, draft_id=draft_id, target_id=target_id, target_precision=target_precision), info
+
+
+def _drafter_controls() -> dict:
+    """The drafter and its options: the draft's precision, the early-exit layer."""
+    drafter = gr.Radio([d.value for d in DRAFTERS], value=DrafterKind.DRAFT_MODEL.value, label="Drafter",
+                       elem_id="drafter", info=DRAFTER_INFO)
+    draft_precision = gr.Dropdown(
+        precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
+        value=DEFAULT_PRECISION, label="Draft precision", elem_id="draft-precision", info="draft model drafter only")
+    exit_layer = checked_by_us(gr.Slider(0, 64, value=0, step=1, elem_id="exit-layer",
+                                         label="Early-exit layer L (0 = a quarter of the target's layers)",
+                                         info="early exit drafter only"))
+    return dict(drafter=drafter, draft_precision=draft_precision, exit_layer=exit_layer)
+
+
+def _decoding_controls() -> dict:
+    """k, the token tree, the k policy and its threshold, sampling, the token limit, the seed."""
+    return dict(
+        k=checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k")),
+        tree=gr.Textbox("", label="Token tree", placeholder="empty = a chain of k tokens", elem_id="tree-shape",
+                        max_lines=1, info=TREE_INFO),
+        policy=gr.Radio([p.label for p in KPolicy], value=DEFAULT_POLICY.label, label="k policy", elem_id="adaptive",
+                        info=POLICY_INFO),
+        confidence=checked_by_us(gr.Slider(0, 0.95, value=DEFAULT_CONFIDENCE, step=0.05, elem_id="confidence",
+                                           label="Draft confidence threshold",
+                                           info="the 'adaptive (draft confidence)' k policy only: a draft "
+                                                "stops once the draft's top probability falls under it")),
+        temperature=checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
+                                            elem_id="temperature")),
+        top_p=checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p")),
+        max_new_tokens=checked_by_us(gr.Slider(1, settings.read().max_new_tokens, value=128, step=1,
+                                               label="Max new tokens", elem_id="max-new")),
+        seed=checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed")),
+    )
+
+
+def _prompt_box() -> gr.Textbox:
+    """The prompt, holding the first example prompt, with every example under it."""
+    examples = load_examples()
+    prompt = gr.Textbox(examples[0]["prompt"], label="Prompt", lines=4, max_lines=12, elem_id="prompt",
+                        placeholder="Type a prompt or pick an example below")
+    gr.Examples([[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
+                example_labels=[f"{e['category']}: {e['title']}" for e in examples], examples_per_page=12)
+    return prompt
+
+
+def _tabs(runner: Runner, controls: Controls, state: gr.State, catalog: list[str]) -> None:
+    with gr.Tabs():
+        with gr.Tab("Run", id="run"):
+            run_tab.build(runner, controls, state)
+        with gr.Tab("Step through", id="step"):
+            step_tab.build(runner, controls, state)
+        with gr.Tab("Theory", id="theory"):
+            theory_tab.build(state)
+        with gr.Tab("Sweep", id="sweep"):
+            sweep_tab.build(runner, controls, state)
+        with gr.Tab("Compare pairs", id="pairs"):
+            compare_tab.build(runner, controls, state, catalog)
+        with gr.Tab("Challenges", id="challenges"):
+            challenges_tab.build(runner, controls, state)
+        with gr.Tab("Export", id="export"):
+            export_tab.build(runner, controls)
 
 
 def launch_options() -> dict:

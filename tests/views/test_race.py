@@ -11,7 +11,6 @@ from html.parser import HTMLParser
 
 import pytest
 
-from playground import trace
 from playground.records import RoundRecord
 from playground.spec import DrafterKind
 from playground.views import race
@@ -38,6 +37,8 @@ SPEC = [rnd(0, 3, 3, [1, 2, 3, 4], 0.03, 0.25), rnd(1, 3, 1, [5, 6], 0.02, 0.11)
         rnd(2, 0, 0, [7], 0.0, 0.09, stop="length")]
 BASE = [rnd(i, 0, 0, [t], 0.0, 0.1 + 0.01 * i) for i, t in enumerate([1, 2, 3, 4, 5, 6, 7])]
 BASE[-1].stop = "length"
+SPEC_S = 0.03 + 0.25 + 0.02 + 0.11 + 0.0 + 0.09  # the engine time of each run: its rounds' draft + verify seconds
+BASE_S = sum(0.1 + 0.01 * i for i in range(7))
 
 
 class Tags(HTMLParser):
@@ -80,11 +81,11 @@ def test_each_token_appears_at_the_cumulative_seconds_of_the_round_that_produced
 def test_a_lane_finishes_at_its_runs_engine_time_and_ends_at_its_tokens_per_s():
     tok = FakeTokenizer()
     spec, base = race.lane("spec", SPEC, tok), race.lane("base", BASE, tok)
-    for ln, rounds in ((spec, SPEC), (base, BASE)):
-        s = trace.summarize(rounds)
-        assert math.isclose(ln.finish_s, s["wall_s"])
-        assert len(ln.events) / ln.finish_s == pytest.approx(s["tokens_per_s"])  # the lane's clock and tokens
-        assert f'{s["tokens_per_s"]:.1f} tokens/s' in race.render(spec, base)
+    for ln, seconds in ((spec, SPEC_S), (base, BASE_S)):
+        assert math.isclose(ln.finish_s, seconds)
+        assert ln.tokens_per_s == pytest.approx(7 / seconds)  # 7 tokens each
+        assert len(ln.events) / ln.finish_s == pytest.approx(7 / seconds)  # the lane's clock and tokens
+        assert f"{7 / seconds:.1f} tokens/s" in race.render(spec, base)
         assert ln.events[-1][0] == ln.finish_s
     base_ends = [sum(0.1 + 0.01 * j for j in range(i + 1)) for i in range(7)]  # one token per round
     assert all(math.isclose(t, e) for (t, _), e in zip(base.events, base_ends))
@@ -104,7 +105,7 @@ def test_the_pieces_of_a_real_run_concatenate_to_its_output(runner, tiny_spec, t
         assert len(ln.events) == len(ids) == 40
         assert ln.text == tok.decode(ids, skip_special_tokens=False)
         assert [t for t, _ in ln.events] == sorted(t for t, _ in ln.events)  # time only moves forward
-        assert math.isclose(ln.finish_s, trace.summarize(rounds)["wall_s"])
+        assert math.isclose(ln.finish_s, sum(r.draft_s + r.verify_s for r in rounds))
 
 
 def test_the_markup_shows_both_final_texts_the_finish_times_and_the_controls():
@@ -117,7 +118,7 @@ def test_the_markup_shows_both_final_texts_the_finish_times_and_the_controls():
     base_text = "".join(FakeTokenizer.VOCAB[t] for r in BASE for t in r.new_tokens)
     lanes = markup.split('class="race-lane ')[1:]
     assert html.escape(spec_text) in lanes[0] and html.escape(base_text) in lanes[1]
-    spec_s, base_s = trace.summarize(SPEC)["wall_s"], trace.summarize(BASE)["wall_s"]
+    spec_s, base_s = SPEC_S, BASE_S
     assert f"finished in {spec_s:.2f} s · first" in lanes[0] and f"finished in {base_s:.2f} s<" in lanes[1]
     assert re.search(rf'class="race-time"[^>]*>{base_s:.2f} s<', lanes[1])  # this side's clock, stopped at its finish
     assert f"{7 / spec_s:.1f} tokens/s" in lanes[0]

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from playground import settings
 from playground.bench.vllm_metrics import SpecCounters, has_vllm_metrics, parse_prometheus  # noqa: F401 (API)
 from playground.errors import PlaygroundError
 
@@ -58,10 +59,8 @@ class Stopped(PlaygroundError):
 def vllm_venv() -> Path:
     """vLLM's environment: $PLAYGROUND_VLLM_VENV, default $PLAYGROUND_CACHE/vllm-venv
     (~/.cache/spec-playground/vllm-venv), as scripts/install_vllm.sh makes it."""
-    if os.environ.get("PLAYGROUND_VLLM_VENV"):
-        return Path(os.environ["PLAYGROUND_VLLM_VENV"]).expanduser()
-    cache = os.environ.get("PLAYGROUND_CACHE") or Path.home() / ".cache" / "spec-playground"
-    return Path(cache).expanduser() / "vllm-venv"
+    now = settings.read()
+    return Path(now.vllm_venv or Path(now.cache) / "vllm-venv").expanduser()
 
 
 def vllm_python(venv: Path | None = None) -> Path:
@@ -250,17 +249,17 @@ def tail(path: Path, lines: int = 25) -> str:
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """End the process and the engine processes it spawned (its own process group)."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
+    """End the process and every process of its group (the engine processes it spawned): SIGTERM, a grace
+    period, then SIGKILL for whatever is left, also when the leader has already exited (its engine
+    processes may not have)."""
+    if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _call_worker(payload: dict, timeout_s: float, should_stop: Callable[[], bool] | None = None,

@@ -283,6 +283,12 @@ def test_a_worker_crash_timeout_and_stop_each_say_so(tmp_path, tiny_models):
     assert not alive(int(child.read_text()))  # the worker's whole process group was ended, children too
     with pytest.raises(Stopped):
         run_worker(VLLMRequest(target=target), {"a": [1]}, should_stop=lambda: True, venv=hang)
+    left = tmp_path / "left.pid"  # a worker that exits leaving an engine process behind: it is ended too
+    result = json.dumps({"ok": False, "error": "model_mismatch", "message": "another tokenizer"})
+    leaves = fake_venv(tmp_path / "leaves", f"sleep 300 & echo $! > {left}\necho '{result}' > \"$4\"\n")
+    with pytest.raises(PlaygroundError, match="vLLM: another tokenizer"):
+        run_worker(VLLMRequest(target=target), {"a": [1]}, venv=leaves)
+    assert not alive(int(left.read_text()))
 
 
 def test_model_mismatches_are_named(tiny_models, vllm_pair, tmp_path):

@@ -174,3 +174,25 @@ def test_the_invariant_model_computes_what_the_fp32_model_does_to_bf16_precision
         ours = (bf16_target(input_ids=ids).logits.float() - reference).abs().max()
         theirs = (stock(input_ids=ids).logits.float() - reference).abs().max()
     assert ours <= 2 * theirs, (ours, theirs)
+
+
+def test_an_int8_draft_is_as_close_to_its_fp32_self_as_torchs_int8(tiny_models, tiny_pair):
+    """The int8 kernels (one scale per weight row, activations quantised per row) against fp32, with torch's own
+    dynamic int8 quantisation (the draft's int8 where these kernels cannot run) as the yardstick."""
+    from playground.models.load import load_model
+
+    ours, _ = load_model(str(tiny_models["target"]), precision="bf16")
+    kernels.quantize_int8(ours)
+    theirs, _ = load_model(str(tiny_models["target"]), precision="int8")  # torch's quantize_dynamic
+    assert all(layer.self_attn.q_proj.weight.numel() == 0 for layer in ours.model.layers)  # bf16 copies freed
+    ids = torch.randint(0, ours.config.vocab_size, (1, 30), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        reference = tiny_pair.target(input_ids=ids).logits
+        a, b = ours(input_ids=ids).logits.float(), theirs(input_ids=ids).logits.float()
+        cache = DynamicCache(config=ours.config)  # and with a cache, one token at a time
+        steps = [ours(input_ids=ids[:, :20], cache=cache).logits[0, -1]]
+        steps += [ours(input_ids=ids[:, i : i + 1], cache=cache).logits[0, -1] for i in range(20, 29)]
+    assert (a - reference).abs().max() <= 1.5 * (b - reference).abs().max()
+    agree = lambda x: (x.argmax(-1) == reference.argmax(-1)).float().mean()
+    assert agree(a) >= agree(b) - 0.1
+    assert torch.equal(torch.stack(steps).float(), a[0, 19:29])  # integer sums: the same in every pass

@@ -394,3 +394,111 @@ void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
     }
   }
 }
+
+/* ------------------------------------------------------------------------------------------------
+ * int8 weights for a draft (AVX512-VNNI): W (N, K) int8 with a scale per row, x quantised per row to
+ * uint8 (zero point 128) at each call. acc = sum_k xq[k] w[k] in int32 is exact, so this linear is
+ * batch-invariant too; y = sx * sw[n] * (acc - 128 rowsum[n]) + bias[n].
+ */
+
+/* x: (M, K) bf16 -> xq: (M, Kp) uint8 (K padded with the zero point to Kp, a multiple of 64), sx: (M,). */
+void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8_t *xq, float *sx) {
+  for (int64_t m = 0; m < M; m++) {
+    const uint16_t *row = x + m * K;
+    __m512 mx = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) {
+      __mmask16 msk = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1u);
+      mx = _mm512_max_ps(mx, _mm512_abs_ps(widen((__m256bh)_mm256_maskz_loadu_epi16(msk, row + k))));
+    }
+    float amax = _mm512_reduce_max_ps(mx);
+    float s = amax > 0 ? amax / 127.0f : 1.0f;
+    sx[m] = s;
+    __m512 inv = _mm512_set1_ps(1.0f / s);
+    uint8_t *q = xq + m * Kp;
+    for (int64_t k = 0; k < Kp; k += 16) {
+      __mmask16 msk = K - k >= 16 ? (__mmask16)0xFFFF : K > k ? (__mmask16)((1u << (K - k)) - 1u) : 0;
+      __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(widen((__m256bh)_mm256_maskz_loadu_epi16(msk, row + k)), inv));
+      v = _mm512_add_epi32(v, _mm512_set1_epi32(128));
+      _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtusepi32_epi8(v));
+    }
+  }
+}
+
+#define NB8 8 /* int8 weight rows per register block */
+#define MB8 2 /* input rows per register block */
+
+static inline __attribute__((always_inline)) void block_i8(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K,
+                                                           int mb, int nb, int32_t *res /* mb x nb */) {
+  __m512i acc[MB8][NB8];
+  for (int i = 0; i < MB8; i++)
+    for (int j = 0; j < NB8; j++) acc[i][j] = _mm512_setzero_si512();
+  int64_t full = K & ~(int64_t)63;
+  for (int64_t k = 0; k < full; k += 64) {
+    __m512i wv[NB8] = {0};
+    for (int j = 0; j < NB8; j++)
+      if (j < nb) {
+        _mm_prefetch((const char *)(w + (j + AHEAD * nb) * K + k), _MM_HINT_T1);
+        wv[j] = _mm512_loadu_si512((const void *)(w + j * K + k));
+      }
+    for (int i = 0; i < MB8; i++) {
+      if (i >= mb) break;
+      __m512i xv = _mm512_loadu_si512((const void *)(xq + i * Kp + k));
+      for (int j = 0; j < NB8; j++)
+        if (j < nb) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+    }
+  }
+  if (full < K) {
+    __mmask64 msk = (__mmask64)((~0ULL) >> (64 - (K - full)));
+    __m512i wv[NB8] = {0};
+    for (int j = 0; j < NB8; j++)
+      if (j < nb) wv[j] = _mm512_maskz_loadu_epi8(msk, w + j * K + full);
+    for (int i = 0; i < MB8; i++) {
+      if (i >= mb) break;
+      __m512i xv = _mm512_loadu_si512((const void *)(xq + i * Kp + full));
+      for (int j = 0; j < NB8; j++)
+        if (j < nb) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+    }
+  }
+  for (int i = 0; i < mb; i++)
+    for (int j = 0; j < nb; j++) res[i * nb + j] = _mm512_reduce_add_epi32(acc[i][j]);
+}
+
+#define BLOCK8(MBV)                                                                                          \
+  static void block_i8_##MBV(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K, int nb, int32_t *res) { \
+    if (nb == NB8) block_i8(xq, Kp, w, K, MBV, NB8, res); else block_i8(xq, Kp, w, K, MBV, nb, res);        \
+  }
+BLOCK8(1) BLOCK8(2)
+
+/* y = x W^T (+ bias) (+ resid) with W int8: x (M, K) bf16, w (N, K) int8, sw (N,) fp32, rowsum (N,) int32,
+ * bias (N,) bf16 or NULL, resid (M, N) bf16 or NULL; out (M, N) bf16. scratch: M * Kp bytes + M floats. */
+void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int64_t N, const float *sw,
+                  const int32_t *rowsum, const uint16_t *bias, const uint16_t *resid, uint16_t *out, uint8_t *scratch) {
+  int64_t Kp = (K + 63) & ~(int64_t)63;
+  uint8_t *xq = scratch;
+  float *sx = (float *)(scratch + M * Kp);
+  bi_quantize_rows(x, M, K, Kp, xq, sx);
+  int64_t nblocks = (N + NB8 - 1) / NB8;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < nblocks; b++) {
+    int64_t n0 = b * NB8;
+    int nb = N - n0 < NB8 ? (int)(N - n0) : NB8;
+    int32_t res[MB8 * NB8];
+    float f[16];
+    for (int64_t m = 0; m < M; m += MB8) {
+      int mb = M - m < MB8 ? (int)(M - m) : MB8;
+      if (mb == 2) block_i8_2(xq + m * Kp, Kp, w + n0 * K, K, nb, res);
+      else block_i8_1(xq + m * Kp, Kp, w + n0 * K, K, nb, res);
+      for (int i = 0; i < mb; i++) {
+        for (int j = 0; j < nb; j++)
+          f[j] = sx[m + i] * sw[n0 + j] * (float)(res[i * nb + j] - 128 * rowsum[n0 + j]);
+        __mmask16 cols = (__mmask16)((1u << nb) - 1u);
+        __m512 y = _mm512_maskz_loadu_ps(cols, f);
+        if (bias) y = _mm512_add_ps(y, widen((__m256bh)_mm256_maskz_loadu_epi16(cols, bias + n0)));
+        __m256bh r = _mm512_cvtneps_pbh(y);
+        if (resid)
+          r = _mm512_cvtneps_pbh(_mm512_add_ps(widen(r), widen((__m256bh)_mm256_maskz_loadu_epi16(cols, resid + (m + i) * N + n0))));
+        _mm256_mask_storeu_epi16(out + (m + i) * N + n0, cols, (__m256i)r);
+      }
+    }
+  }
+}

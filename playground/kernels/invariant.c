@@ -1,0 +1,504 @@
+/* Batch-invariant bf16 kernels for the target on x86-64 CPUs with AVX512-BF16.
+ *
+ * Every output element is computed by one fixed sequence of operations that depends only on its own
+ * inputs: a row of the linear layer never sees how many other rows share the call, and a query of the
+ * attention never sees how many other queries, or which masked keys, share the pass. So a position's
+ * logits are bitwise the same whether the target scores it alone (the target alone, HF generate) or
+ * inside a verification pass of k + 1 tokens, a token tree or a batch.
+ *
+ * bf16 values travel as uint16_t. Accumulation is fp32 (vdpbf16ps), rounding to bf16 is
+ * round-to-nearest-even (vcvtneps2bf16).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <omp.h>
+
+#define NB 6 /* the most weight rows per register block */
+#define MB 8 /* the most input rows per register block */
+/* Weight blocks are prefetched into L2 this many blocks ahead: the hardware prefetcher alone leaves the
+ * loads waiting, and the multiply-adds of a multi-row pass then stop overlapping with the streaming. */
+#define AHEAD 2
+#define MC 32 /* input rows per cache block (x stays in L2 while W streams) */
+
+static inline __m512bh load_bf16(const uint16_t *p, int64_t left) {
+  if (left >= 32) return (__m512bh)_mm512_loadu_si512((const void *)p);
+  return (__m512bh)_mm512_maskz_loadu_epi16((__mmask32)((1u << left) - 1u), p);
+}
+
+static inline uint16_t to_bf16(float f) {
+  __m512 v = _mm512_set1_ps(f);
+  __m256bh h = _mm512_cvtneps_pbh(v);
+  uint16_t out[16];
+  _mm256_storeu_si256((__m256i *)out, (__m256i)h);
+  return out[0];
+}
+
+static inline __m512 widen(__m256bh h) { /* 16 bf16 -> 16 fp32, exactly */
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
+}
+
+static inline float from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+
+/* The horizontal sum of one accumulator: the tree of _mm512_reduce_add_ps, lanes (i, i + 8), then
+ * (i, i + 4), then (i, i + 2), then (0, 1). reduce16 computes the same tree for 16 accumulators at once
+ * with shuffles, so a sum's bits never depend on how many accumulators were reduced together. */
+static inline float reduce1(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+static inline __m512 pair8(__m512 a, __m512 b) { /* [a_i + a_{i+8}, b_i + b_{i+8}] */
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+static inline __m512 pair4(__m512 ab, __m512 cd) { /* per 128-bit lane, one accumulator: x_i + x_{i+4} */
+  return _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+static inline __m512 pair2(__m512 t1, __m512 t2) { /* per 128-bit lane: [t1_0 + t1_2, t1_1 + t1_3, t2_0 + t2_2, t2_1 + t2_3] */
+  return _mm512_add_ps(_mm512_shuffle_ps(t1, t2, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(t1, t2, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+static inline __m512 pair1(__m512 u1, __m512 u2) { /* per 128-bit lane: [u1_0 + u1_1, u1_2 + u1_3, u2_0 + u2_1, u2_2 + u2_3] */
+  return _mm512_add_ps(_mm512_shuffle_ps(u1, u2, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(u1, u2, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* v[0..15] -> out[0..15] = their horizontal sums. */
+static inline void reduce16(const __m512 *v, float *out) {
+  __m512 s[8], t[4], u[2];
+  for (int i = 0; i < 8; i++) s[i] = pair8(v[2 * i], v[2 * i + 1]);   /* s[i]: v[2i] | v[2i+1] */
+  for (int i = 0; i < 4; i++) t[i] = pair4(s[2 * i], s[2 * i + 1]);   /* t[i] lanes: v[4i], v[4i+1], v[4i+2], v[4i+3] */
+  for (int i = 0; i < 2; i++) u[i] = pair2(t[2 * i], t[2 * i + 1]);   /* u[i] lane l: t[2i] of v[4(2i)+l], t[2i+1] of v[4(2i+1)+l] */
+  __m512 r = pair1(u[0], u[1]);  /* lane l: [v[l], v[4 + l], v[8 + l], v[12 + l]] */
+  float tmp[16];
+  _mm512_storeu_ps(tmp, r);
+  for (int l = 0; l < 4; l++)
+    for (int j = 0; j < 4; j++) out[4 * j + l] = tmp[4 * l + j];
+}
+
+static inline void reduce_many(const __m512 *v, int n, float *out) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) reduce16(v + i, out + i);
+  for (; i < n; i++) out[i] = reduce1(v[i]);
+}
+
+/* out[m, n] = sum_k x[m, k] w[n, k] (+ bias[n]) for rows m0..m0+mb, columns n0..n0+nb (nb <= NB, mb <= MB).
+ * Per (m, n): 16 fp32 lanes, each accumulating its pairs of k over the chunks of 32 in order, then one
+ * fixed horizontal sum: a function of x[m] and w[n] alone. */
+static inline __attribute__((always_inline)) void block(const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t K,
+                                                        const uint16_t *bias, const uint16_t *resid, uint16_t *out,
+                                                        int64_t ldo, int mb, int nb) {
+  __m512 acc[MB][NB];
+  for (int i = 0; i < MB; i++)
+    for (int j = 0; j < NB; j++) acc[i][j] = _mm512_setzero_ps();
+  int64_t full = K & ~(int64_t)31;
+  for (int64_t k = 0; k < full; k += 32) {
+    __m512bh wv[NB] = {0};
+    for (int j = 0; j < NB; j++)
+      if (j < nb) {
+        _mm_prefetch((const char *)(w + (j + AHEAD * nb) * K + k), _MM_HINT_T1);
+        wv[j] = (__m512bh)_mm512_loadu_si512((const void *)(w + j * K + k));
+      }
+    for (int i = 0; i < MB; i++) {
+      if (i >= mb) break;
+      __m512bh xv = (__m512bh)_mm512_loadu_si512((const void *)(x + i * ldx + k));
+      for (int j = 0; j < NB; j++)
+        if (j < nb) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  }
+  if (full < K) { /* the last partial chunk: masked loads, zeros beyond K add exact zeros */
+    __m512bh wv[NB] = {0};
+    for (int j = 0; j < NB; j++)
+      if (j < nb) wv[j] = load_bf16(w + j * K + full, K - full);
+    for (int i = 0; i < MB; i++) {
+      if (i >= mb) break;
+      __m512bh xv = load_bf16(x + i * ldx + full, K - full);
+      for (int j = 0; j < NB; j++)
+        if (j < nb) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  }
+  /* Epilogue: the horizontal sums, 16 at a time, then bias and rounding, one row at a time. */
+  __m512 live[MB * NB];
+  int c = 0;
+  for (int i = 0; i < mb; i++)
+    for (int j = 0; j < nb; j++) live[c++] = acc[i][j];
+  float res[MB * NB];
+  reduce_many(live, c, res);
+  __mmask16 cols = (__mmask16)((1u << nb) - 1u);
+  __m512 b = bias ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cols, bias)), 16))
+                  : _mm512_setzero_ps();
+  for (int i = 0; i < mb; i++) {
+    __m256bh r = _mm512_cvtneps_pbh(_mm512_add_ps(_mm512_maskz_loadu_ps(cols, res + i * nb), b));
+    if (resid) /* the residual stream: the rounded result plus the residual, rounded again (as two bf16 ops) */
+      r = _mm512_cvtneps_pbh(_mm512_add_ps(widen(r), widen((__m256bh)_mm256_maskz_loadu_epi16(cols, resid + i * ldo))));
+    _mm256_mask_storeu_epi16(out + i * ldo, cols, (__m256i)r);
+  }
+}
+
+/* Specialisations with compile-time sizes, so the accumulators live in registers. */
+#define BLOCK(MBV, NBV)                                                                                       \
+  static void block_##MBV##_##NBV(const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t K,              \
+                                  const uint16_t *bias, const uint16_t *resid, uint16_t *out, int64_t ldo) { \
+    block(x, ldx, w, K, bias, resid, out, ldo, MBV, NBV);                                                    \
+  }
+BLOCK(1, 6) BLOCK(2, 6) BLOCK(3, 6) BLOCK(4, 6) BLOCK(5, 4) BLOCK(6, 4) BLOCK(7, 3) BLOCK(8, 3)
+
+typedef void (*block_fn)(const uint16_t *, int64_t, const uint16_t *, int64_t, const uint16_t *, const uint16_t *,
+                         uint16_t *, int64_t);
+
+/* x: (M, K), w: (N, K), bias: (N,) or NULL, resid: (M, N) or NULL (added to the result), out: (M, N); all
+ * bf16, row-major, contiguous.
+ * The register block is chosen by the rows of the pass (up to 8 rows in one block, so the weights stream
+ * once), but every block computes each element by the same sequence: the choice never changes a bit. */
+void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
+               const uint16_t *resid, uint16_t *out) {
+  static const block_fn wide[5] = {0, block_1_6, block_2_6, block_3_6, block_4_6};
+  int rows = M <= 4 ? (int)M : M <= 8 ? (int)M : 4; /* rows per block */
+  int nbv = rows <= 4 ? 6 : rows <= 6 ? 4 : 3;     /* weight rows per block */
+  block_fn fn = rows <= 4 ? wide[rows] : rows == 5 ? block_5_4 : rows == 6 ? block_6_4 : rows == 7 ? block_7_3 : block_8_3;
+  int64_t nblocks = (N + nbv - 1) / nbv;
+  for (int64_t m0 = 0; m0 < M; m0 += MC) {
+    int64_t mc = M - m0 < MC ? M - m0 : MC;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nblocks; b++) {
+      int64_t n0 = b * nbv;
+      int nb = N - n0 < nbv ? (int)(N - n0) : nbv;
+      const uint16_t *wb = w + n0 * K;
+      const uint16_t *bb = bias ? bias + n0 : NULL;
+      for (int64_t m = m0; m < m0 + mc; m += rows) {
+        int mb = m0 + mc - m < rows ? (int)(m0 + mc - m) : rows;
+        const uint16_t *xb = x + m * K;
+        uint16_t *ob = out + m * N + n0;
+        const uint16_t *rb = resid ? resid + m * N + n0 : NULL;
+        if (nb == nbv && mb == rows) fn(xb, K, wb, K, bb, rb, ob, N);
+        else block(xb, K, wb, K, bb, rb, ob, N, mb, nb);
+      }
+    }
+  }
+}
+
+/* Read bandwidth: sum a buffer of n floats with every thread, reps times; returns the sum (kept so the
+ * compiler cannot drop the reads). */
+double read_sum(const float *buf, int64_t n, int reps) {
+  double total = 0;
+  for (int r = 0; r < reps; r++) {
+#pragma omp parallel reduction(+ : total)
+    {
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; i += 64) {
+        _mm_prefetch((const char *)(buf + i + 65536), _MM_HINT_T1); /* 256 KB ahead: the best distance here */
+        _mm_prefetch((const char *)(buf + i + 65536 + 32), _MM_HINT_T1);
+        a0 = _mm512_add_ps(a0, _mm512_loadu_ps(buf + i));
+        a1 = _mm512_add_ps(a1, _mm512_loadu_ps(buf + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_loadu_ps(buf + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_loadu_ps(buf + i + 48));
+      }
+      total += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    }
+  }
+  return total;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Attention, one query at a time. For query (b, h, i) the keys it may see are listed in increasing
+ * order (the mask's allowed entries, or 0 .. T - Q + i when there is no mask); its scores, softmax and
+ * weighted sum of values are computed over that list alone, in that order. A masked key is skipped, not
+ * added as a zero, so a query's result depends only on its own keys: not on the pass's other queries,
+ * nor on where a tree or a batch put holes in the cache.
+ */
+
+/* exp(x) for x <= 0, elementwise: Cody-Waite range reduction and a degree-6 polynomial (relative error
+ * about 2e-7). Vector and tail lanes run the same code, so a value's exp never depends on its lane. */
+static inline __m512 exp_le0(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.0f);
+  x = _mm512_max_ps(x, lo);
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* q: (B, H, Q, D) bf16 with strides sq (elements, per dim); k, v: (B, Hkv, T, D) bf16 with strides sk, sv;
+ * allowed: NULL, or uint8 (B, Q, T) with strides sm (0 for a broadcast dim); out: (B, Q, H, D) bf16,
+ * contiguous. D is a multiple of 16, at most 256. scratch: per thread, 2 * T floats (scores, key ids). */
+void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
+                  const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
+                  int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale, float *scratch) {
+  int64_t groups = H / Hkv;
+  int64_t tasks = B * H * Q;
+#pragma omp parallel
+  {
+    float *scores = scratch + (int64_t)omp_get_thread_num() * 2 * T;
+    int32_t *keys = (int32_t *)(scores + T);
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; task++) {
+      int64_t b = task / (H * Q), h = (task / Q) % H, i = task % Q, hk = h / groups;
+      const uint16_t *qv = q + b * sq[0] + h * sq[1] + i * sq[2];
+      const uint16_t *kb = k + b * sk[0] + hk * sk[1];
+      const uint16_t *vb = v + b * sv[0] + hk * sv[1];
+      int64_t n = 0;
+      if (allowed) {
+        const uint8_t *row = allowed + b * sm[0] + i * sm[1];
+        for (int64_t j = 0; j < T; j++)
+          if (row[j * sm[2]]) keys[n++] = (int32_t)j;
+      } else {
+        for (int64_t j = 0; j <= T - Q + i; j++) keys[n++] = (int32_t)j;
+      }
+      uint16_t *o = out + ((b * Q + i) * H + h) * D;
+      if (n == 0) { memset(o, 0, D * sizeof(uint16_t)); continue; }
+      /* scores: 16 keys at a time through reduce16 (the same tree as reduce1 for the rest) */
+      __m512bh qc[8];
+      for (int64_t d = 0; d < D; d += 32) qc[d / 32] = load_bf16(qv + d, D - d);
+      int64_t j = 0;
+      __m512 acc[16];
+      for (; j + 16 <= n; j += 16) {
+        for (int t = 0; t < 16; t++) {
+          const uint16_t *kr = kb + keys[j + t] * sk[2];
+          __m512 a = _mm512_setzero_ps();
+          for (int64_t d = 0; d < D; d += 32) a = _mm512_dpbf16_ps(a, qc[d / 32], load_bf16(kr + d, D - d));
+          acc[t] = a;
+        }
+        reduce16(acc, scores + j);
+      }
+      for (; j < n; j++) {
+        const uint16_t *kr = kb + keys[j] * sk[2];
+        __m512 a = _mm512_setzero_ps();
+        for (int64_t d = 0; d < D; d += 32) a = _mm512_dpbf16_ps(a, qc[d / 32], load_bf16(kr + d, D - d));
+        scores[j] = reduce1(a);
+      }
+      /* softmax over the list: the max, then exp(s - max) in chunks of 16 from the list's start */
+      float mx = -INFINITY;
+      for (j = 0; j < n; j++) {
+        scores[j] *= scale;
+        if (scores[j] > mx) mx = scores[j];
+      }
+      __m512 vmx = _mm512_set1_ps(mx);
+      for (j = 0; j < n; j += 16) {
+        __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+        __m512 s = _mm512_maskz_loadu_ps(m, scores + j);
+        _mm512_mask_storeu_ps(scores + j, m, exp_le0(_mm512_sub_ps(s, vmx)));
+      }
+      /* the weighted sum of values and the normaliser, key by key in list order */
+      __m512 ov[16];
+      int64_t chunks = D / 16;
+      for (int64_t c = 0; c < chunks; c++) ov[c] = _mm512_setzero_ps();
+      float l = 0.0f;
+      for (j = 0; j < n; j++) {
+        float p = scores[j];
+        l += p;
+        __m512 pv = _mm512_set1_ps(p);
+        const uint16_t *vr = vb + keys[j] * sv[2];
+        for (int64_t c = 0; c < chunks; c++) {
+          __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(vr + 16 * c))), 16));
+          ov[c] = _mm512_fmadd_ps(pv, x, ov[c]);
+        }
+      }
+      __m512 inv = _mm512_set1_ps(1.0f / l);
+      for (int64_t c = 0; c < chunks; c++)
+        _mm256_storeu_si256((__m256i *)(o + 16 * c), (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(ov[c], inv)));
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * RMSNorm as Llama / Qwen2 / Qwen3 / Mistral compute it: h = x in fp32, h * rsqrt(mean(h^2) + eps),
+ * rounded to bf16, times the bf16 weight (rounded to bf16). One row at a time, the sum of squares in a
+ * fixed order (16 lanes over the row, then the fixed tree): a row never depends on the other rows.
+ * x, out: (M, D) bf16 contiguous, w: (D,) bf16.
+ */
+void bi_rmsnorm(const uint16_t *x, int64_t M, int64_t D, const uint16_t *w, float eps, uint16_t *out) {
+#pragma omp parallel for schedule(static) if (M > 4)
+  for (int64_t m = 0; m < M; m++) {
+    const uint16_t *row = x + m * D;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; d += 16) {
+      __mmask16 mask = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1u);
+      __m512 h = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, row + d)), 16));
+      acc = _mm512_fmadd_ps(h, h, acc);
+    }
+    float inv = 1.0f / sqrtf(reduce1(acc) / (float)D + eps);
+    __m512 vinv = _mm512_set1_ps(inv);
+    for (int64_t d = 0; d < D; d += 16) {
+      __mmask16 mask = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1u);
+      __m512 h = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, row + d)), 16));
+      __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, w + d)), 16));
+      __m256bh hb = _mm512_cvtneps_pbh(_mm512_mul_ps(h, vinv)); /* h * rsqrt(...) rounded to bf16 */
+      __m512 hr = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hb), 16));
+      _mm256_mask_storeu_epi16(out + m * D + d, mask, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(wv, hr)));
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * The rest of a Llama / Qwen2 decoder layer, so that a layer is a few calls instead of forty torch ops.
+ */
+
+/* Rotary embedding and the split into heads. qkv: (B * S, (H + 2 Hkv) D), the fused projection's output;
+ * cos, sin: (B, S, D) bf16. Writes q: (B, H, S, D), k, v: (B, Hkv, S, D), contiguous; q and k rotated:
+ * x * cos + rotate_half(x) * sin in fp32, rounded once. */
+void bi_rotary_split(const uint16_t *qkv, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                     const uint16_t *cos, const uint16_t *sin, uint16_t *q, uint16_t *k, uint16_t *v) {
+  int64_t W = (H + 2 * Hkv) * D, half = D / 2, heads = H + 2 * Hkv;
+#pragma omp parallel for schedule(static) if (B * S * heads > 64)
+  for (int64_t task = 0; task < B * S * heads; task++) {
+    int64_t bs = task / heads, h = task % heads, b = bs / S, s = bs % S;
+    const uint16_t *src = qkv + bs * W + h * D;
+    uint16_t *dst = h < H ? q + ((b * H + h) * S + s) * D
+                  : h < H + Hkv ? k + ((b * Hkv + (h - H)) * S + s) * D
+                  : v + ((b * Hkv + (h - H - Hkv)) * S + s) * D;
+    if (h >= H + Hkv) { memcpy(dst, src, D * sizeof(uint16_t)); continue; }
+    const uint16_t *c = cos + bs * D, *sn = sin + bs * D;
+    for (int64_t d = 0; d < D; d += 16) { /* chunks never straddle the two halves */
+      int64_t end = d < half ? half : D;
+      int64_t n = end - d < 16 ? end - d : 16;
+      __mmask16 m = (__mmask16)((1u << n) - 1u);
+      /* rotate_half: -x[d + half] for d < half, x[d - half] after */
+      int64_t o = d < half ? d + half : d - half;
+      __m512 x = widen((__m256bh)_mm256_maskz_loadu_epi16(m, src + d));
+      __m512 r = widen((__m256bh)_mm256_maskz_loadu_epi16(m, src + o));
+      if (d < half) r = _mm512_sub_ps(_mm512_setzero_ps(), r);
+      __m512 y = _mm512_fmadd_ps(x, widen((__m256bh)_mm256_maskz_loadu_epi16(m, c + d)),
+                                 _mm512_mul_ps(r, widen((__m256bh)_mm256_maskz_loadu_epi16(m, sn + d))));
+      _mm256_mask_storeu_epi16(dst + d, m, (__m256i)_mm512_cvtneps_pbh(y));
+      d += n - 16; /* the next chunk starts where this one ended */
+    }
+  }
+}
+
+/* exp(x) for any x (clamped to [-87, 88]), the same code in every lane. */
+static inline __m512 exp_any(__m512 x) {
+  return exp_le0(_mm512_min_ps(x, _mm512_set1_ps(88.0f)));
+}
+
+/* out[m, i] = silu(gu[m, i]) * gu[m, I + i] in fp32, rounded once; gu: (M, 2I), out: (M, I), bf16. */
+void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
+#pragma omp parallel for schedule(static) if (M * I > 65536)
+  for (int64_t m = 0; m < M; m++) {
+    for (int64_t i = 0; i < I; i += 16) {
+      __mmask16 k = I - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (I - i)) - 1u);
+      __m512 g = widen((__m256bh)_mm256_maskz_loadu_epi16(k, gu + m * 2 * I + i));
+      __m512 u = widen((__m256bh)_mm256_maskz_loadu_epi16(k, gu + m * 2 * I + I + i));
+      __m512 e = exp_any(_mm512_sub_ps(_mm512_setzero_ps(), g));
+      __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+      _mm256_mask_storeu_epi16(out + m * I + i, k, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(s, u)));
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * int8 weights for a draft (AVX512-VNNI): W (N, K) int8 with a scale per row, x quantised per row to
+ * uint8 (zero point 128) at each call. acc = sum_k xq[k] w[k] in int32 is exact, so this linear is
+ * batch-invariant too; y = sx * sw[n] * (acc - 128 rowsum[n]) + bias[n].
+ */
+
+/* x: (M, K) bf16 -> xq: (M, Kp) uint8 (K padded with the zero point to Kp, a multiple of 64), sx: (M,). */
+void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8_t *xq, float *sx) {
+  for (int64_t m = 0; m < M; m++) {
+    const uint16_t *row = x + m * K;
+    __m512 mx = _mm512_setzero_ps();
+    for (int64_t k = 0; k < K; k += 16) {
+      __mmask16 msk = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1u);
+      mx = _mm512_max_ps(mx, _mm512_abs_ps(widen((__m256bh)_mm256_maskz_loadu_epi16(msk, row + k))));
+    }
+    float amax = _mm512_reduce_max_ps(mx);
+    float s = amax > 0 ? amax / 127.0f : 1.0f;
+    sx[m] = s;
+    __m512 inv = _mm512_set1_ps(1.0f / s);
+    uint8_t *q = xq + m * Kp;
+    for (int64_t k = 0; k < Kp; k += 16) {
+      __mmask16 msk = K - k >= 16 ? (__mmask16)0xFFFF : K > k ? (__mmask16)((1u << (K - k)) - 1u) : 0;
+      __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(widen((__m256bh)_mm256_maskz_loadu_epi16(msk, row + k)), inv));
+      v = _mm512_add_epi32(v, _mm512_set1_epi32(128));
+      _mm_storeu_si128((__m128i *)(q + k), _mm512_cvtusepi32_epi8(v));
+    }
+  }
+}
+
+#define NB8 8 /* int8 weight rows per register block */
+#define MB8 2 /* input rows per register block */
+
+static inline __attribute__((always_inline)) void block_i8(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K,
+                                                           int mb, int nb, int32_t *res /* mb x nb */) {
+  __m512i acc[MB8][NB8];
+  for (int i = 0; i < MB8; i++)
+    for (int j = 0; j < NB8; j++) acc[i][j] = _mm512_setzero_si512();
+  int64_t full = K & ~(int64_t)63;
+  for (int64_t k = 0; k < full; k += 64) {
+    __m512i wv[NB8] = {0};
+    for (int j = 0; j < NB8; j++)
+      if (j < nb) {
+        _mm_prefetch((const char *)(w + (j + AHEAD * nb) * K + k), _MM_HINT_T1);
+        wv[j] = _mm512_loadu_si512((const void *)(w + j * K + k));
+      }
+    for (int i = 0; i < MB8; i++) {
+      if (i >= mb) break;
+      __m512i xv = _mm512_loadu_si512((const void *)(xq + i * Kp + k));
+      for (int j = 0; j < NB8; j++)
+        if (j < nb) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+    }
+  }
+  if (full < K) {
+    __mmask64 msk = (__mmask64)((~0ULL) >> (64 - (K - full)));
+    __m512i wv[NB8] = {0};
+    for (int j = 0; j < NB8; j++)
+      if (j < nb) wv[j] = _mm512_maskz_loadu_epi8(msk, w + j * K + full);
+    for (int i = 0; i < MB8; i++) {
+      if (i >= mb) break;
+      __m512i xv = _mm512_loadu_si512((const void *)(xq + i * Kp + full));
+      for (int j = 0; j < NB8; j++)
+        if (j < nb) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+    }
+  }
+  for (int i = 0; i < mb; i++)
+    for (int j = 0; j < nb; j++) res[i * nb + j] = _mm512_reduce_add_epi32(acc[i][j]);
+}
+
+#define BLOCK8(MBV)                                                                                          \
+  static void block_i8_##MBV(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K, int nb, int32_t *res) { \
+    if (nb == NB8) block_i8(xq, Kp, w, K, MBV, NB8, res); else block_i8(xq, Kp, w, K, MBV, nb, res);        \
+  }
+BLOCK8(1) BLOCK8(2)
+
+/* y = x W^T (+ bias) (+ resid) with W int8: x (M, K) bf16, w (N, K) int8, sw (N,) fp32, rowsum (N,) int32,
+ * bias (N,) bf16 or NULL, resid (M, N) bf16 or NULL; out (M, N) bf16. scratch: M * Kp bytes + M floats. */
+void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int64_t N, const float *sw,
+                  const int32_t *rowsum, const uint16_t *bias, const uint16_t *resid, uint16_t *out, uint8_t *scratch) {
+  int64_t Kp = (K + 63) & ~(int64_t)63;
+  uint8_t *xq = scratch;
+  float *sx = (float *)(scratch + M * Kp);
+  bi_quantize_rows(x, M, K, Kp, xq, sx);
+  int64_t nblocks = (N + NB8 - 1) / NB8;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < nblocks; b++) {
+    int64_t n0 = b * NB8;
+    int nb = N - n0 < NB8 ? (int)(N - n0) : NB8;
+    int32_t res[MB8 * NB8];
+    float f[16];
+    for (int64_t m = 0; m < M; m += MB8) {
+      int mb = M - m < MB8 ? (int)(M - m) : MB8;
+      if (mb == 2) block_i8_2(xq + m * Kp, Kp, w + n0 * K, K, nb, res);
+      else block_i8_1(xq + m * Kp, Kp, w + n0 * K, K, nb, res);
+      for (int i = 0; i < mb; i++) {
+        for (int j = 0; j < nb; j++)
+          f[j] = sx[m + i] * sw[n0 + j] * (float)(res[i * nb + j] - 128 * rowsum[n0 + j]);
+        __mmask16 cols = (__mmask16)((1u << nb) - 1u);
+        __m512 y = _mm512_maskz_loadu_ps(cols, f);
+        if (bias) y = _mm512_add_ps(y, widen((__m256bh)_mm256_maskz_loadu_epi16(cols, bias + n0)));
+        __m256bh r = _mm512_cvtneps_pbh(y);
+        if (resid)
+          r = _mm512_cvtneps_pbh(_mm512_add_ps(widen(r), widen((__m256bh)_mm256_maskz_loadu_epi16(cols, resid + (m + i) * N + n0))));
+        _mm256_mask_storeu_epi16(out + (m + i) * N + n0, cols, (__m256i)r);
+      }
+    }
+  }
+}

@@ -1,0 +1,198 @@
+"""The batch-invariant kernels (playground/kernels.py): a row's result never depends on the pass it is in.
+
+Every test compares a computation inside a larger pass with the same computation alone, bitwise.
+They need a CPU with AVX512-BF16 and a C compiler; elsewhere they are skipped with the reason, unless
+PLAYGROUND_REQUIRE_KERNELS=1 (CI sets it), which turns a missing kernel into a failure.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from playground import kernels
+
+if kernels.why_not():
+    if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1":
+        raise RuntimeError(f"PLAYGROUND_REQUIRE_KERNELS=1 but the kernels cannot run here: {kernels.why_not()}")
+    pytest.skip(f"batch-invariant kernels unavailable: {kernels.why_not()}", allow_module_level=True)
+
+
+def bf16(*shape: int, seed: int = 0, scale: float = 1.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).bfloat16()
+
+
+# ---------------------------------------------------------------- linear
+
+@pytest.mark.parametrize("n,k", [(100, 200), (96, 64), (13, 48), (1537, 96)])
+def test_a_linear_row_is_bitwise_the_same_in_every_pass_size(n, k):
+    w, b, x = bf16(n, k, seed=1, scale=0.1), bf16(n, seed=2), bf16(41, k, seed=3)
+    whole = kernels.linear(x, w, b)
+    for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 41):
+        part = kernels.linear(x[:m], w, b)
+        assert torch.equal(part, whole[:m]), m
+        alone = kernels.linear(x[m - 1 : m], w, b)  # the pass's last row, alone
+        assert torch.equal(alone[0], whole[m - 1]), m
+
+
+def test_a_linear_row_does_not_depend_on_the_other_rows_values():
+    w, x = bf16(64, 96, seed=4, scale=0.1), bf16(6, 96, seed=5)
+    other = x.clone()
+    other[1:] = bf16(5, 96, seed=6)
+    assert torch.equal(kernels.linear(x, w)[0], kernels.linear(other, w)[0])
+
+
+def test_linear_agrees_with_an_fp32_reference_to_bf16_rounding():
+    w, b, x = bf16(300, 256, seed=7, scale=0.05), bf16(300, seed=8), bf16(5, 256, seed=9)
+    exact = x.float() @ w.float().T + b.float()
+    ours = kernels.linear(x, w, b).float()
+    assert (ours - exact).abs().max() <= exact.abs().max() * 2**-7  # one bf16 rounding of the result
+
+
+def test_linear_takes_batched_and_strided_inputs():
+    w, x = bf16(40, 64, seed=10), bf16(2, 3, 128, seed=11)[..., ::2]  # (2, 3, 64), not contiguous
+    out = kernels.linear(x, w)
+    assert out.shape == (2, 3, 40)
+    assert torch.equal(out[1, 2], kernels.linear(x[1, 2:3].contiguous(), w)[0])
+
+
+# ---------------------------------------------------------------- attention
+
+def attend(q, k, v, mask=None):
+    return kernels.attention(None, q, k, v, mask)[0]  # (B, Q, H, D)
+
+
+def sdpa(q, k, v, mask):
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1).float(), v.repeat_interleave(g, 1).float()
+    return torch.nn.functional.scaled_dot_product_attention(q.float(), k, v, attn_mask=mask).transpose(1, 2)
+
+
+@pytest.mark.parametrize("d", [16, 32, 48, 128])
+def test_attention_agrees_with_sdpa(d):
+    q, k, v = bf16(2, 4, 5, d, seed=12), bf16(2, 2, 9, d, seed=13), bf16(2, 2, 9, d, seed=14)
+    causal = torch.ones(5, 9, dtype=torch.bool).tril(4)
+    ours = attend(q, k, v).float()  # no mask: causal, the queries last
+    assert (ours - sdpa(q, k, v, causal)).abs().max() < 2e-2
+    holes = causal.clone()
+    holes[:, 2] = False
+    float_mask = torch.zeros(1, 1, 5, 9, dtype=torch.bfloat16).masked_fill(~holes, torch.finfo(torch.bfloat16).min)
+    assert (attend(q, k, v, float_mask).float() - sdpa(q, k, v, holes)).abs().max() < 2e-2
+    assert torch.equal(attend(q, k, v, float_mask), attend(q, k, v, holes[None, None]))
+
+
+def test_a_query_does_not_depend_on_the_other_queries_of_its_pass():
+    q, k, v = bf16(1, 4, 6, 64, seed=15), bf16(1, 2, 20, 64, seed=16), bf16(1, 2, 20, 64, seed=17)
+    whole = attend(q, k, v)  # 6 queries at positions 14..19
+    for i in range(6):
+        alone = attend(q[:, :, i : i + 1], k[:, :, : 15 + i], v[:, :, : 15 + i])  # the target alone's pass
+        assert torch.equal(alone[:, 0], whole[:, i])
+
+
+def test_a_masked_key_is_skipped_not_counted():
+    """A tree node or a batch row sees its keys through holes; the result equals the same keys packed."""
+    q, k, v = bf16(1, 2, 1, 32, seed=18), bf16(1, 1, 12, 32, seed=19), bf16(1, 1, 12, 32, seed=20)
+    seen = torch.tensor([0, 1, 2, 5, 8, 11])
+    mask = torch.zeros(1, 1, 1, 12, dtype=torch.bool)
+    mask[..., seen] = True
+    holed = attend(q, k, v, mask)
+    packed = attend(q, k[:, :, seen], v[:, :, seen])
+    assert torch.equal(holed, packed)
+
+
+# ---------------------------------------------------------------- a model
+
+@pytest.fixture(scope="module")
+def bf16_target(tiny_models):
+    from playground.models.load import load_model
+
+    model, _ = load_model(str(tiny_models["target"]), precision="bf16")
+    assert kernels.make_invariant(model)
+    return model
+
+
+@torch.inference_mode()
+def logits_one_by_one(model, ids: list[int], start: int) -> torch.Tensor:
+    cache = DynamicCache(config=model.config)
+    rows = [model(input_ids=torch.tensor([ids[:start]]), cache=cache).logits[0, -1]]
+    for t in ids[start:-1]:
+        rows.append(model(input_ids=torch.tensor([[t]]), cache=cache).logits[0, -1])
+    return torch.stack(rows)
+
+
+@torch.inference_mode()
+def logits_in_passes(model, ids: list[int], start: int, width: int) -> torch.Tensor:
+    cache = DynamicCache(config=model.config)
+    rows = [model(input_ids=torch.tensor([ids[:start]]), cache=cache).logits[0, -1:]]
+    for at in range(start, len(ids) - 1, width):
+        rows.append(model(input_ids=torch.tensor([ids[at : min(at + width, len(ids) - 1)]]), cache=cache).logits[0])
+    return torch.cat(rows)
+
+
+def test_a_positions_logits_are_bitwise_the_same_in_passes_of_every_size(bf16_target):
+    ids = torch.randint(0, bf16_target.config.vocab_size, (40,), generator=torch.Generator().manual_seed(0)).tolist()
+    one = logits_one_by_one(bf16_target, ids, 8)
+    for width in (2, 5, 9, 17):
+        assert torch.equal(logits_in_passes(bf16_target, ids, 8, width), one), width
+
+
+def test_switching_off_restores_torchs_kernels(tiny_models):
+    from playground.models.load import load_model
+
+    model, _ = load_model(str(tiny_models["target"]), precision="bf16")
+    stock = model.config._attn_implementation
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.inference_mode():
+        before = model(input_ids=ids).logits
+        assert kernels.make_invariant(model) and kernels.is_invariant(model)
+        assert model.config._attn_implementation == kernels.NAME
+        assert not torch.equal(model(input_ids=ids).logits, before)  # other kernels, other rounding
+        assert not kernels.make_invariant(model, False)
+        assert model.config._attn_implementation == stock and not kernels.is_invariant(model)
+        assert torch.equal(model(input_ids=ids).logits, before)
+
+
+def test_fp32_models_are_left_alone(tiny_pair):
+    assert kernels.can_make_invariant(tiny_pair.target) == "the model is float32, not bf16"
+    assert not kernels.make_invariant(tiny_pair.target)
+
+
+def test_the_invariant_model_computes_what_the_fp32_model_does_to_bf16_precision(bf16_target, tiny_models, tiny_pair):
+    """The fused decoder layers (norm, q/k/v, rotary, attention, o + residual, norm, gate/up, SiLU, down +
+    residual) against the same weights in fp32 through transformers' own code: no further from it than
+    transformers' own bf16 computation is (a wrong kernel is off by the logits' whole scale)."""
+    from playground.models.load import load_model
+
+    assert all("forward" in layer.__dict__ for layer in bf16_target.model.layers)  # the fused path ran
+    stock, _ = load_model(str(tiny_models["target"]), precision="bf16")
+    ids = torch.randint(0, bf16_target.config.vocab_size, (1, 30), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        reference = tiny_pair.target(input_ids=ids).logits
+        ours = (bf16_target(input_ids=ids).logits.float() - reference).abs().max()
+        theirs = (stock(input_ids=ids).logits.float() - reference).abs().max()
+    assert ours <= 2 * theirs, (ours, theirs)
+
+
+def test_an_int8_draft_is_as_close_to_its_fp32_self_as_torchs_int8(tiny_models, tiny_pair):
+    """The int8 kernels (one scale per weight row, activations quantised per row) against fp32, with torch's own
+    dynamic int8 quantisation (the draft's int8 where these kernels cannot run) as the yardstick."""
+    from playground.models.load import load_model
+
+    ours, _ = load_model(str(tiny_models["target"]), precision="bf16")
+    kernels.quantize_int8(ours)
+    theirs, _ = load_model(str(tiny_models["target"]), precision="int8")  # torch's quantize_dynamic
+    assert all(layer.self_attn.q_proj.weight.numel() == 0 for layer in ours.model.layers)  # bf16 copies freed
+    ids = torch.randint(0, ours.config.vocab_size, (1, 30), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        reference = tiny_pair.target(input_ids=ids).logits
+        a, b = ours(input_ids=ids).logits.float(), theirs(input_ids=ids).logits.float()
+        cache = DynamicCache(config=ours.config)  # and with a cache, one token at a time
+        steps = [ours(input_ids=ids[:, :20], cache=cache).logits[0, -1]]
+        steps += [ours(input_ids=ids[:, i : i + 1], cache=cache).logits[0, -1] for i in range(20, 29)]
+    assert (a - reference).abs().max() <= 1.5 * (b - reference).abs().max()
+    agree = lambda x: (x.argmax(-1) == reference.argmax(-1)).float().mean()
+    assert agree(a) >= agree(b) - 0.1
+    assert torch.equal(torch.stack(steps).float(), a[0, 19:29])  # integer sums: the same in every pass

@@ -67,6 +67,15 @@ def test_paths_outside_the_model_roots_are_refused(tiny_models, spec):
         models.resolve(spec)
 
 
+def test_a_refusal_names_no_server_path(tiny_models):
+    """Issue 29.7: refusing a folder outside the model roots listed the roots' server paths."""
+    roots = [str(root) for root in models.model_roots()]
+    for spec in ("/etc", "../../etc", "~/.ssh"):
+        with pytest.raises(PlaygroundError, match="allowed model roots") as refused:
+            models.resolve(spec)
+        assert not [root for root in roots if root in str(refused.value)], str(refused.value)
+
+
 @pytest.mark.parametrize("spec", ["", "a b c", "x" * 300, "<script>alert(1)</script>", "owner/name/extra"])
 def test_malformed_ids_are_refused(spec):
     with pytest.raises(PlaygroundError):
@@ -205,31 +214,81 @@ def test_concurrent_requests_for_one_model_load_it_once(tiny_models, monkeypatch
 
 
 def test_an_absurd_config_is_refused_from_its_config_before_loading(tiny_models, tmp_path, monkeypatch):
-    """A tiny weights file under a config that says hidden_size 10^7: refused by the memory check, not allocated."""
-    import json
-    import shutil
-    absurd = tmp_path / "absurd"
-    shutil.copytree(tiny_models["target"], absurd)
-    config = json.loads((absurd / "config.json").read_text())
-    config.update(hidden_size=10**7, intermediate_size=4 * 10**7)
-    (absurd / "config.json").write_text(json.dumps(config))
+    """A tiny weights file under a config that says hidden_size 10^7: refused from the config, not allocated."""
+    absurd = _config_folder(tmp_path, "absurd", dict(_tiny_config(tiny_models), hidden_size=10**7,
+                                                     intermediate_size=4 * 10**7), weights_from=tiny_models["target"])
     monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
     monkeypatch.setenv("PLAYGROUND_MEMORY_GB", "8")
-    assert models.estimate_bytes(str(absurd), "fp32") > 10**15  # from the config, not the ~100 KB file
     loads = []
     from playground.models import cache as cache_module
     monkeypatch.setattr(cache_module, "load_model", lambda *a, **k: loads.append(a))
-    with pytest.raises(PlaygroundError, match="Not enough memory"):
+    with pytest.raises(PlaygroundError, match="hidden_size = 10000000: hidden size must be a whole number"):
         models.ModelCache().get(str(absurd))
     assert loads == []
 
 
 def test_config_params_count_a_llama_style_decoder_by_hand():
-    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 320, "intermediate_size": 128,
-           "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False}
-    # embeddings 2 * 320 * 64; per layer q,o 2 * 64 * 64, k,v 2 * 64 * 32, mlp 3 * 64 * 128
-    assert models.config_params(cfg) == 2 * 320 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128)
-    assert models.config_params({"hidden_size": "x"}) is None
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 320,
+           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False}
+    # embeddings 2 * 320 * 64; per layer q,o 2 * 64 * 64, k,v 2 * 64 * 32, mlp 3 * 64 * 128, two norms 2 * 64; a final norm
+    assert models.config_params(cfg) == 2 * 320 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64) + 64
+    with pytest.raises(PlaygroundError, match="hidden_size = 'x'"):
+        models.config_params(dict(cfg, hidden_size="x"))
+    assert models.config_params({"model_type": "no such architecture"}) is None  # the loader says why
+
+
+def _tiny_config(tiny_models) -> dict:
+    import json
+    return json.loads((tiny_models["target"] / "config.json").read_text())
+
+
+def _config_folder(root, name: str, config: dict, weights_from=None):
+    """A model folder holding `config` (written as JSON: float('inf') as 1e400's reading), with the weights and
+    tokenizer of `weights_from` when given."""
+    import json
+    import shutil
+    folder = root / name
+    if weights_from is not None:
+        shutil.copytree(weights_from, folder)
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config).replace("Infinity", "1e400"))
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "bloom"])
+def test_every_architecture_is_sized_from_its_config_on_the_meta_device(kind, tmp_path, monkeypatch):
+    """Issue 29.1: the memory check read Llama's field names only; with PLAYGROUND_MEMORY_GB=0.15 a 0.4 GB GPT-2 or
+    BLOOM model (n_layer, n_embd) loaded. Now every architecture transformers knows is counted on the meta device."""
+    from transformers import BloomConfig, GPT2Config
+    config = (GPT2Config() if kind == "gpt2" else BloomConfig(n_layer=8, hidden_size=1024, n_head=16)).to_dict()
+    folder = _config_folder(tmp_path, kind, config)
+    monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
+    params = {"gpt2": 124_439_808, "bloom": 8 * (12 * 1024**2 + 13 * 1024) + 250_880 * 1024 + 4 * 1024}[kind]
+    assert models.config_params(config) == params  # GPT-2's published count; BLOOM's by hand (tied head)
+    assert models.estimate_bytes(str(folder), "fp32") >= 4 * params > 0.4e9
+    monkeypatch.setenv("PLAYGROUND_MEMORY_GB", "0.15")
+    from playground.models import cache as cache_module
+    loads = []
+    monkeypatch.setattr(cache_module, "load_model", lambda *a, **k: loads.append(a))
+    with pytest.raises(PlaygroundError, match=r"Not enough memory .* needs about [0-9.]+ GB, the budget is 0.1 GB"):
+        models.ModelCache().get(str(folder), precision="fp32")
+    assert loads == []
+
+
+@pytest.mark.parametrize("field, value", [("n_embd", 10**7), ("n_layer", 10**9), ("hidden_size", float("inf")),
+                                          ("layer_norm_epsilon", float("inf")), ("n_head", -4), ("vocab_size", 1.5)])
+def test_an_absurd_or_non_finite_size_is_refused_naming_its_field(field, value, tmp_path, monkeypatch):
+    """Issue 29.1: a GPT-2 config with n_embd 10^7 reached the allocator ("tried to allocate 600000000000000 bytes"),
+    a hidden_size of 1e400 raised a bare OverflowError. Now each is refused before anything is built, by name."""
+    import time
+    from transformers import GPT2Config
+    config = dict(GPT2Config().to_dict(), **{field: value})
+    folder = _config_folder(tmp_path, "odd", config)
+    monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(PlaygroundError, match=rf"config.json sets {field}\b") as refused:
+        models.ModelCache().get(str(folder))
+    assert time.monotonic() - start < 5 and "Traceback" not in str(refused.value)
 
 
 # ---------------------------------------------------------------- the cross-tokenizer packs and pairs

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import json
 import os
 import re
 from pathlib import Path
@@ -13,9 +12,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from playground import settings
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, shown, without_paths
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, cache_dir, convert_pack
+from playground.models.size import config_size, model_config, pack_params
 from playground.progress import Progress, quiet
 from playground.spec import Precision
 
@@ -63,7 +63,7 @@ def _precision(name: str, where: str) -> Precision:
     try:
         return Precision(_ALIASES.get(name.strip(), name.strip()))
     except ValueError:
-        raise PlaygroundError(f"{where} must be one of fp32, bf16, fp16, int8; got {name!r}.") from None
+        raise PlaygroundError(f"{where} must be one of fp32, bf16, fp16, int8; got {shown(name)}.") from None
 
 
 def torch_dtype(precision: Precision) -> torch.dtype:
@@ -91,21 +91,20 @@ def resolve(spec: str) -> str | Path:
     if spec.startswith(PACK_PREFIX):
         name = spec[len(PACK_PREFIX):]
         if name not in PACKS:
-            raise PlaygroundError(f"Unknown model pack {name!r}. Known packs: {', '.join(PACKS)}.")
+            raise PlaygroundError(f"Unknown model pack {shown(name)}. Known packs: {', '.join(PACKS)}.")
         return spec
     looks_local = spec.startswith(("/", ".", "~")) or os.sep in spec.replace("/", os.sep) and Path(spec).exists()
     if looks_local or ".." in spec:
         path = Path(spec).expanduser().resolve()
         if not any(path == root or root in path.parents for root in model_roots()):
-            raise PlaygroundError(
-                f"Local model folders must be inside the allowed model roots ({', '.join(map(str, model_roots()))}); "
-                f"{spec!r} is not. Set PLAYGROUND_MODEL_ROOTS to allow more."
-            )
+            raise PlaygroundError(  # the roots themselves are the server's paths: not named here
+                f"Local model folders must be inside the allowed model roots (the folders the app's "
+                f"PLAYGROUND_MODEL_ROOTS names, and its model cache); {shown(spec)} is not.")
         if not (path / "config.json").is_file():
-            raise PlaygroundError(f"No model found at {spec!r} (it has no config.json).")
+            raise PlaygroundError(f"No model found at {shown(spec)} (it has no config.json).")
         return path
     if not HUB_ID.match(spec):
-        raise PlaygroundError(f"{spec!r} is neither a Hub id (owner/name), a known pack, nor an allowed local folder.")
+        raise PlaygroundError(f"{shown(spec)} is neither a Hub id (owner/name), a known pack, nor an allowed local folder.")
     return spec
 
 
@@ -162,12 +161,12 @@ def release_memory() -> None:
 
 
 def _load_error(spec: str, exc: Exception) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = without_paths(str(exc).splitlines()[0]) if str(exc) else type(exc).__name__
     if "trust_remote_code" in str(exc):
-        return f"{spec!r} needs custom code from its repository, which the playground never runs."
+        return f"{shown(spec)} needs custom code from its repository, which the playground never runs."
     if any(s in str(exc) for s in ("offline", "resolve", "Connection", "connect", "Max retries", "not a valid model identifier", "does not appear to have")):
-        return f"Could not load {spec!r}: it is not in the local cache and the Hub cannot be reached ({text[:200]})."
-    return f"Could not load {spec!r}: {text[:300]}"
+        return f"Could not load {shown(spec)}: it is not in the local cache and the Hub cannot be reached ({text[:200]})."
+    return f"Could not load {shown(spec)}: {text[:300]}"
 
 
 def check_compatible(draft_tok: PreTrainedTokenizerBase, target_tok: PreTrainedTokenizerBase) -> None:
@@ -213,43 +212,25 @@ def memory_budget() -> int:
     return int(0.8 * psutil.virtual_memory().total)
 
 
-def config_params(config: dict) -> int | None:
-    """The parameters a decoder's config.json implies (embeddings, attention, MLP, LM head): checked
-    before loading, so that a small weights file with an absurd config is refused, not allocated."""
-    try:
-        h, layers, vocab = int(config["hidden_size"]), int(config["num_hidden_layers"]), int(config["vocab_size"])
-        inter = int(config.get("intermediate_size") or 4 * h)
-        heads = int(config.get("num_attention_heads") or 1)
-        kv = int(config.get("num_key_value_heads") or heads)
-        head_dim = int(config.get("head_dim") or h // max(1, heads))
-    except (KeyError, TypeError, ValueError):
-        return None
-    attention = 2 * h * heads * head_dim + 2 * h * kv * head_dim
-    embeddings = vocab * h * (1 if config.get("tie_word_embeddings") else 2)
-    return max(0, embeddings + layers * (attention + 3 * h * inter))
-
-
 def estimate_bytes(spec: str, precision: Precision | None = None) -> int | None:
     """Peak bytes a model takes while it loads (int8 loads in fp32 first), from its config and what is on
-    disk, whichever is larger; None when unknown (a Hub id not in the local cache)."""
+    disk, whichever is larger; None when unknown (a Hub id whose config is not in the local cache). The config
+    is sized on the meta device (models.size), so every architecture counts, and an absurd or non-finite size is
+    refused naming its field."""
     precision = Precision(precision or default_target_precision())
     size = torch.finfo(torch_dtype(precision)).bits // 8
     source = resolve(spec)
+    config = model_config(source)
+    counted = config_size(config) if config is not None else None
+    need = counted[0] * size + counted[1] if counted else 0
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
-        return PACKS[source[len(PACK_PREFIX):]].params * size
+        return max(need, pack_params(source) * size)
     if isinstance(source, Path):
         stored = sum(f.stat().st_size for f in source.glob("*.safetensors"))
         try:
-            config = json.loads((source / "config.json").read_text())
-        except ValueError:
-            config = {}
-        try:
-            stored_dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
+            stored_dtype = (config or {}).get("dtype") or (config or {}).get("torch_dtype") or "float32"
             stored_size = torch.finfo(getattr(torch, stored_dtype)).bits // 8
         except (AttributeError, TypeError):
             stored_size = 4
-        params = config_params(config) if isinstance(config, dict) else None
-        return max(stored * size // stored_size, (params or 0) * size)
-    return None
-
-
+        return max(stored * size // stored_size, need)
+    return need or None

@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import os
 
+from playground.errors import PlaygroundError
 from playground.ui import build_demo, launch_options
 
-demo = build_demo()
+try:
+    demo = build_demo()  # reads every PLAYGROUND_* variable once: a bad value stops the app here
+except PlaygroundError as exc:  # say which variable and what to set, in one line (no traceback)
+    raise SystemExit(f"The playground cannot start: {exc}") from None
 
 if __name__ == "__main__":
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        **launch_options(),  # the theme, the CSS, and max_file_size (the app takes no upload)
+        **launch_options(),  # the theme, the CSS, the upload limits, the session reaper (ui/sessions.py)
     )

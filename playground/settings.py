@@ -14,6 +14,8 @@ from typing import Callable, Mapping
 
 from playground.errors import PlaygroundError
 
+QUEUE_SIZE = 32  # the device queue's places (ui/layout.py's demo.queue): no client or address may hold more
+
 # name -> (default, what it sets): the README's table of the variables is this one
 VARIABLES = {
     "PLAYGROUND_CACHE": ("~/.cache/spec-playground", "where the offline packs are assembled and converted"),
@@ -29,7 +31,15 @@ VARIABLES = {
     "PLAYGROUND_FAST_VERIFY": ("1", "0 turns off the short-row-block verify kernel for fp32 targets on CPU"),
     "PLAYGROUND_MAX_NEW_TOKENS": ("1024", "the largest max_new_tokens a run may ask for"),
     "PLAYGROUND_MAX_PROMPT_CHARS": ("20000", "the longest prompt accepted, in characters"),
-    "PLAYGROUND_MAX_JOBS_PER_CLIENT": ("2", "decoding jobs one client may have waiting or running in the app"),
+    "PLAYGROUND_MAX_JOBS_PER_CLIENT": ("2", "decoding jobs one client (a page, an API session) may have waiting or "
+                                            "running, 1 to 32"),
+    "PLAYGROUND_MAX_JOBS_PER_ADDRESS": ("8", "decoding jobs one network address may have waiting or running, all its "
+                                             "clients together (its share of the 32-place queue), 1 to 32"),
+    "PLAYGROUND_PROXY_HOPS": ("1 on Hugging Face Spaces, else 0", "proxies in front of the app that append the "
+                              "address they saw to X-Forwarded-For; a client's address is the entry this many from the "
+                              "end (0: the connection's own; docs/reliability.md)"),
+    "PLAYGROUND_SESSION_IDLE_S": ("900", "seconds a session with no job may stay idle before its state and files are "
+                                         "removed (a REST call's own session: 30 s)"),
     "PLAYGROUND_VLLM_VENV": ("$PLAYGROUND_CACHE/vllm-venv", "the virtual environment with vLLM, for the vLLM peer "
                                                             "(scripts/install_vllm.sh)"),
 }
@@ -52,6 +62,10 @@ class Settings:
     max_prompt_chars: int
     max_jobs_per_client: int
     vllm_venv: Path | None
+    max_jobs_per_address: int = 8
+    proxy_hops: int = 0
+    session_idle_s: int = 900
+    on_spaces: bool = False  # Hugging Face Spaces sets SPACE_ID
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -73,8 +87,19 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
             raise PlaygroundError(f"{name} must be above 0, got {value!r}.")
         return result
 
+    def whole(name: str, default: int, low: int, high: int) -> int:
+        """A whole number from low to high; the message says what to set instead."""
+        value = text(name)
+        if value is None:
+            return default
+        if not (value.isascii() and value.isdigit() and low <= int(value[:12]) <= high):
+            raise PlaygroundError(f"{name} must be a whole number from {low} to {high} (unset: {default}), "
+                                  f"got {value[:40]!r}.")
+        return int(value)
+
     roots = text("PLAYGROUND_MODEL_ROOTS")
     pairs_file, venv = text("PLAYGROUND_PAIRS_FILE"), text("PLAYGROUND_VLLM_VENV")
+    on_spaces = text("SPACE_ID") is not None
     return Settings(
         cache=Path(text("PLAYGROUND_CACHE") or Path.home() / ".cache" / "spec-playground"),
         model_roots=tuple(Path(p) for p in roots.split(os.pathsep) if p) if roots else (Path("models"),),
@@ -87,6 +112,10 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         fast_verify=text("PLAYGROUND_FAST_VERIFY") != "0",
         max_new_tokens=int(number("PLAYGROUND_MAX_NEW_TOKENS", int, 1024)),
         max_prompt_chars=int(number("PLAYGROUND_MAX_PROMPT_CHARS", int, 20_000)),
-        max_jobs_per_client=int(number("PLAYGROUND_MAX_JOBS_PER_CLIENT", int, 2)),
+        max_jobs_per_client=whole("PLAYGROUND_MAX_JOBS_PER_CLIENT", 2, 1, QUEUE_SIZE),
         vllm_venv=Path(venv).expanduser() if venv else None,
+        max_jobs_per_address=whole("PLAYGROUND_MAX_JOBS_PER_ADDRESS", 8, 1, QUEUE_SIZE),
+        proxy_hops=whole("PLAYGROUND_PROXY_HOPS", 1 if on_spaces else 0, 0, 8),
+        session_idle_s=whole("PLAYGROUND_SESSION_IDLE_S", 900, 60, 7 * 86_400),
+        on_spaces=on_spaces,
     )

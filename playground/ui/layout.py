@@ -38,6 +38,7 @@ TREE_INFO = ("draft a tree of continuations instead of a chain; the target score
 def build_demo(runner: Runner | None = None) -> gr.Blocks:
     """The whole app; launch it with demo.launch(**launch_options())."""
     jobs.check_gradio()  # the queue rules read Gradio's internals: only on the Gradio they were written for
+    settings.read()  # every PLAYGROUND_* value checked once at start-up: a bad one stops the app, naming it
     runner = runner or Runner()  # the one runner: loads, warms up once per model and drafter, profiles, runs
     catalog = list(models.pairs())
     with gr.Blocks(title="Speculative Decoding Playground") as demo:
@@ -58,7 +59,7 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
         controls.pair.change(pair_drafter, inputs=[controls.pair, controls.drafter], outputs=controls.drafter,
                              show_progress="hidden", concurrency_limit=None,
                              api_visibility="undocumented")  # a cross-tokenizer pair picks its drafter
-    demo.queue(default_concurrency_limit=1, max_size=32)
+    demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE)
     return demo
 
 

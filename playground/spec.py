@@ -14,9 +14,10 @@ from typing import Any, Callable
 
 from playground import settings
 from playground.decoding import DRAFTERS, DrafterKind, strategy  # noqa: F401  (DRAFTERS: part of the spec)
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int, is_real
 from playground.treeshape import MAX_TREE_NODES, MAX_TREE_WIDTH, TreeShape, parse_tree  # noqa: F401  (part of the spec)
+from playground.inputs import parse_names, parse_real, parse_text  # noqa: F401  (part of the spec)
 
 K_MIN, K_MAX = 1, 16  # K_MAX is also treeshape.MAX_TREE_DEPTH, the deepest tree
 MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
@@ -86,10 +87,10 @@ class DrafterSpec:
         if self.exit_layer is not None:
             if not is_int(self.exit_layer) or self.exit_layer < 1:
                 raise PlaygroundError(f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
-                                      f"of the target's layers), got {self.exit_layer!r}.")
+                                      f"of the target's layers), got {shown(self.exit_layer)}.")
             object.__setattr__(self, "exit_layer", int(self.exit_layer))
         if not is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
-            raise PlaygroundError(f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {self.max_ngram!r}.")
+            raise PlaygroundError(f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {shown(self.max_ngram)}.")
 
     @property
     def label(self) -> str:
@@ -134,21 +135,21 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)
         if not is_int(self.k) or not K_MIN <= self.k <= K_MAX:
-            raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {self.k!r}.")
+            raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {shown(self.k)}.")
         limit = settings.read().max_new_tokens
         if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= limit:
-            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {limit}, got {self.max_new_tokens!r}.")
+            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {limit}, got {shown(self.max_new_tokens)}.")
         if not is_real(self.temperature) or not 0 <= self.temperature <= 2:
-            raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {self.temperature!r}.")
+            raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {shown(self.temperature)}.")
         if not is_real(self.top_p) or not 0 < self.top_p <= 1:
-            raise PlaygroundError(f"top_p must be in (0, 1], got {self.top_p!r}.")
+            raise PlaygroundError(f"top_p must be in (0, 1], got {shown(self.top_p)}.")
         set_("policy", _enum(KPolicy, self.policy, "k policy"))
         if not is_int(self.top_k) or self.top_k < 0:
-            raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {self.top_k!r}.")
+            raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {shown(self.top_k)}.")
         if not is_int(self.seed) or not 0 <= self.seed < 2**63:
-            raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {self.seed!r}.")
+            raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {shown(self.seed)}.")
         if not is_int(self.explain) or not 0 <= self.explain <= 16:
-            raise PlaygroundError(f"explain must be a whole number from 0 to 16, got {self.explain!r}.")
+            raise PlaygroundError(f"explain must be a whole number from 0 to 16, got {shown(self.explain)}.")
         set_("confidence", parse_confidence(self.confidence))
         set_("tree", parse_tree(self.tree))
         for name in ("k", "max_new_tokens", "top_k", "seed", "explain"):
@@ -187,7 +188,7 @@ class PairSpec:
         if self.target_precision is not None:
             p = _enum(Precision, self.target_precision, "target precision")
             if p not in TARGET_PRECISIONS:
-                raise PlaygroundError(f"target precision must be one of {', '.join(x.value for x in TARGET_PRECISIONS)}, got {p.value!r}.")
+                raise PlaygroundError(f"target precision must be one of {', '.join(x.value for x in TARGET_PRECISIONS)}, got {shown(p.value)}.")
             object.__setattr__(self, "target_precision", p)
 
 
@@ -205,7 +206,7 @@ class RunSpec:
         check_prompt(self.prompt)
         if self.drafter.needs_draft_model and not self.pair.draft:
             raise PlaygroundError(f"The '{self.drafter.kind.value}' drafter needs a pair with a draft model; "
-                                  f"{self.pair.name!r} has none.")
+                                  f"{shown(self.pair.name)} has none.")
         if self.decode.tree is not None and not strategy(self.drafter.kind).tree:
             tree_drafters = [d.value for d in DRAFTERS if strategy(d).tree]
             raise PlaygroundError(f"A token tree needs a drafter that runs a model of the target's vocabulary "
@@ -225,7 +226,9 @@ class RunSpec:
 
 def check_prompt(prompt: object) -> str:
     """A prompt the models can take (not empty, not over PLAYGROUND_MAX_PROMPT_CHARS, valid text), else a clear error."""
-    if not isinstance(prompt, str) or not prompt.strip():
+    if prompt is not None and not isinstance(prompt, str):
+        raise PlaygroundError(f"The prompt must be text, got {shown(prompt)}.")
+    if not prompt or not prompt.strip():
         raise PlaygroundError("The prompt is empty: type something to continue.")
     limit = settings.read().max_prompt_chars
     if len(prompt) > limit:
@@ -247,7 +250,7 @@ def parse_policy(value: object) -> KPolicy:
             return policy
     if value == "adaptive":  # the benchmark's older name for the heuristic schedule
         return KPolicy.HEURISTIC
-    raise PlaygroundError(f"Unknown k policy {value!r}; choose one of: {', '.join(p.label for p in KPolicy)}.")
+    raise PlaygroundError(f"Unknown k policy {shown(value)}; choose one of: {', '.join(p.label for p in KPolicy)}.")
 
 
 def parse_confidence(value: object) -> float:
@@ -260,7 +263,7 @@ def parse_confidence(value: object) -> float:
             pass
     if not is_real(c) or not 0 <= c < 1:
         raise PlaygroundError(f"The draft confidence threshold must be a number from 0 to below 1 "
-                              f"(0 = never stop a draft early), got {value!r}.")
+                              f"(0 = never stop a draft early), got {shown(value)}.")
     return float(c)
 
 
@@ -284,19 +287,19 @@ def parse_precisions(text: object, name: str, allowed: tuple[Precision, ...]) ->
         raise PlaygroundError(f"{name}: give at least one of {', '.join(names)}.")
     bad = [t for t in items if t not in names]
     if bad:
-        raise PlaygroundError(f"{name}: {bad[0]!r} is not one of {', '.join(names)}.")
+        raise PlaygroundError(f"{name}: {shown(bad[0])} is not one of {', '.join(names)}.")
     return list(dict.fromkeys(items))
 
 
 def parse_drafter(kind: object, precision: object = None, exit_layer: object = None) -> DrafterSpec:
     """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer."""
     if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
-        raise PlaygroundError(f"Unknown drafter {kind!r}; choose one of: {', '.join(d.value for d in DRAFTERS)}.")
+        raise PlaygroundError(f"Unknown drafter {shown(kind)}; choose one of: {', '.join(d.value for d in DRAFTERS)}.")
     kind = DrafterKind(kind)
     if exit_layer in (None, "", 0, 0.0):
         exit_layer = None
     elif isinstance(exit_layer, bool) or not is_int(exit_layer) or exit_layer < 0:
-        raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {exit_layer!r}.")
+        raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {shown(exit_layer)}.")
     precision = parse_precision(precision)
     return DrafterSpec(kind, precision if strategy(kind).draft_model else None,
                        exit_layer if kind is DrafterKind.EARLY_EXIT else None)
@@ -311,32 +314,32 @@ def parse_drafter_name(name: str) -> DrafterSpec:
     kind, _, option = name.partition(":")
     kind = DrafterKind.STAGED.value if kind == "staged" else kind
     if kind not in [d.value for d in DRAFTERS]:
-        raise PlaygroundError(f"Unknown drafter {name!r}: use {[d.value for d in DRAFTERS]}, optionally with "
+        raise PlaygroundError(f"Unknown drafter {shown(name)}: use {[d.value for d in DRAFTERS]}, optionally with "
                               f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit.")
     if kind == DrafterKind.EARLY_EXIT.value:
-        if option and not option.isdigit():
-            raise PlaygroundError(f"Early exit takes a layer number after the colon, got {name!r}.")
+        if option and not (option.isascii() and option.isdigit()):
+            raise PlaygroundError(f"Early exit takes a layer number after the colon, got {shown(name)}.")
         return DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=int(option) if option else None)
     if strategy(kind).draft_model:
         return DrafterSpec(DrafterKind(kind), precision=option or None)
     if option:
-        raise PlaygroundError(f"{kind!r} takes no option, got {name!r}.")
+        raise PlaygroundError(f"{shown(kind)} takes no option, got {shown(name)}.")
     return DrafterSpec(DrafterKind(kind))
 
 
 def parse_k(value: str) -> tuple[int, KPolicy]:
     """The command line's k values: a number, or a policy name ("adaptive" = heuristic, "theory")."""
     value = str(value)
-    if value.isdigit():
+    if value.isascii() and value.isdigit() and len(value) <= 3:  # not "²" (isdigit takes it, int() does not)
         k = int(value)
         if not K_MIN <= k <= K_MAX:
-            raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or a policy name, got {value!r}.")
+            raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or a policy name, got {shown(value)}.")
         return k, KPolicy.FIXED
     try:
         return 4, parse_policy(value)
     except PlaygroundError:
         raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic', "
-                              f"'theory' or 'confidence', got {value!r}.") from None
+                              f"'theory' or 'confidence', got {shown(value)}.") from None
 
 
 def parse_list(text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str,
@@ -353,9 +356,9 @@ def parse_list(text: object, name: str, cast: Callable[[str], float], check: Cal
         try:
             v = cast(t)
         except ValueError:
-            raise PlaygroundError(f"{name}: {t!r} is not a number ({rule}).") from None
+            raise PlaygroundError(f"{name}: {shown(t)} is not a number ({rule}).") from None
         if not check(v):
-            raise PlaygroundError(f"{name}: {t!r} is out of range ({rule}).")
+            raise PlaygroundError(f"{name}: {shown(t)} is out of range ({rule}).")
         values.setdefault(v, None)
         if len(values) > limit:
             raise PlaygroundError(f"{name}: more than {limit} distinct values.")
@@ -366,4 +369,4 @@ def _enum(cls, value: object, what: str):
     try:
         return cls(value)
     except ValueError:
-        raise PlaygroundError(f"Unknown {what} {value!r}; choose one of: {', '.join(m.value for m in cls)}.") from None
+        raise PlaygroundError(f"Unknown {what} {shown(value)}; choose one of: {', '.join(m.value for m in cls)}.") from None

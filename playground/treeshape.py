@@ -3,9 +3,10 @@ parse_tree (spec.py re-exports both: they are part of the run description). Pure
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
 
 MAX_TREE_NODES = 64  # the most draft tokens a token tree may hold (the target scores them in one pass)
@@ -26,13 +27,13 @@ class TreeShape:
         b = tuple(self.branching)
         if len(b) > MAX_TREE_DEPTH or not all(is_int(x) and 1 <= x <= MAX_TREE_WIDTH for x in b) or bool(b) == bool(self.budget):
             raise PlaygroundError(f"tree: each depth takes 1 to {MAX_TREE_WIDTH} children, at most {MAX_TREE_DEPTH} depths "
-                                  f"(or 'dynamic:N'), got {'-'.join(map(str, b)) or self.budget!r}.")
+                                  f"(or 'dynamic:N'), got {shown('-'.join(map(str, b)) or self.budget)}.")
         if self.budget and (not is_int(self.budget) or not 2 <= self.budget <= MAX_TREE_NODES):
-            raise PlaygroundError(f"tree: a dynamic tree's node budget must be from 2 to {MAX_TREE_NODES}, got {self.budget!r}.")
+            raise PlaygroundError(f"tree: a dynamic tree's node budget must be from 2 to {MAX_TREE_NODES}, got {shown(self.budget)}.")
         object.__setattr__(self, "branching", tuple(int(x) for x in b))
         object.__setattr__(self, "budget", int(self.budget))
         if self.nodes > MAX_TREE_NODES:
-            raise PlaygroundError(f"tree: {self.label!r} has {self.nodes} nodes; the target scores at most {MAX_TREE_NODES} at once.")
+            raise PlaygroundError(f"tree: {shown(self.label)} has {self.nodes} nodes; the target scores at most {MAX_TREE_NODES} at once.")
 
     @property
     def dynamic(self) -> bool:
@@ -53,15 +54,29 @@ class TreeShape:
         return f"dynamic:{self.budget}" if self.dynamic else "-".join(map(str, self.branching))
 
 
+MAX_TREE_CHARS = 100  # a tree box longer than this is refused before it is read
+
+# children per depth ("3-2-1-1") or a node budget ("dynamic:16"), in the ASCII digits 0-9 only: str.isdigit() also
+# takes "²" and "①" (which int() refuses) and int() takes other scripts' digits ("٣")
+_STATIC = re.compile(r"[0-9]{1,3}(?:-[0-9]{1,3})*", re.ASCII)
+_DYNAMIC = re.compile(r"dynamic:([0-9]{1,3})", re.ASCII)
+
+
 def parse_tree(value: object) -> TreeShape | None:
     """A token tree: "" / "chain" / None -> none; "3-2-1-1" -> static (children per depth); "dynamic:16" -> dynamic."""
     if value is None or isinstance(value, TreeShape):
         return value
-    text = str(value).strip().lower().replace(" ", "")
+    if not isinstance(value, str):
+        raise PlaygroundError(f"tree: give the tree as text, e.g. '3-2-1-1' or 'dynamic:16', got {shown(value)}.")
+    if len(value) > MAX_TREE_CHARS:
+        raise PlaygroundError(f"tree: too long ({len(value):,} characters; at most {MAX_TREE_CHARS}): write children "
+                              f"per depth, e.g. '3-2-1-1', or 'dynamic:N'.")
+    text = value.strip().lower().replace(" ", "")
     if text in ("", "chain", "none"):
         return None
-    if text.startswith("dynamic:") and text[8:].isdigit():
-        return TreeShape(budget=int(text[8:]))
-    if not all(x.isdigit() for x in text.split("-")):
-        raise PlaygroundError(f"tree: write children per depth, e.g. '3-2-1-1', or 'dynamic:N' (N = node budget), got {value!r}.")
+    if dynamic := _DYNAMIC.fullmatch(text):
+        return TreeShape(budget=int(dynamic.group(1)))
+    if not _STATIC.fullmatch(text):
+        raise PlaygroundError(f"tree: write children per depth in the digits 0-9 (1 to {MAX_TREE_WIDTH} each), e.g. "
+                              f"'3-2-1-1', or 'dynamic:N' with N from 2 to {MAX_TREE_NODES}; got {shown(value)}.")
     return TreeShape(tuple(int(x) for x in text.split("-")))

@@ -128,3 +128,15 @@ def test_tree_shapes_are_parsed_and_validated_with_clear_messages():
             DecodeConfig(tree=bad)
     with pytest.raises(PlaygroundError, match="drafts a chain only"):
         RunSpec(PAIR, DrafterSpec("prompt lookup"), DecodeConfig(tree="2-2"), "hi")
+
+
+@pytest.mark.parametrize("bad", ["²-1", "dynamic:①", "٣-٢", "3-²", "9" * 5000, "1-" * 3000 + "1", ["3", "2"]])
+def test_a_tree_takes_ascii_digits_only_and_says_so(bad):
+    """Issue 29.5: '²-1', 'dynamic:①' or a 5,000-digit tree answered "ValueError: invalid literal for int()" or
+    "Exceeds the limit (4300 digits)" (str.isdigit takes any Unicode digit; int() refuses some, reads others)."""
+    with pytest.raises(PlaygroundError, match=r"tree: (write children per depth in the digits 0-9|too long|give the "
+                                              r"tree as text)") as refused:
+        DecodeConfig(tree=bad)
+    assert len(str(refused.value)) < 300  # a long value is not echoed back
+    with pytest.raises(PlaygroundError, match="--k takes whole numbers"):
+        parse_k("²")

@@ -30,7 +30,8 @@ from playground.runner import Runner
 from playground.spec import (DEFAULT_CONFIDENCE, DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec,
                              TreeShape, check_prompt, parse_k, parse_tree)
 
-MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters
+MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters, and
+# the target-alone baselines (one per pair, prompt and sampling settings)
 nan = float("nan")
 
 
@@ -94,8 +95,16 @@ def decode_grid(ks: Sequence[str | int | tuple[int, KPolicy]], temps: Sequence[f
 
 
 def count_cells(pairs: Sequence, prompts: dict, decodes: Sequence, drafters: Sequence) -> int:
-    """Runs of our engine a request asks for (the baselines and HF peers come on top)."""
-    return len(pairs) * len(prompts) * sum(len(_drafters_for(decode, drafters)) for decode in decodes)
+    """Runs of our engine a request asks for: each configuration, and the target alone once per pair, prompt and
+    sampling settings (the baseline every speedup is measured against); the HF peers come on top."""
+    return count_runs(pairs, prompts, decodes, drafters)[0]
+
+
+def count_runs(pairs: Sequence, prompts: dict, decodes: Sequence, drafters: Sequence) -> tuple[int, int]:
+    """(all runs of our engine, of which target-alone baselines) a request asks for."""
+    baselines = len(pairs) * len(prompts) * len({_baseline_decode(d) for d in decodes})
+    configs = len(prompts) * sum(len(_drafters_of(pair, _drafters_for(d, drafters))) for pair in pairs for d in decodes)
+    return configs + baselines, baselines
 
 
 def _drafters_for(decode: DecodeConfig, drafters: Sequence[DrafterSpec]) -> list[DrafterSpec]:
@@ -115,11 +124,12 @@ def _baseline_decode(decode: DecodeConfig) -> DecodeConfig:
 def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
     if not (pairs and prompts and decodes and drafters):
         raise PlaygroundError("Nothing to run: give at least one pair, prompt, k, temperature and drafter.")
-    cells = count_cells(pairs, prompts, decodes, drafters)
-    if max_cells is not None and cells > max_cells:
-        raise PlaygroundError(f"That grid needs {cells} runs ({len(pairs)} pairs x {len(prompts)} prompts x "
-                              f"{len(decodes)} k/temperature settings x {len(drafters)} drafters); the limit is "
-                              f"{max_cells}: fewer k values, temperatures, prompts, pairs or drafters.")
+    runs, baselines = count_runs(pairs, prompts, decodes, drafters)
+    if max_cells is not None and runs > max_cells:
+        raise PlaygroundError(f"That grid needs {runs} runs ({len(pairs)} pairs x {len(prompts)} prompts x "
+                              f"{len(decodes)} k/temperature settings x {len(drafters)} drafters, and {baselines} of "
+                              f"the target alone to measure the speedups against); the limit is {max_cells}: fewer k "
+                              f"values, temperatures, prompts, pairs or drafters.")
     for prompt in prompts.values():
         check_prompt(prompt)
     for pair in pairs:  # builds (so validates) every spec before anything runs

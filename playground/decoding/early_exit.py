@@ -38,7 +38,12 @@ def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:
 def default_exit_layer(target: PreTrainedModel) -> int:
     """A quarter of the target's layers (at least 1): cheap enough to pay off when the early
     layers already predict well."""
-    return max(1, target.config.num_hidden_layers // 4)
+    return exit_layer_for(target.config.num_hidden_layers)
+
+
+def exit_layer_for(layers: int) -> int:
+    """default_exit_layer for a target of `layers` layers (known from its config, before it loads)."""
+    return max(1, layers // 4)
 
 
 class EarlyExitDrafter(ModelDrafter):

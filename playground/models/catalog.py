@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass, replace
 
 from playground import decoding, settings
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, shown
 from playground.spec import DrafterKind, DrafterSpec
 
 PACK_PREFIX = "pack:"
@@ -83,11 +83,20 @@ def default_pair() -> str:
 
 
 def get_pair(name: str) -> Pair:
+    if not isinstance(name, str):  # an API call may send anything (a list is not a pair's name)
+        raise PlaygroundError(f"The model pair must be one pair's name, as text; got {shown(name)}.")
     catalog = pairs()
     if name not in catalog:
-        raise PlaygroundError(f"Unknown model pair {name!r}. Known pairs: {', '.join(catalog)}.")
+        raise PlaygroundError(f"Unknown model pair {shown(name)}. Known pairs: {', '.join(catalog)}.")
     return catalog[name]
 
+
+def display_name(spec: str) -> str:
+    """A model spec as the page shows it: a local folder by its name only (the server's paths are never shown)."""
+    spec = str(spec)
+    if spec.startswith(("/", "~", ".")) or "\\" in spec:
+        return "local folder " + (spec.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or "…")
+    return spec
 
 
 def own_drafter(pair_name: str, drafter: DrafterSpec) -> DrafterSpec:

@@ -9,7 +9,7 @@ import gradio as gr
 import pandas as pd
 
 from playground.bench import challenges
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, shown
 from playground.progress import Progress, quiet
 from playground.runner import Runner
 from playground.spec import TARGET_PRECISIONS, KPolicy, Precision, parse_list, parse_precisions
@@ -44,7 +44,7 @@ def run_challenge(runner: Runner, state: SessionState, controls: Controls, effec
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 4
     try:
         if effect not in views.EFFECTS:
-            raise PlaygroundError(f"Unknown challenge {effect!r}; choose one of {', '.join(views.EFFECTS)}.")
+            raise PlaygroundError(f"Unknown challenge {shown(effect)}; choose one of {', '.join(views.EFFECTS)}.")
         spec = read_spec(controls.but(policy=KPolicy.FIXED.label, temperature=0.0, tree=""))  # chains of fixed k
         if effect == views.BATCH:
             sizes = parse_list(batch_text, "batch sizes", int, lambda b: 1 <= b <= MAX_UI_BATCH,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -16,9 +15,10 @@ from typing import Any, Callable, NamedTuple
 import gradio as gr
 
 from playground import decoding, models
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, without_paths
 from playground.progress import Progress
-from playground.spec import DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy, parse_precision
+from playground.spec import (DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy, parse_precision,
+                             parse_text)
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"
@@ -80,8 +80,8 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
                           confidence=c.confidence, tree=c.tree)
     drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer)
     catalog = models.get_pair(c.pair)
-    target = str(c.target_id or "").strip() or catalog.target
-    draft = str(c.draft_id or "").strip() or catalog.draft
+    target = parse_text(c.target_id, "The target model id") or catalog.target
+    draft = parse_text(c.draft_id, "The draft model id") or catalog.draft
     pair = PairSpec(catalog.name, target, draft, parse_precision(c.target_precision))
     spec = RunSpec(pair, drafter, decode, c.prompt)  # checks the prompt
     models.resolve(target)
@@ -122,20 +122,25 @@ def status_html(message: str, level: str = "info") -> str:
     return f'<div class="status status-{level}" role="status">{html.escape(message)}</div>'
 
 
-_PATH = re.compile(r"(?<![\w.:/\\-])(?:/|[A-Za-z]:\\)[^\s'\"<>]*")
+MAX_MESSAGE_CHARS = 1_000  # a message longer than this is cut (the spec's messages quote values short: errors.shown)
 
 
 def unexpected(exc: BaseException) -> str:
     """The status line for an error nobody planned for: its type and first line, no traceback, and no
     server paths (an absolute path in the message becomes "…")."""
     line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    line = _PATH.sub(lambda m: "…" + m.group()[len(m.group().rstrip(":;,.)]")):], line)  # keep trailing punctuation
+    line = _cut(without_paths(line))
     return status_html(f"Something went wrong: {type(exc).__name__}: {line}".rstrip(": "), "error")
 
 
 def error_status(exc: BaseException) -> str:
-    """A PlaygroundError's own message (it names the field), anything else as `unexpected`."""
-    return status_html(str(exc), "error") if isinstance(exc, PlaygroundError) else unexpected(exc)
+    """A PlaygroundError's own message (it names the field), anything else as `unexpected`; either way without
+    server paths and at most MAX_MESSAGE_CHARS long."""
+    return status_html(_cut(without_paths(str(exc))), "error") if isinstance(exc, PlaygroundError) else unexpected(exc)
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + " …"
 
 
 # ---------------------------------------------------------------- the Run tab's outputs
@@ -176,8 +181,9 @@ def pair_info(name: str) -> str:
     except PlaygroundError as exc:
         return html.escape(str(exc))
     note = f"<br>{html.escape(pair.note)}" if pair.note else ""
-    return (f'<div class="pair-info">draft <code>{html.escape(pair.draft)}</code> → '
-            f'target <code>{html.escape(pair.target)}</code>{note}</div>')
+    draft, target = models.display_name(pair.draft), models.display_name(pair.target)
+    return (f'<div class="pair-info">draft <code>{html.escape(draft)}</code> → '
+            f'target <code>{html.escape(target)}</code>{note}</div>')
 
 
 def pair_drafter(name: str, drafter: str) -> str:

@@ -11,7 +11,7 @@ from playground import bench
 from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner
-from playground.spec import DRAFTERS
+from playground.spec import DRAFTERS, parse_names
 from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
                                   status_html)
@@ -28,11 +28,11 @@ def run_compare(runner: Runner, state: SessionState, pair_names: list[str], draf
     the comparison then ends at the next round once nobody listens."""
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 3
     try:
-        pair_names, drafter_names = list(pair_names or []), list(drafter_names or [])
+        pair_names, drafter_names = parse_names(pair_names, "Pairs"), parse_names(drafter_names, "Drafters")
         if not pair_names or not drafter_names:
             raise PlaygroundError("Pick at least one pair and one drafter to compare.")
         specs = [read_spec(controls.but(pair=p, drafter=d, draft_id="", target_id=""))
-                 for p in dict.fromkeys(pair_names) for d in dict.fromkeys(drafter_names)]  # validates every choice
+                 for p in pair_names for d in drafter_names]  # validates every choice
         pairs = list(dict.fromkeys(s.pair for s in specs))
         drafters = list(dict.fromkeys(s.drafter for s in specs))
         first = specs[0]

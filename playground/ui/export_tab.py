@@ -5,11 +5,25 @@ from typing import Any
 
 import gradio as gr
 
-from playground import decoding
-from playground.decoding.early_exit import default_exit_layer
+from playground import decoding, models
+from playground.decoding.early_exit import exit_layer_for
+from playground.errors import PlaygroundError
 from playground.runner import Runner
+from playground.spec import RunSpec
 from playground.ui.common import Controls, error_status, read_spec, status_html
 from playground.views.export_code import hf_generate_code, vllm_code
+
+
+def exit_layer_from_config(spec: RunSpec) -> int:
+    """The default early-exit layer (a quarter of the target's layers) from the target's config.json: Export runs
+    outside the device queue, so it never loads a model (that would share the machine with a run being timed)."""
+    config = models.model_config(models.resolve(spec.pair.target)) or {}
+    config = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
+    layers = next((config[k] for k in ("num_hidden_layers", "n_layer", "num_layers") if k in config), None)
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+        raise PlaygroundError("The target's layer count is not known before it is loaded once (run it on the Run tab "
+                              "first), or set the early-exit layer L on the left.")
+    return exit_layer_for(layers)
 
 
 def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any]:
@@ -18,7 +32,7 @@ def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any]:
         spec = read_spec(controls)
         layer = spec.drafter.exit_layer
         if decoding.strategy(spec.drafter.kind).model == "target" and layer is None:  # the default: the target's layers / 4
-            layer = default_exit_layer(runner.load(spec).target)
+            layer = exit_layer_from_config(spec)
         hf, vllm = hf_generate_code(spec, layer), vllm_code(spec, layer)
     except Exception as exc:
         return error_status(exc), gr.skip(), gr.skip()

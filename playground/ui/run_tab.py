@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from playground import decoding, trace
+from playground import decoding, models, trace
 from playground.numbers import fmt
 from playground.progress import Progress, quiet
 from playground.records import StagedExtras
@@ -53,7 +53,8 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
             run.finished = True
             yield unchanged(status=status_html(jobs.BEFORE_START, "info"))
             return
-        loading = f"Loading {spec.pair.target}" + (f" and {spec.pair.draft}" if spec.drafter.needs_draft_model else "")
+        names = [models.display_name(m) for m in (spec.pair.target, spec.pair.draft if spec.drafter.needs_draft_model else None) if m]
+        loading = "Loading " + " and ".join(names)
         yield unchanged(status=status_html(loading + " …", "busy"), tokens=tokens.empty_output("Waiting for the first round …"),
                         compare="", summary="", tree="", csv=gr.update(value=None, interactive=False),
                         json=gr.update(value=None, interactive=False))

@@ -10,6 +10,7 @@ import pandas as pd
 
 from playground import bench
 from playground.errors import PlaygroundError
+from playground.errors import shown as quoted
 from playground.progress import Progress, quiet
 from playground.runner import Runner
 from playground.spec import K_MAX, K_MIN, KPolicy, parse_list
@@ -47,7 +48,7 @@ def run_sweep(runner: Runner, state: SessionState, controls: Controls, ks_text: 
         ks = parse_list(ks_text, "k values", int, lambda v: K_MIN <= v <= K_MAX, f"whole numbers {K_MIN}..{K_MAX}")
         temps = parse_list(temps_text, "temperatures", float, lambda v: math.isfinite(v) and 0 <= v <= 2, "0..2")
         if prompt_set not in (THIS_PROMPT, BUILT_IN):
-            raise PlaygroundError(f"Unknown prompt set {prompt_set!r}; choose {THIS_PROMPT!r} or {BUILT_IN!r}.")
+            raise PlaygroundError(f"Unknown prompt set {quoted(prompt_set)}; choose {THIS_PROMPT!r} or {BUILT_IN!r}.")
         builtin = prompt_set == BUILT_IN
         # the grid's first cell, to check every shared setting once (the prompt box is not used with the built-in set)
         first = controls.but(k=ks[0], policy=KPolicy.FIXED.label, temperature=temps[0],

@@ -9,9 +9,12 @@ from typing import Any
 import gradio as gr
 
 from playground import theory
-from playground.ui.common import error_status
+from playground.spec import parse_real
+from playground.ui.common import checked_by_us, error_status
 from playground.ui.state import CurrentRun, SessionState
 from playground.views.theory import measured_point, profile_figure, theory_figure
+
+ALPHA_MAX = 0.99  # the slider's end: at α = 1 every draft is accepted and the best k is unbounded
 
 
 def _last_run(state: SessionState | None) -> CurrentRun | None:
@@ -25,7 +28,7 @@ def theory_view(alpha: float, c: float, state: SessionState | None) -> tuple[Any
     profile = run.profile if run is not None else None
     measured = measured_point(run.summary()) if run is not None else None
     try:
-        alpha, c = float(alpha), float(c)
+        alpha, c = parse_real(alpha, "α (acceptance rate)", 0, ALPHA_MAX), parse_real(c, "c (draft cost per token)", 0, 1)
         fig = theory_figure(alpha, c, measured=measured, profile=profile)
     except Exception as exc:
         return gr.skip(), error_status(exc), gr.skip()
@@ -60,8 +63,10 @@ def build(state: gr.State) -> None:
                 "run, the dashed curve uses this machine's measured v(k) = V(k + 1) / V(1), drawn below. "
                 "The diamond is your last run.")
     with gr.Row():
-        alpha = gr.Slider(0, 0.99, value=0.7, step=0.01, label="α (acceptance rate)", elem_id="theory-alpha")
-        c = gr.Slider(0, 1, value=0.2, step=0.01, label="c (draft cost per token)", elem_id="theory-c")
+        # checked_by_us: an API value that is not a number in range gets theory_view's message naming α or c
+        alpha = checked_by_us(gr.Slider(0, ALPHA_MAX, value=0.7, step=0.01, label="α (acceptance rate)",
+                                        elem_id="theory-alpha"))
+        c = checked_by_us(gr.Slider(0, 1, value=0.2, step=0.01, label="c (draft cost per token)", elem_id="theory-c"))
         from_run = gr.Button("Use the last run's α and c", elem_id="theory-from-run")
     line = gr.Markdown("", elem_id="theory-line")
     plot = gr.Plot(theory_figure(0.7, 0.2), show_label=False, elem_id="chart-theory")

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from playground import theory
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, shown
 from playground.views import charts
 
 IDEAL, CALIBRATED = "ideal (v = 1)", "this machine (measured v(k))"
@@ -32,9 +32,9 @@ def theory_figure(alpha: float, c: float, k_max: int = 16, measured: dict | None
     a profile, this machine's curve E(alpha, k) / (k c + v(k)); the best k of each is starred.
     `measured` ({"k", "tokens_per_round", "speedup"}, see measured_point) overlays a run."""
     if not (_real(alpha) and 0 <= alpha <= 1) or not (_real(c) and c >= 0):
-        raise PlaygroundError(f"alpha must be in [0, 1] and c >= 0, got alpha={alpha!r}, c={c!r}.")
+        raise PlaygroundError(f"alpha must be in [0, 1] and c >= 0, got alpha={shown(alpha)}, c={shown(c)}.")
     if isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < 1:
-        raise PlaygroundError(f"k_max must be a whole number >= 1, got {k_max!r}.")
+        raise PlaygroundError(f"k_max must be a whole number >= 1, got {shown(k_max)}.")
     ks = list(range(1, k_max + 1))
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Expected tokens per round", "Expected speedup"))
     fig.add_trace(go.Scatter(x=ks, y=[theory.expected_tokens(alpha, k) for k in ks], mode="lines+markers",

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from playground.bench import MAX_CELLS, Result, decode_grid, grid_frame, hf, run_grid, vs_best_hf
+from playground.bench.grid import count_cells
 from playground.errors import PlaygroundError
 from playground.runner import Runner
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec
@@ -133,13 +134,23 @@ def test_hf_assisted_runs_with_the_same_draft_object(pair):
 def test_the_cap_counts_the_whole_request_before_anything_runs(pair):
     runner = CountingRunner()
     pairs = [PairSpec(f"p{i}", pair.target, pair.draft) for i in range(70)]
-    with pytest.raises(PlaygroundError, match=r"needs 70 runs.*limit is 64"):
+    with pytest.raises(PlaygroundError, match=r"needs 140 runs.*and 70 of the target alone.*limit is 64"):
         run_grid(runner, pairs, {"a": "x"}, [DecodeConfig()], [DrafterSpec()])
-    # 4 pairs x 2 prompts x 3 k x 3 temperatures x 1 drafter = 72: each factor alone is small
+    # 4 pairs x 2 prompts x 3 k x 3 temperatures x 1 drafter = 72, and 4 x 2 x 3 baselines: each factor alone is small
     decodes = decode_grid(["1", "2", "3"], [0, 0.5, 1])
-    with pytest.raises(PlaygroundError, match="needs 72 runs"):
+    with pytest.raises(PlaygroundError, match="needs 96 runs"):
         run_grid(runner, pairs[:4], PROMPTS, decodes, [DrafterSpec()])
     assert runner.calls == [] and MAX_CELLS == 64
+
+
+def test_the_cap_counts_the_target_alone_baselines(pair):
+    """Issue 29.7: 64 temperatures passed the 64-run cap and ran 128 times (each with its target-alone baseline)."""
+    runner = CountingRunner()
+    temps = [i / 32 for i in range(64)]
+    with pytest.raises(PlaygroundError, match=r"needs 128 runs.*and 64 of the target alone.*limit is 64"):
+        run_grid(runner, [PairSpec("p", pair.target, pair.draft)], {"a": "x"}, decode_grid(["4"], temps), [DrafterSpec()])
+    assert runner.calls == []
+    assert count_cells([pair], {"a": "x"}, decode_grid(["4"], temps[:32]), [DrafterSpec()]) == 64  # 32 + 32: allowed
 
 
 def test_a_bad_spec_is_refused_before_anything_runs(pair):

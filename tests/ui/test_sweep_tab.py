@@ -41,8 +41,8 @@ def test_sweep_refuses_bad_grids(tiny_catalog, runner):
     assert "k values: &#x27;0&#x27; is out of range" in sweep(runner, "0 2", "0")[0]
     assert "temperatures: &#x27;hot&#x27; is not a number" in sweep(runner, "2", "hot")[0]
     too_many = sweep(runner, " ".join(map(str, range(1, 17))), "0 0.5 1 1.5 2")[0]
-    assert f"the limit is {bench.MAX_CELLS}" in too_many and "80 runs" in too_many
-    assert f"the limit is {bench.MAX_CELLS}" in sweep(runner, "1 2 3 4 5 6 7 8 9 10 11", "0", BUILT_IN)[0]  # 66 runs
+    assert f"the limit is {bench.MAX_CELLS}" in too_many and "85 runs" in too_many  # 80 + 5 baselines
+    assert f"the limit is {bench.MAX_CELLS}" in sweep(runner, "1 2 3 4 5 6 7 8 9 10 11", "0", BUILT_IN)[0]  # 66 + 6
     assert "prompt is empty" in sweep(runner, "2", "0", prompt=" ")[0]
     assert "Unknown prompt set" in sweep(runner, "2", "0", "everything")[0]
 

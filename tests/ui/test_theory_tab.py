@@ -17,7 +17,7 @@ def test_theory_view_without_a_run():
     assert IDEAL in names and CALIBRATED not in names
     assert not profile.data  # no profile yet: an empty chart with a note
     status = theory_view(1.5, 0.1, SessionState())[1]
-    assert "status-error" in status and "alpha must be in" in status
+    assert "status-error" in status and "α (acceptance rate) must be a number from 0 to 0.99, got 1.5" in status
 
 
 def test_theory_view_overlays_the_last_run(tiny_catalog, runner):

@@ -11,6 +11,10 @@ class PlaygroundError(ValueError):
     """A problem the user can fix (bad input, a model that cannot load). Its message is shown as is."""
 
 
+class Ended(PlaygroundError):
+    """A job that ended before its end on purpose (Stop, or nobody listens any more): shown as information."""
+
+
 def shown(value: object, limit: int = QUOTE_CHARS) -> str:
     """A value as a message quotes it: its repr, cut to `limit` characters with the whole length when longer, so
     that a 1 MB input is answered in a line, not echoed back."""

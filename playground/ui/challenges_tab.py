@@ -99,15 +99,16 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
 
     def on_run(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         *shared, which, batch_text, context_text, targets_text, drafts_text, session = values  # the order of `inputs`
-        listener = jobs.Listener(request)  # Stop (or a client that left) ends the challenge at its next report
+        listener = jobs.Listener(request, state=session, tab="challenge")  # Stop, or a client that left: next round
         return run_challenge(jobs.Watched(runner, listener), session, Controls(*shared), which, batch_text,
                              context_text, targets_text, drafts_text, gradio_progress(progress, listener.check))
 
     effect.change(on_effect, inputs=effect, outputs=[plot, text], show_progress="hidden", concurrency_limit=None,
                   api_visibility="undocumented")
     inputs = controls.as_inputs() + [effect, batch, context, targets, drafts, state]
-    running = run_btn.click(gpu(on_run), inputs=inputs, outputs=[status, plot, text, table, csv], api_name="challenge",
+    outputs = [status, plot, text, table, csv]
+    running = run_btn.click(gpu(on_run), inputs=inputs, outputs=outputs, api_name="challenge",
                             validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
                             show_progress_on=[status])
-    stop_btn.click(lambda: status_html("Stopped.", "info"), outputs=status, cancels=[running], show_progress="hidden",
-                   concurrency_limit=None, api_name="challenge_stop")
+    # the API's /challenge_stop answered "Stopped." and the challenge ran on (issue 29.3): now it stops server-side
+    jobs.wire_stop(stop_btn, "challenge", running, state, status, len(outputs), api_name="challenge_stop")

@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple
 import gradio as gr
 
 from playground import decoding, models
-from playground.errors import PlaygroundError, without_paths
+from playground.errors import Ended, PlaygroundError, without_paths
 from playground.progress import Progress
 from playground.spec import (DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy, parse_precision,
                              parse_text)
@@ -135,8 +135,11 @@ def unexpected(exc: BaseException) -> str:
 
 def error_status(exc: BaseException) -> str:
     """A PlaygroundError's own message (it names the field), anything else as `unexpected`; either way without
-    server paths and at most MAX_MESSAGE_CHARS long."""
-    return status_html(_cut(without_paths(str(exc))), "error") if isinstance(exc, PlaygroundError) else unexpected(exc)
+    server paths and at most MAX_MESSAGE_CHARS long. A job that ended on purpose (Stop, nobody listening) is news,
+    not an error."""
+    if not isinstance(exc, PlaygroundError):
+        return unexpected(exc)
+    return status_html(_cut(without_paths(str(exc))), "info" if isinstance(exc, Ended) else "error")
 
 
 def _cut(message: str) -> str:

@@ -53,7 +53,9 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
     pairs = checked_by_us(gr.CheckboxGroup(catalog, value=[controls.pair.value], label="Pairs", elem_id="cmp-pairs"))
     drafters = checked_by_us(gr.CheckboxGroup([d.value for d in DRAFTERS], value=[d.value for d in DRAFTERS[:2]],
                                               label="Drafters", elem_id="cmp-drafters"))
-    run_btn = gr.Button("Compare", variant="primary", elem_id="cmp-run")
+    with gr.Row():
+        run_btn = gr.Button("Compare", variant="primary", elem_id="cmp-run")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="cmp-stop")
     status = gr.HTML("", elem_id="cmp-status")
     plot = gr.Plot(compare_figure(pd.DataFrame({"method": []})), show_label=False, elem_id="chart-compare")
     table = gr.Dataframe(elem_id="cmp-table", interactive=False)
@@ -61,10 +63,13 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
 
     def on_compare(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         chosen_pairs, chosen_drafters, *shared, session = values  # the order of `inputs` below
-        return run_compare(jobs.Watched(runner, jobs.Listener(request)), session, chosen_pairs, chosen_drafters,
-                           Controls(*shared), gradio_progress(progress))
+        listener = jobs.Listener(request, state=session, tab="compare")  # Stop, or a client that left: the next round
+        return run_compare(jobs.Watched(runner, listener), session, chosen_pairs, chosen_drafters, Controls(*shared),
+                           gradio_progress(progress, listener.check))
 
     inputs = [pairs, drafters] + controls.as_inputs() + [state]
-    run_btn.click(gpu(on_compare), inputs=inputs, outputs=[status, plot, table, csv], api_name="compare",
-                  validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
-                  show_progress_on=[status])  # the status shows "queue: n/m" while it waits
+    outputs = [status, plot, table, csv]
+    running = run_btn.click(gpu(on_compare), inputs=inputs, outputs=outputs, api_name="compare",
+                            validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
+                            show_progress_on=[status])  # the status shows "queue: n/m" while it waits
+    jobs.wire_stop(stop_btn, "compare", running, state, status, len(outputs), api_name="compare_stop")

@@ -8,7 +8,8 @@ tests/ui/test_gradio_internals.py). Where there is no queue (a callback called d
 nothing is refused and nobody is ever gone.
 
 Who a job belongs to: its session (a browser page, a gradio_client Client), or, for a REST call
-(`POST /gradio_api/call/<api>`, which brings no session of its own), the client's address.
+(`POST /gradio_api/call/<api>`, which brings no session of its own), the client's address; and every job also
+counts against its network address (client_address), since a client picks its own session ids.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import gradio as gr
 from gradio.server_messages import ProcessCompletedMessage
 
 from playground import settings
-from playground.errors import PlaygroundError
-from playground.ui.common import DECODING
+from playground.errors import Ended
+from playground.ui.common import DECODING, status_html
+from playground.ui.state import SessionState
 
 GRADIO = "6.31"  # the Gradio whose internals this module reads (requirements.txt pins it)
 INTERNALS = ("Blocks._queue", "Queue.event_queue_per_concurrency_id", "Queue.active_jobs",
@@ -32,6 +34,10 @@ INTERNALS = ("Blocks._queue", "Queue.event_queue_per_concurrency_id", "Queue.act
 # never fetched, a client that stopped reading): it ends at its next round.
 UNREAD_S = 3.0
 BEFORE_START = "Stopped before it started."
+STOPPED = "Stopped."
+# The API names of each tab's decoding events, which its Stop takes out of the queue.
+TAB_EVENTS = {"generate": ("generate",), "sweep": ("sweep",), "compare": ("compare",), "challenge": ("challenge",),
+              "step": ("step_start", "step_next")}
 
 
 def check_gradio(version: str = gr.__version__) -> None:
@@ -43,8 +49,12 @@ def check_gradio(version: str = gr.__version__) -> None:
                            f"internal with tests/ui/test_gradio_internals.py and then raise jobs.GRADIO.")
 
 
-class ClientGone(PlaygroundError):
+class ClientGone(Ended):
     """Nobody listens to this job any more: it ends at the next round (its message is for a late reader)."""
+
+
+class Stopped(Ended):
+    """Stop was pressed (in the page or through the API) while this job waited or ran: it ends at the next round."""
 
 
 def _queue(request: gr.Request | None) -> Any:
@@ -55,11 +65,27 @@ def _queue(request: gr.Request | None) -> Any:
         return None
 
 
+def client_address(http_request: Any) -> str:
+    """The network address a request came from. Behind PLAYGROUND_PROXY_HOPS proxies (Hugging Face Spaces: 1) it is
+    the entry that many from the end of X-Forwarded-For: each proxy appends the address it saw, so the last entries
+    are the trusted proxies' own and a client can only forge those before them. With 0 hops it is the connection's
+    address, which uvicorn already reads from X-Forwarded-For when the connection comes from a proxy it trusts
+    (FORWARDED_ALLOW_IPS, by default this machine's). Trust assumption: docs/reliability.md."""
+    host = getattr(getattr(http_request, "client", None), "host", None)
+    hops = settings.read().proxy_hops
+    headers = getattr(http_request, "headers", None)
+    if hops and headers is not None:
+        forwarded = [h.strip() for value in headers.getlist("x-forwarded-for") for h in value.split(",") if h.strip()]
+        if len(forwarded) >= hops:
+            host = forwarded[-hops]
+    return str(host)
+
+
 def _client(session_hash: str | None, job_id: str | None, http_request: Any) -> str:
     """A session's hash; for a REST call (gradio names its session after the job, or it has none yet) the address."""
     if session_hash and session_hash != job_id:
         return session_hash
-    return f"address {getattr(getattr(http_request, 'client', None), 'host', None)}"
+    return f"address {client_address(http_request)}"
 
 
 def _jobs(queue: Any) -> tuple[list, list]:
@@ -77,13 +103,20 @@ def refusal(request: gr.Request | None) -> str | None:
     queue = _queue(request)
     if queue is None:
         return None
-    waiting, running = _jobs(queue)
+    events = [e for line in _jobs(queue) for e in line]  # waiting and running
+    limits = settings.read()
     me = _client(request.session_hash, None, request.request)
-    mine = sum(_client(e.session_hash, e._id, e.request) == me for e in waiting + running)
-    if mine < settings.read().max_jobs_per_client:  # one client cannot fill the queue (max_size) for everyone
-        return None
-    return (f"You already have {mine} runs waiting or running, the most one client may have (so that nobody can fill "
-            f"the queue for everyone): wait for one to finish, or press Stop.")
+    mine = sum(_client(e.session_hash, e._id, e.request) == me for e in events)
+    if mine >= limits.max_jobs_per_client:  # one client cannot fill the queue (max_size) for everyone
+        return (f"You already have {mine} runs waiting or running, the most one client may have (so that nobody can "
+                f"fill the queue for everyone): wait for one to finish, or press Stop.")
+    address = client_address(request.request)
+    shared = sum(client_address(e.request) == address for e in events)
+    if shared >= limits.max_jobs_per_address:  # nor can many sessions from one address (their ids are the client's)
+        return (f"Your network address already has {shared} runs waiting or running, its share of the queue "
+                f"({limits.max_jobs_per_address} of {settings.QUEUE_SIZE} places; several clients there count "
+                f"together): wait for one to finish, or press Stop.")
+    return None
 
 
 def admission(inputs: list, shown_on: Any) -> Callable:
@@ -107,13 +140,22 @@ class Listener:
     (Gradio then marks the event not alive), it was cancelled (no longer running), or nobody has taken a
     message of its session for UNREAD_S seconds of `clock`."""
 
-    def __init__(self, request: gr.Request | None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, request: gr.Request | None, clock: Callable[[], float] = time.monotonic,
+                 state: SessionState | None = None, tab: str = "") -> None:
         self._queue = _queue(request)
         session = getattr(request, "session_hash", None)
         mine = [e for e in _jobs(self._queue)[1] if e.session_hash == session] if self._queue is not None else []
         self.event = mine[0] if len(mine) == 1 else None  # one decoding job runs at a time
         self._clock = clock
         self._heard, self._backlog = clock(), 0
+        # Stop on `tab` (state.stop) from the moment the job joined the queue on ends it
+        self._state, self._tab = state, tab
+        self._since = self.event.enqueue_time if self.event is not None else time.monotonic()
+
+    @property
+    def stopped(self) -> bool:
+        """Stop was pressed on the job's tab since it joined the queue."""
+        return self._state is not None and self._state.stopped_since(self._tab, self._since)
 
     def queued_before(self, moment: float) -> bool:
         """The job joined the queue before `moment` (time.monotonic); False when not known."""
@@ -134,6 +176,8 @@ class Listener:
         return now - self._heard > UNREAD_S
 
     def check(self) -> None:
+        if self.stopped:
+            raise Stopped(STOPPED)
         if self.gone:
             raise ClientGone("Stopped: nobody was reading this run's results (the client left, or never read them).")
 
@@ -153,19 +197,37 @@ class Watched:
             self.listener.check()
             yield record
 
+    def decoder(self, *args: Any, **kwargs: Any) -> Any:
+        """The runner's decoder, whose iteration ends the same way (the context-length challenge iterates one)."""
+        return _WatchedDecoder(self._runner.decoder(*args, **kwargs), self.listener)
+
+
+class _WatchedDecoder:
+    def __init__(self, decoder: Any, listener: Listener) -> None:
+        self._decoder, self._listener = decoder, listener
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._decoder, name)
+
+    def __iter__(self) -> Iterator:
+        for record in self._decoder:
+            self._listener.check()
+            yield record
+
 
 # ---------------------------------------------------------------- Stop before it started
 
-async def withdraw(request: gr.Request | None, api_name: str, outputs: list) -> int:
-    """Take this session's waiting `api_name` jobs out of the queue, each answered with `outputs` (its
-    output values, already as Gradio sends them) as if it had run. Runs on the event loop without awaiting,
-    so the queue cannot start one of them meanwhile. Returns how many."""
+async def withdraw(request: gr.Request | None, api_name: str | tuple[str, ...], outputs: list) -> int:
+    """Take this session's waiting `api_name` jobs (one name or several) out of the queue, each answered with
+    `outputs` (its output values, already as Gradio sends them) as if it had run. Runs on the event loop without
+    awaiting, so the queue cannot start one of them meanwhile. Returns how many."""
     queue = _queue(request)
     if queue is None:
         return 0
+    names = (api_name,) if isinstance(api_name, str) else tuple(api_name)
     line = queue.event_queue_per_concurrency_id.get(DECODING)
     taken = [e for e in (list(line.queue) if line is not None else [])
-             if e.session_hash == request.session_hash and e.fn.api_name == api_name]
+             if e.session_hash == request.session_hash and e.fn.api_name in names]
     for event in taken:
         line.queue.remove(event)
         queue.event_ids_to_events.pop(event._id, None)
@@ -174,6 +236,34 @@ async def withdraw(request: gr.Request | None, api_name: str, outputs: list) -> 
             messages.put_nowait(ProcessCompletedMessage(output={"data": outputs, "is_generating": False},
                                                         success=True, event_id=event._id))
     return len(taken)
+
+
+async def stop(request: gr.Request | None, state: SessionState | None, tab: str, outputs: list) -> int:
+    """Stop on `tab` (TAB_EVENTS): this session's waiting jobs of the tab leave the queue, answered with `outputs`
+    (withdraw), and a running one ends at its next round (state.stop, read by its Listener). Returns how many waited."""
+    withdrawn = await withdraw(request, TAB_EVENTS[tab], outputs)
+    if state is not None:
+        state.stop(tab)
+    return withdrawn
+
+
+def wire_stop(button: gr.Button, tab: str, running: Any, state: gr.State, status: gr.components.Component,
+              outputs: int, api_name: str, then: Callable[[SessionState], None] | None = None) -> None:
+    """A tab's Stop, in the page and through the API (`api_name`, the session's own: a gradio_client Client, or a REST
+    call that names its session_hash): waiting jobs of the tab never run, a running one ends within a round, and the
+    page stops waiting for it (cancels=). `outputs`: how many outputs the tab's job has; `then`: what else Stop
+    clears in the session (step-through: its run)."""
+    answer = [status_html(BEFORE_START)] + [gr.skip()] * (outputs - 1)
+
+    async def on_stop(session: SessionState | None, request: gr.Request = None) -> str:
+        withdrawn = await stop(request, session, tab, answer)  # on the event loop: nothing starts meanwhile
+        if then is not None and session is not None:
+            then(session)
+        return status_html(BEFORE_START if withdrawn else STOPPED, "info")
+
+    button.click(on_stop, inputs=state, outputs=status, cancels=running if isinstance(running, list) else [running],
+                 show_progress="hidden",
+                 concurrency_limit=None, api_name=api_name)
 
 
 # ---------------------------------------------------------------- what a streamed run leaves in its session

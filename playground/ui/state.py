@@ -2,8 +2,10 @@
 run, and the session's folder of downloads. No gradio here: plain objects the callbacks fill in."""
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,7 +95,16 @@ class SessionState:
         self.run: CurrentRun | None = None  # the Run tab's latest generation
         self.step: StepThrough | None = None  # the Step-through tab's run
         self.stopped_at = 0.0  # when Stop was last pressed (time.monotonic): a run queued before then ends as it starts
+        self.stops: dict[str, float] = {}  # the other tabs' Stop: tab -> when it was last pressed (time.monotonic)
         self.downloads = Downloads()
+
+    def stop(self, tab: str) -> None:
+        """Stop pressed on `tab`: its job queued before now ends at its next round (jobs.Listener.check)."""
+        self.stops[tab] = time.monotonic()
+
+    def stopped_since(self, tab: str, moment: float) -> bool:
+        """Whether Stop was pressed on `tab` at or after `moment` (time.monotonic)."""
+        return self.stops.get(tab, -math.inf) >= moment
 
     def close(self) -> None:
         """The session ended (gr.State's delete_callback): remove its files."""

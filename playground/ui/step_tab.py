@@ -6,9 +6,11 @@ from typing import Any
 
 import gradio as gr
 
+from playground.errors import Ended
+from playground.progress import Progress, quiet
 from playground.runner import Runner
 from playground.ui import jobs
-from playground.ui.common import DECODING, Controls, error_status, gpu, read_spec, status_html
+from playground.ui.common import DECODING, Controls, error_status, gpu, gradio_progress, read_spec, status_html
 from playground.ui.state import SessionState, StepThrough
 from playground.views import tokens
 from playground.views import tree as tree_view
@@ -19,13 +21,17 @@ EXPLAIN_TOP = 4  # alternatives shown per position
 Outputs = tuple[str, Any, Any]  # (status, the text so far, the round's explanation)
 
 
-def step_start(runner: Runner, state: SessionState, controls: Controls) -> Outputs:
-    """Start a step-through run with the shared settings (loaded and warm, no round run yet)."""
+def step_start(runner: Runner, state: SessionState, controls: Controls, progress: Progress = quiet,
+               listener: jobs.Listener | None = None) -> Outputs:
+    """Start a step-through run with the shared settings (loaded and warm, no round run yet). With a listener (the
+    job in Gradio's queue), Stop or a client that left ends the loading and warm-up at their next report."""
     try:
         spec = read_spec(controls, explain=EXPLAIN_TOP)
-        pair = runner.load(spec)
+        pair = runner.load(spec, progress)
         with pair.in_use():
-            decoder = runner.decoder(spec, pair)
+            decoder = runner.decoder(spec, pair, progress)
+        if listener is not None:
+            listener.check()  # Stop came while it loaded: no run is left behind
     except Exception as exc:
         return error_status(exc), gr.skip(), gr.skip()
     state.step = StepThrough(spec, pair, decoder)
@@ -33,8 +39,13 @@ def step_start(runner: Runner, state: SessionState, controls: Controls) -> Outpu
             tokens.empty_output("Press Next round."), "")
 
 
-def step_next(state: SessionState | None) -> Outputs:
-    """Run one round of the step-through run and explain it."""
+def step_next(state: SessionState | None, listener: jobs.Listener | None = None) -> Outputs:
+    """Run one round of the step-through run and explain it (none when Stop came while it waited)."""
+    try:
+        if listener is not None:
+            listener.check()
+    except Ended as exc:
+        return error_status(exc), gr.skip(), gr.skip()
     step = state.step if state is not None else None
     if step is None:
         return status_html("Press Start step-through first.", "error"), gr.skip(), gr.skip()
@@ -66,18 +77,26 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     with gr.Row():
         start_btn = gr.Button("Start step-through", variant="primary", elem_id="step-start")
         next_btn = gr.Button("Next round", elem_id="step-next")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="step-stop")
     status = gr.HTML(status_html("Press Start step-through."), elem_id="step-status")
     text = gr.HTML(tokens.empty_output("The text grows here, round by round."), elem_id="step-text")
     explanation = gr.HTML("", elem_id="step-round")
     outputs = [status, text, explanation]
 
-    def on_start(*values: Any) -> Outputs:
+    def on_start(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Outputs:
         *shared, session = values  # the order of `inputs` below
-        return step_start(runner, session, Controls(*shared))
+        listener = jobs.Listener(request, state=session, tab="step")
+        return step_start(runner, session, Controls(*shared), gradio_progress(progress, listener.check), listener)
+
+    def on_next(session: SessionState | None, request: gr.Request = None) -> Outputs:
+        return step_next(session, jobs.Listener(request, state=session, tab="step"))
 
     # each event is at most one round (or the load and warm-up): nothing runs between rounds without a click
     inputs = controls.as_inputs() + [state]
-    start_btn.click(gpu(on_start), inputs=inputs, outputs=outputs, api_name="step_start", concurrency_id=DECODING,
-                    validator=jobs.admission(inputs, shown_on=controls.prompt))
-    next_btn.click(gpu(step_next), inputs=state, outputs=outputs, api_name="step_next", concurrency_id=DECODING,
-                   validator=jobs.admission([state], shown_on=state))
+    starting = start_btn.click(gpu(on_start), inputs=inputs, outputs=outputs, api_name="step_start",
+                               concurrency_id=DECODING, validator=jobs.admission(inputs, shown_on=controls.prompt))
+    stepping = next_btn.click(gpu(on_next), inputs=state, outputs=outputs, api_name="step_next",
+                              concurrency_id=DECODING, validator=jobs.admission([state], shown_on=state))
+    # Stop: a waiting start or round never runs, a loading start ends at its next report, and the run is dropped
+    jobs.wire_stop(stop_btn, "step", [starting, stepping], state, status, len(outputs), api_name="step_stop",
+                   then=lambda session: setattr(session, "step", None))

@@ -77,7 +77,9 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
         temps = gr.Textbox("0 0.7 1.0", label="Temperatures", elem_id="sweep-temps")
         prompt_set = checked_by_us(gr.Radio([THIS_PROMPT, BUILT_IN], value=THIS_PROMPT, label="Prompts",
                                             elem_id="sweep-set"))
-    run_btn = gr.Button("Run sweep", variant="primary", elem_id="sweep-run")
+    with gr.Row():
+        run_btn = gr.Button("Run sweep", variant="primary", elem_id="sweep-run")
+        stop_btn = gr.Button("Stop", variant="stop", elem_id="sweep-stop")
     status = gr.HTML("", elem_id="sweep-status")
     empty = sweep_figures(pd.DataFrame({"method": []}))
     with gr.Row():
@@ -89,10 +91,13 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
 
     def on_sweep(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         *shared, ks_text, temps_text, which, session = values  # the order of `inputs` below
-        return run_sweep(jobs.Watched(runner, jobs.Listener(request)), session, Controls(*shared), ks_text, temps_text,
-                         which, gradio_progress(progress))
+        listener = jobs.Listener(request, state=session, tab="sweep")  # Stop, or a client that left: the next round
+        return run_sweep(jobs.Watched(runner, listener), session, Controls(*shared), ks_text, temps_text, which,
+                         gradio_progress(progress, listener.check))
 
     inputs = controls.as_inputs() + [ks, temps, prompt_set, state]
-    run_btn.click(gpu(on_sweep), inputs=inputs, outputs=[status, speedup, alpha, theory, table, csv], api_name="sweep",
-                  validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
-                  show_progress_on=[status])  # the status shows "queue: n/m" while it waits
+    outputs = [status, speedup, alpha, theory, table, csv]
+    running = run_btn.click(gpu(on_sweep), inputs=inputs, outputs=outputs, api_name="sweep",
+                            validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
+                            show_progress_on=[status])  # the status shows "queue: n/m" while it waits
+    jobs.wire_stop(stop_btn, "sweep", running, state, status, len(outputs), api_name="sweep_stop")

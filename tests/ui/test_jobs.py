@@ -11,7 +11,9 @@ import pytest
 
 import gradio as gr
 
-from playground.ui import build_demo, jobs, run_tab
+from playground import settings
+from playground.ui import build_demo, challenges_tab, jobs, run_tab, step_tab
+from playground.ui.common import gradio_progress
 from playground.ui.common import DECODING
 from playground.ui.compare_tab import run_compare
 from playground.ui.state import SessionState
@@ -52,6 +54,38 @@ def test_rest_calls_bring_no_session_and_count_by_address():
     assert jobs.refusal(request(queue, None, "10.0.0.9")) is not None  # a third POST from the same address
     assert jobs.refusal(request(queue, None, "10.0.0.8")) is None
     assert jobs.refusal(request(queue, "a page", "10.0.0.9")) is None  # a browser page is its own client
+
+
+def test_forty_sessions_from_one_address_hold_at_most_its_share_of_the_queue():
+    """Issue 29.2: the cap counted session ids, which a client picks: 20 sessions x 2 jobs from one address filled the
+    32-place queue. Now an address holds at most PLAYGROUND_MAX_JOBS_PER_ADDRESS jobs, whatever its sessions."""
+    queue = gradio_queue()
+    admitted = []
+    for i in range(40):
+        for _ in range(2):
+            if jobs.refusal(request(queue, f"s{i}", "10.0.0.9")) is None:
+                queue.event_queue_per_concurrency_id[DECODING].queue.append(event(f"s{i}", "10.0.0.9"))
+                admitted.append(i)
+    assert len(admitted) == settings.read().max_jobs_per_address == 8
+    assert "Your network address already has 8 runs waiting or running" in jobs.refusal(request(queue, "s99", "10.0.0.9"))
+    assert jobs.refusal(request(queue, "someone else", "10.0.0.8")) is None  # another address still gets in
+
+
+def test_behind_a_proxy_the_address_is_the_forwarded_one_the_proxy_added(monkeypatch):
+    """On Spaces (PLAYGROUND_PROXY_HOPS=1) every connection comes from the proxy: the client is the last entry of
+    X-Forwarded-For, which the proxy appended; entries before it are the client's own and may be forged."""
+    from starlette.datastructures import Headers
+
+    def http(forwarded: str, peer: str = "10.16.3.80") -> SimpleNamespace:
+        return SimpleNamespace(client=SimpleNamespace(host=peer), headers=Headers({"x-forwarded-for": forwarded}))
+
+    assert jobs.client_address(http("1.2.3.4")) == "10.16.3.80"  # no proxy declared: the connection's own
+    monkeypatch.setenv("SPACE_ID", "someone/playground")
+    assert jobs.client_address(http("1.2.3.4")) == "1.2.3.4"
+    assert jobs.client_address(http("6.6.6.6, 1.2.3.4")) == "1.2.3.4"  # a forged first entry changes nothing
+    assert jobs.client_address(http("")) == "10.16.3.80"  # no entry: the connection's own
+    monkeypatch.setenv("PLAYGROUND_PROXY_HOPS", "2")  # two proxies: the client's is the second from the end
+    assert jobs.client_address(http("6.6.6.6, 1.2.3.4, 10.0.0.2")) == "1.2.3.4"
 
 
 def test_without_a_queue_nothing_is_refused_and_nobody_is_gone():
@@ -169,12 +203,65 @@ def test_sweep_and_comparison_end_at_the_next_round_once_nobody_listens(tiny_cat
     assert "nobody was reading" in status and listener.checks == 6
 
 
+def test_stop_ends_a_running_sweep_comparison_challenge_or_step_start_at_its_next_round(tiny_catalog, runner):
+    """Issue 29.3: Stop worked in the browser only (its cancel); through the API, /challenge_stop answered "Stopped."
+    and the challenge ran on. Now Stop on a tab marks the session (state.stop) and the tab's job ends at its next
+    round, whichever way Stop came."""
+    def stopping_after(state: SessionState, tab: str, rounds: int) -> jobs.Listener:
+        listener, seen = jobs.Listener(None, state=state, tab=tab), []
+        check = listener.check
+
+        def counting() -> None:
+            seen.append(1)
+            if len(seen) == rounds:
+                state.stop(tab)  # Stop pressed while the job runs
+            check()
+
+        listener.check, listener.seen = counting, seen
+        return listener
+
+    state = SessionState()
+    listener = stopping_after(state, "sweep", 5)
+    status = run_sweep(jobs.Watched(runner, listener), state, controls(max_new_tokens=60), "1 2", "0 1", THIS_PROMPT)[0]
+    assert jobs.STOPPED in status and "status-info" in status and len(listener.seen) == 5
+    listener = stopping_after(state, "compare", 3)
+    status = run_compare(jobs.Watched(runner, listener), state, [PAIR], ["draft model", "prompt lookup"],
+                         controls(max_new_tokens=60))[0]
+    assert jobs.STOPPED in status and len(listener.seen) == 3
+    for effect, rounds in (("batch size", 4), ("context length", 4)):  # the context challenge iterates a decoder
+        listener = stopping_after(state, "challenge", rounds)
+        status = challenges_tab.run_challenge(jobs.Watched(runner, listener), state, controls(max_new_tokens=40), effect,
+                                              "1 2", "16 32", "fp32", "fp32", gradio_progress(lambda *a, **k: None,
+                                                                                              listener.check))[0]
+        assert jobs.STOPPED in status and len(listener.seen) == rounds, effect
+    stopped = SessionState()
+    listener = jobs.Listener(None, state=stopped, tab="step")  # the start joins the queue ...
+    stopped.stop("step")  # ... and Stop comes while it waits or loads
+    assert jobs.STOPPED in step_tab.step_start(runner, stopped, controls(), listener=listener)[0]
+    assert stopped.step is None and jobs.STOPPED in step_tab.step_next(stopped, listener)[0]
+    assert "sweep" not in stopped.stops and not jobs.Listener(None, state=stopped, tab="sweep").stopped  # per tab
+
+
+def test_every_tabs_stop_takes_its_waiting_jobs_out_of_the_queue():
+    waiting = [event("a", api=api) for api in ("sweep", "compare", "challenge", "step_start", "step_next", "generate")]
+    queue = gradio_queue(waiting=waiting + [event("b", api="sweep")])
+    queue.pending_messages_per_session["a"] = asyncio.Queue()
+    state = SessionState()
+    for tab, taken in (("sweep", 1), ("compare", 1), ("challenge", 1), ("step", 2)):
+        assert asyncio.run(jobs.stop(request(queue, "a"), state, tab, ["Stopped before it started."])) == taken
+        assert tab in state.stops
+    assert [e.fn.api_name for e in queue.event_queue_per_concurrency_id[DECODING].queue] == ["generate", "sweep"]
+
+
 # ---------------------------------------------------------------- the page
 
 def test_every_decoding_event_is_admitted_per_client_and_shows_its_place_in_the_queue(tiny_catalog, runner):
     demo = build_demo(runner)
     decoding = [fn for fn in demo.fns.values() if fn.concurrency_id == "decoding"]
     assert {fn.api_name for fn in decoding} == {"generate", "step_start", "step_next", "sweep", "compare", "challenge"}
+    stops = {fn.api_name: fn for fn in demo.fns.values() if fn.api_name and fn.api_name.endswith("stop")}
+    assert set(stops) == {"stop", "sweep_stop", "compare_stop", "challenge_stop", "step_stop"}  # a Stop for every tab
+    assert all(fn.concurrency_limit is None and fn.fn.__name__ == "on_stop" for fn in stops.values())
     for fn in decoding:
         assert fn.validator is not None, fn.api_name  # jobs.admission
         assert fn.show_progress in ("full", "minimal"), fn.api_name  # Gradio shows "queue: n/m" while it waits

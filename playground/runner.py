@@ -53,7 +53,7 @@ class Runner:
 
     def __init__(self) -> None:
         self._warm: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key}
-        self._verify: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {n: V(n) s}
+        self._verify: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {invariant: {n: V(n) s}}
         self._draft_s: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key: s/token}
 
     # ------------------------------------------------------------ loading
@@ -67,19 +67,23 @@ class Runner:
     # ------------------------------------------------------------ one-time costs
 
     @staticmethod
-    def _key(spec: DrafterSpec, pair: LoadedPair) -> tuple:
+    def _key(spec: DrafterSpec, pair: LoadedPair, invariant: bool) -> tuple:
         model = id(pair.draft) if spec.needs_draft_model else None
-        return (spec.kind, spec.exit_layer, spec.max_ngram, model)
+        return (spec.kind, spec.exit_layer, spec.max_ngram, model, invariant)
 
     def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
-        return self._key(spec.drafter, pair) in self._warm.get(pair.target, set()) and pair.target in self._verify
+        invariant = pair.kernels_for(spec.pair.invariant)
+        return (self._key(spec.drafter, pair, invariant) in self._warm.get(pair.target, set())
+                and invariant in self._verify.get(pair.target, {}))
 
     def warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> None:
         """Pay the first-run costs (kernel selection, allocator growth) on a few tokens outside any
-        timed run, measure the target's V(n) once and the drafter's cost per drafted token."""
+        timed run, measure the target's V(n) once (per kernels: batch-invariant or stock) and the drafter's cost
+        per drafted token."""
+        invariant = pair.use_kernels(spec.pair.invariant)
         done = self._warm.setdefault(pair.target, set())
         for drafter in (DrafterSpec(DrafterKind.TARGET_ALONE), spec.drafter):
-            key = self._key(drafter, pair)
+            key = self._key(drafter, pair, invariant)
             if key in done:
                 continue
             progress(f"Warming up ({drafter.label}, once per model and drafter)", 0.0)
@@ -88,25 +92,29 @@ class Runner:
             per_token = [r.draft_s / r.k for r in rounds[1:] if r.k]
             self._draft_s.setdefault(pair.target, {})[key] = statistics.median(per_token) if per_token else 0.0
             done.add(key)
-        if pair.target not in self._verify:
-            self._verify[pair.target] = speed.verify_profile(pair.target, PROFILE_NS, progress=progress)
+        profiles = self._verify.setdefault(pair.target, {})
+        if invariant not in profiles:
+            pair.use_kernels(spec.pair.invariant)  # the warm-up runs set it too
+            profiles[invariant] = speed.verify_profile(pair.target, PROFILE_NS, progress=progress)
 
     def profile(self, spec: RunSpec, pair: LoadedPair) -> theory.CostProfile | None:
         """The measured costs of this target and drafter (None before warm_up)."""
-        verify = self._verify.get(pair.target)
+        invariant = pair.kernels_for(spec.pair.invariant)
+        verify = self._verify.get(pair.target, {}).get(invariant)
         if verify is None:
             return None
-        draft_s = self._draft_s.get(pair.target, {}).get(self._key(spec.drafter, pair), 0.0)
+        draft_s = self._draft_s.get(pair.target, {}).get(self._key(spec.drafter, pair, invariant), 0.0)
         return theory.CostProfile(dict(verify), draft_s)
 
     def step_s(self, pair: LoadedPair) -> float | None:
         """One target step on this machine, V(1), once profiled."""
-        verify = self._verify.get(pair.target)
+        verify = self._verify.get(pair.target, {}).get(pair.invariant)
         return verify[1] if verify else None
 
     # ------------------------------------------------------------ running
 
     def _decoder(self, spec: RunSpec, pair: LoadedPair) -> SpeculativeDecoder:
+        pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
         drafter = decoding.make_drafter(spec.drafter, pair, drafter_confidence(spec.decode), spec.decode.tree,

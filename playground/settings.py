@@ -29,6 +29,8 @@ VARIABLES = {
     "PLAYGROUND_DRAFT_PRECISION": ("int8 on CPU, the target's on CUDA", "the draft's default precision"),
     "PLAYGROUND_MEMORY_GB": ("80 % of the GPU's or the machine's memory", "what the model cache may hold"),
     "PLAYGROUND_FAST_VERIFY": ("1", "0 turns off the short-row-block verify kernel for fp32 targets on CPU"),
+    "PLAYGROUND_INVARIANT": ("1", "0 starts runs on torch's stock bf16 kernels instead of the batch-invariant ones "
+                                  "(docs/exactness.md); the Run tab and the benchmark can still choose"),
     "PLAYGROUND_MAX_NEW_TOKENS": ("1024", "the largest max_new_tokens a run may ask for"),
     "PLAYGROUND_MAX_PROMPT_CHARS": ("20000", "the longest prompt accepted, in characters"),
     "PLAYGROUND_MAX_JOBS_PER_CLIENT": ("2", "decoding jobs one client (a page, an API session) may have waiting or "
@@ -58,6 +60,7 @@ class Settings:
     draft_precision: str | None
     memory_gb: float | None
     fast_verify: bool
+    invariant: bool
     max_new_tokens: int
     max_prompt_chars: int
     max_jobs_per_client: int
@@ -110,6 +113,7 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         draft_precision=text("PLAYGROUND_DRAFT_PRECISION"),
         memory_gb=number("PLAYGROUND_MEMORY_GB", float, None),
         fast_verify=text("PLAYGROUND_FAST_VERIFY") != "0",
+        invariant=text("PLAYGROUND_INVARIANT") != "0",
         max_new_tokens=int(number("PLAYGROUND_MAX_NEW_TOKENS", int, 1024)),
         max_prompt_chars=int(number("PLAYGROUND_MAX_PROMPT_CHARS", int, 20_000)),
         max_jobs_per_client=whole("PLAYGROUND_MAX_JOBS_PER_CLIENT", 2, 1, QUEUE_SIZE),

@@ -183,8 +183,15 @@ class PairSpec:
     target: str
     draft: str | None = None
     target_precision: Precision | None = None  # None = the device default (models.default_target_precision)
+    # The target's kernels: True = batch-invariant where they run (bf16 on a CPU with AVX512-BF16: a position's
+    # logits the same in every pass, so greedy output is the target's own, exactly; playground/kernels), False =
+    # torch's stock kernels (near-ties can flip between a pass of 1 and of k + 1). None = the default
+    # ($PLAYGROUND_INVARIANT, on).
+    invariant: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.invariant is not None and not isinstance(self.invariant, bool):
+            raise PlaygroundError(f"invariant (the batch-invariant kernels) must be true or false, got {self.invariant!r}.")
         if self.target_precision is not None:
             p = _enum(Precision, self.target_precision, "target precision")
             if p not in TARGET_PRECISIONS:
@@ -289,6 +296,18 @@ def parse_precisions(text: object, name: str, allowed: tuple[Precision, ...]) ->
     if bad:
         raise PlaygroundError(f"{name}: {shown(bad[0])} is not one of {', '.join(names)}.")
     return list(dict.fromkeys(items))
+
+
+def parse_invariant(value: object) -> bool:
+    """The 'exact numerics' checkbox (or an API value): true or false; "true" / "false" / 1 / 0 as text too."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise PlaygroundError(f"'Exact numerics' must be true or false, got {str(value)[:40]!r}.")
 
 
 def parse_drafter(kind: object, precision: object = None, exit_layer: object = None) -> DrafterSpec:

@@ -20,7 +20,7 @@ for _ in range(120):
     except Exception:
         time.sleep(1)
 print("idle rss GiB", round(ps.memory_info().rss / 2**30, 2), flush=True)
-a = [models.DEFAULT_PAIR, "", "", "default", "draft model", "default", 0, 4, "", "adaptive (theory)", 0.4, 0.0, 1.0, 128, 0,
+a = [models.DEFAULT_PAIR, "", "", "default", True, "draft model", "default", 0, 4, "", "adaptive (theory)", 0.4, 0.0, 1.0, 128, 0,
      "Write a Python function that checks whether a string is a palindrome.", False]
 peak = 0
 for i in range(N):

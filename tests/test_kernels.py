@@ -143,16 +143,17 @@ def test_switching_off_restores_torchs_kernels(tiny_models):
     from playground.models.load import load_model
 
     model, _ = load_model(str(tiny_models["target"]), precision="bf16")
-    stock = model.config._attn_implementation
+    assert kernels.is_invariant(model)  # a bf16 CPU model loads on the kernels
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     with torch.inference_mode():
-        before = model(input_ids=ids).logits
-        assert kernels.make_invariant(model) and kernels.is_invariant(model)
-        assert model.config._attn_implementation == kernels.NAME
-        assert not torch.equal(model(input_ids=ids).logits, before)  # other kernels, other rounding
         assert not kernels.make_invariant(model, False)
-        assert model.config._attn_implementation == stock and not kernels.is_invariant(model)
-        assert torch.equal(model(input_ids=ids).logits, before)
+        assert model.config._attn_implementation == "sdpa" and not kernels.is_invariant(model)
+        assert not any("forward" in m.__dict__ for m in model.modules())
+        stock = model(input_ids=ids).logits
+        assert kernels.make_invariant(model) and model.config._attn_implementation == kernels.NAME
+        assert not torch.equal(model(input_ids=ids).logits, stock)  # other kernels, other rounding
+        kernels.make_invariant(model, False)
+        assert torch.equal(model(input_ids=ids).logits, stock)
 
 
 def test_fp32_models_are_left_alone(tiny_pair):

@@ -135,10 +135,11 @@ def _equality(comparisons: list[dict]) -> dict:
 
 # ---------------------------------------------------------------- batch size
 
-def _batch_row(result: BatchResult, size: int, k: int, solo: list[list[RoundRecord]], precision: str) -> dict:
+def _batch_row(result: BatchResult, size: int, k: int, solo: list[list[RoundRecord]], precision: str,
+               exact: bool) -> dict:
     rounds = result.rounds
     s = trace.batch_summary(rounds, sum(len(o) for o in result.outputs))
-    checks = [trace.compare_outputs(trace.as_rounds(out, m), solo[i % len(solo)], precision)
+    checks = [trace.compare_outputs(trace.as_rounds(out, m), solo[i % len(solo)], precision, exact)
               for i, (out, m) in enumerate(zip(result.outputs, result.margins))]
     return dict(batch_size=size, method=SPECULATIVE if k else BASELINE, k=k, sequences=len(result.outputs),
                 tokens=s["tokens"], seconds=s["seconds"], tokens_per_s=s["tokens_per_s"],
@@ -186,7 +187,8 @@ def batch_sweep(runner: Runner, spec: RunSpec, batch_sizes: Sequence[int], promp
                 decoder = BatchedDecoder(loaded.target, loaded.draft, batch, method_k, n_new, loaded.eos)
                 for r in decoder:
                     progress(f"[{done + 1}/{runs}] batch {size} · {name} · round {r.round + 1}", done / runs)
-                rows.append(_batch_row(decoder.result, size, method_k, solo, loaded.target_precision.value))
+                rows.append(_batch_row(decoder.result, size, method_k, solo, loaded.target_precision.value,
+                                       loaded.invariant))
                 done += 1
     progress("done", 1.0)
     frame = pd.DataFrame(rows).sort_values(["batch_size", "k"], kind="stable").reset_index(drop=True)  # plain first
@@ -251,7 +253,7 @@ def _context_row(n: int, decoder, rounds: list[RoundRecord], base: list[RoundRec
     drafted = sum(r.k for r in later)
     draft_rounds = [r for r in later if r.k]
     target_kv, draft_kv = _kv_bytes(decoder)
-    check = trace.compare_outputs(rounds, base, loaded.target_precision.value)
+    check = trace.compare_outputs(rounds, base, loaded.target_precision.value, loaded.invariant)
     return dict(
         context=decoder.prompt_len, target_precision=loaded.target_precision.value,
         draft_precision=loaded.draft_precision.value if loaded.draft_precision else "", k=decoder.config.k,

@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-precision", nargs="+", metavar="P",
                    help="fp32 / bf16 / fp16 / int8 (CPU), one or more, for draft-model drafters without a :precision "
                         "(default: this device's, models.default_draft_precision)")
-    p.add_argument("--stock-kernels", action="store_true", help="no fp32 CPU verify kernel (speed.fast_verify), for our engine and the HF peer alike")
+    p.add_argument("--stock-kernels", action="store_true", help="torch's stock kernels for the target (neither the batch-invariant bf16 kernels nor the fp32 CPU verify kernel), for our engine and the HF peer alike")
     p.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
     p.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
     p.add_argument("--max-new-tokens", type=int, default=64)

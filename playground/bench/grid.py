@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import product
 from typing import Sequence
 
@@ -52,6 +52,7 @@ class Result:
     seconds: float  # ours: engine time (trace.summarize's wall_s); HF: wall_s
     tokens_per_s: float  # tokens / seconds
     wall_s: float = nan  # perf_counter around the whole call (tokenising included), both engines
+    kernels: str = ""  # the target's: "batch-invariant" (greedy output must equal the target alone's, exactly) or "stock"
     speedup: float = nan  # ours: over our target alone (same prompt, target, precision, sampling); HF: over hf target alone
     alpha: float = nan
     alpha_eval: float = nan
@@ -159,10 +160,11 @@ def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Pro
     return rounds, loaded, wall, runner.profile(spec, loaded)
 
 
-def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: DecodeConfig, precision: str) -> dict:
+def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: DecodeConfig, precision: str,
+              exact: bool) -> dict:
     if decode.temperature != 0:
         return {}
-    cmp = trace.compare_outputs(rounds, base, precision)
+    cmp = trace.compare_outputs(rounds, base, precision, exact)
     return dict(greedy_equal=cmp["equal"], near_tie=None if cmp["equal"] else cmp["near_tie"],
                 diff_position=cmp["position"], gap_spec=cmp["gap_spec"], gap_base=cmp["gap_base"])
 
@@ -185,12 +187,16 @@ def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float,
         pair=spec.pair.name, category=category, method=spec.drafter.label, drafter=spec.drafter.kind.value,
         engine="ours", k="" if is_base else spec.decode.k_label, temperature=spec.decode.temperature,
         target_precision=loaded.target_precision.value, draft_precision=_draft_precision(spec, loaded),
-        tokens=s["tokens"], seconds=s["wall_s"], tokens_per_s=s["tokens_per_s"], wall_s=wall,
+        kernels=_kernels(loaded), tokens=s["tokens"], seconds=s["wall_s"], tokens_per_s=s["tokens_per_s"], wall_s=wall,
         speedup=1.0 if is_base else s["speedup"], **{name: s[name] for name in SUMMARY_FIELDS},
         tree=spec.decode.tree.label if spec.decode.tree else "", nodes=nan if is_base else s["mean_k"],
         depth_acceptance=[] if is_base else trace.depth_acceptance(rounds),
         new_tokens=[t for r in rounds for t in r.new_tokens],
-        **({} if is_base else _equality(rounds, base, spec.decode, loaded.target_precision.value)))
+        **({} if is_base else _equality(rounds, base, spec.decode, loaded.target_precision.value, loaded.invariant)))
+
+
+def _kernels(loaded: LoadedPair) -> str:
+    return "batch-invariant" if loaded.invariant else "stock"
 
 
 # ---------------------------------------------------------------- the grid
@@ -203,9 +209,11 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
     then ours, then HF); the runs themselves go in an order rotated per prompt.
 
     max_cells caps the runs of our engine for the whole request (None: no cap; the CLI's benchmark).
-    stock_kernels: the target without speed.fast_verify, for our runs and the HF peer alike (put back as
-    load_pair leaves it afterwards)."""
+    stock_kernels: the target on torch's stock kernels (neither the batch-invariant ones nor speed.fast_verify),
+    for our runs and the HF peer alike (fast_verify put back as load_pair leaves it afterwards)."""
     _check(pairs, prompts, decodes, drafters, max_cells)
+    if stock_kernels:
+        pairs = [replace(p, invariant=False) for p in pairs]
     groups: dict[DecodeConfig, list[DecodeConfig]] = {}
     for decode in decodes:
         groups.setdefault(_baseline_decode(decode), []).append(decode)
@@ -304,6 +312,7 @@ def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], 
     config, spec = job
     loaded = runner.load(spec, progress)
     with loaded.in_use():
+        loaded.use_kernels(spec.pair.invariant)  # HF's generate runs the very same target object, same kernels
         key = (id(loaded.target), id(loaded.draft), config.method)
         if key not in warm:
             hf.warm_up(loaded, config, spec.chat)
@@ -312,9 +321,9 @@ def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], 
     precision = loaded.target_precision.value
     return Result(pair=spec.pair.name, category=category, method=config.method, drafter=config.drafter.value,
                   engine="hf", k=config.k_label, temperature=spec.decode.temperature, target_precision=precision,
-                  draft_precision=config.draft_precision, tokens=len(tokens), seconds=wall,
+                  draft_precision=config.draft_precision, kernels=_kernels(loaded), tokens=len(tokens), seconds=wall,
                   tokens_per_s=len(tokens) / wall if wall > 0 else nan, wall_s=wall, new_tokens=tokens,
-                  **_equality(trace.as_rounds(tokens), base, spec.decode, precision))
+                  **_equality(trace.as_rounds(tokens), base, spec.decode, precision, loaded.invariant))
 
 
 # ---------------------------------------------------------------- the record-overhead mode

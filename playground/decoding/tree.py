@@ -32,8 +32,8 @@ proposal, a TreeDraft, verifies itself (the mask, the rule and the target cache'
 the engine runs a tree round as it runs a chain round.
 
 Supported models: decoders whose attention layers are all full attention and that take a custom 4D
-float mask with position ids through the sdpa or eager attention (Llama, Qwen2 / Qwen2.5 / Qwen3,
-SmolLM, Mistral without a sliding window). Refused: sliding-window or hybrid layers (Gemma 2/3),
+float mask with position ids through the sdpa, eager or invariant (playground/kernels) attention (Llama,
+Qwen2 / Qwen2.5 / Qwen3, SmolLM, Mistral without a sliding window). Refused: sliding-window or hybrid layers (Gemma 2/3),
 linear attention / Mamba, flash-attention kernels (no custom masks). Tested on the tiny Llamas of
 playground/tiny.py and a tiny random Qwen2.
 """
@@ -79,8 +79,8 @@ def check_tree_model(model: PreTrainedModel, role: str = "target") -> None:
     sliding = (kinds - {"full_attention"}) or (not kinds and getattr(config, "sliding_window", None)
                                                and getattr(config, "use_sliding_window", True))
     attention = getattr(config, "_attn_implementation", "sdpa")
-    if sliding or attention not in ("sdpa", "eager"):
-        why = f"{attention} attention" if attention not in ("sdpa", "eager") else "layers that are not full attention"
+    if sliding or attention not in ("sdpa", "eager", "invariant"):
+        why = f"{attention} attention" if attention not in ("sdpa", "eager", "invariant") else "layers that are not full attention"
         raise PlaygroundError(f"Token trees need a decoder with full attention everywhere and a custom attention "
                               f"mask (Llama, Qwen2, Qwen3, Mistral without sliding window); the {role} "
                               f"({type(model).__name__}) has {why}. Draft a chain instead.")

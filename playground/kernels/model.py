@@ -157,8 +157,11 @@ def is_invariant(model: torch.nn.Module) -> bool:
 
 
 def can_quantize_int8(model: torch.nn.Module) -> str | None:
-    """None when quantize_int8 applies (a bf16 CPU model and these kernels), else why not."""
-    return can_make_invariant(model)
+    """None when quantize_int8 applies (a bf16 CPU model of Llama-family layers, and these kernels), else why not."""
+    why = can_make_invariant(model)
+    if why is None and not any(_fusable(m) for m in model.modules()):
+        why = f"{type(model).__name__}'s layers are not of the Llama family the fused layers compute"
+    return why
 
 
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from playground import settings
+from playground import kernels, settings
 from playground.errors import PlaygroundError, shown, without_paths
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, cache_dir, convert_pack
@@ -66,6 +66,15 @@ def _precision(name: str, where: str) -> Precision:
         raise PlaygroundError(f"{where} must be one of fp32, bf16, fp16, int8; got {shown(name)}.") from None
 
 
+def load_dtype(precision: Precision, device: torch.device | None = None) -> torch.dtype:
+    """The dtype weights load in: the precision's, but int8 loads bf16 where the kernels quantise it (AVX512-VNNI)
+    and fp32 where torch's dynamic quantisation does."""
+    device = device or choose_device()
+    if Precision(precision) is Precision.INT8 and device.type == "cpu" and kernels.available():
+        return torch.bfloat16
+    return torch_dtype(precision)
+
+
 def torch_dtype(precision: Precision) -> torch.dtype:
     """The dtype weights load in (int8 loads fp32 and is quantised after)."""
     return {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(Precision(precision), torch.float32)
@@ -113,7 +122,10 @@ def load_model(spec: str, device: torch.device | None = None, precision: Precisi
     """Load (model, tokenizer) for a spec: safetensors only, never remote code."""
     device = device or choose_device()
     precision = Precision(precision or default_target_precision(device))
-    dtype = torch_dtype(precision)
+    # int8 through the kernels (AVX512-VNNI) loads bf16 and quantises each Linear's rows; else torch's dynamic
+    # quantisation of the fp32 weights (kernels.quantize_int8 / speed.quantize_int8).
+    dtype = load_dtype(precision, device)
+    vnni = precision is Precision.INT8 and dtype is torch.bfloat16
     source = resolve(spec)
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
         source = convert_pack(PACKS[source[len(PACK_PREFIX):]], progress)
@@ -131,9 +143,14 @@ def load_model(spec: str, device: torch.device | None = None, precision: Precisi
     if precision is Precision.INT8:
         if device.type != "cpu":
             raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on CUDA use bf16 or fp16.")
-        from playground.speed import quantize_int8
+        if vnni and kernels.can_quantize_int8(model) is None:
+            kernels.quantize_int8(model)  # the bf16 weights of its Linears are freed: only the int8 copy stays
+        else:
+            from playground.speed import quantize_int8
 
-        model = quantize_int8(model)  # the fp32 load is dropped: only the int8 copy stays in memory
+            model = quantize_int8(model.float())  # the fp32 load is dropped: only the int8 copy stays in memory
+    elif kernels.can_make_invariant(model) is None:
+        kernels.make_invariant(model)  # bf16 on this CPU: the kernels, until a run asks for torch's (runner)
     if device.type == "cpu":
         own_weights(model)
         torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -213,12 +230,12 @@ def memory_budget() -> int:
 
 
 def estimate_bytes(spec: str, precision: Precision | None = None) -> int | None:
-    """Peak bytes a model takes while it loads (int8 loads in fp32 first), from its config and what is on
-    disk, whichever is larger; None when unknown (a Hub id whose config is not in the local cache). The config
+    """Peak bytes a model takes while it loads (int8 loads in bf16 or fp32 first: load_dtype), from its config and
+    what is on disk, whichever is larger; None when unknown (a Hub id whose config is not in the local cache). The config
     is sized on the meta device (models.size), so every architecture counts, and an absurd or non-finite size is
     refused naming its field."""
     precision = Precision(precision or default_target_precision())
-    size = torch.finfo(torch_dtype(precision)).bits // 8
+    size = torch.finfo(load_dtype(precision)).bits // 8
     source = resolve(spec)
     config = model_config(source)
     counted = config_size(config) if config is not None else None

@@ -17,8 +17,8 @@ import gradio as gr
 from playground import decoding, models
 from playground.errors import Ended, PlaygroundError, without_paths
 from playground.progress import Progress
-from playground.spec import (DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_policy, parse_precision,
-                             parse_text)
+from playground.spec import (DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_invariant,
+                             parse_policy, parse_precision, parse_text)
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"
@@ -48,6 +48,7 @@ class Controls:
     draft_id: Any  # custom draft model id or folder ("" = the pair's)
     target_id: Any  # custom target model id or folder ("" = the pair's)
     target_precision: Any  # "default", "fp32", "bf16", "fp16"
+    invariant: Any  # the target's batch-invariant kernels (exact greedy output in bf16) or torch's stock ones
     drafter: Any  # a DrafterKind value
     draft_precision: Any  # "default", "fp32", "bf16", "int8" (draft model only)
     exit_layer: Any  # early exit only; 0 = a quarter of the target's layers
@@ -82,7 +83,7 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
     catalog = models.get_pair(c.pair)
     target = parse_text(c.target_id, "The target model id") or catalog.target
     draft = parse_text(c.draft_id, "The draft model id") or catalog.draft
-    pair = PairSpec(catalog.name, target, draft, parse_precision(c.target_precision))
+    pair = PairSpec(catalog.name, target, draft, parse_precision(c.target_precision), parse_invariant(c.invariant))
     spec = RunSpec(pair, drafter, decode, c.prompt)  # checks the prompt
     models.resolve(target)
     if drafter.needs_draft_model:

@@ -33,6 +33,9 @@ TREE_INFO = ("draft a tree of continuations instead of a chain; the target score
              "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
              "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model and early exit only; "
              "the tree's depth replaces k")
+INVARIANT_INFO = ("bf16 on this CPU: the target's kernels give a position the same logits whether its pass holds 1 token "
+                  "or k + 1, so greedy output is exactly the target's; untick for torch's own kernels and watch "
+                  "near-ties flip (the lesson of finite precision). No effect in fp32 or where the kernels cannot run.")
 
 
 def build_demo(runner: Runner | None = None) -> gr.Blocks:
@@ -74,7 +77,10 @@ def _model_controls(catalog: list[str]) -> tuple[dict, gr.HTML]:
     target_precision = gr.Dropdown(
         precision_choices(models.default_target_precision().value, tuple(p.value for p in TARGET_PRECISIONS)),
         value=DEFAULT_PRECISION, label="Target precision", elem_id="target-precision")
-    return dict(pair=pair, draft_id=draft_id, target_id=target_id, target_precision=target_precision), info
+    invariant = gr.Checkbox(settings.read().invariant, label="Exact numerics (batch-invariant kernels)",
+                            elem_id="invariant", info=INVARIANT_INFO)
+    return dict(pair=pair, draft_id=draft_id, target_id=target_id, target_precision=target_precision,
+                invariant=invariant), info
 
 
 def _drafter_controls() -> dict:

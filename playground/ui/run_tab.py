@@ -62,6 +62,7 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
         run.tokenizer = pair.tokenizer
         run.target_precision = pair.target_precision.value
         run.draft_precision = pair.draft_precision.value if pair.draft_precision else None
+        run.invariant = pair.use_kernels(spec.pair.invariant)
         if run.stopped:
             return
         with pair.in_use():  # the model cache never evicts a pair while it generates
@@ -179,7 +180,8 @@ def race_view(run: CurrentRun) -> str:
 def precisions(run: CurrentRun) -> str:
     """What ran: "target bf16 · draft int8" (the drafter's Strategy.ran)."""
     draft = decoding.strategy(run.spec.drafter.kind).ran.format(draft=run.draft_precision, target=run.target_precision)
-    return " · ".join(p for p in (f"target {run.target_precision}", draft) if p)
+    kernels = " (batch-invariant kernels)" if run.invariant else ""
+    return " · ".join(p for p in (f"target {run.target_precision}{kernels}", draft) if p)
 
 
 def summary_markdown(s: dict, run: CurrentRun) -> str:
@@ -216,16 +218,21 @@ def comparison_verdict(run: CurrentRun) -> tuple[str, str]:
     if run.spec.decode.temperature > 0:
         return ("Sampling (temperature > 0): both follow the target's distribution, but the random draws differ, "
                 "so the texts need not match."), "info"
-    result = trace.compare_outputs(run.rounds, run.baseline, run.target_precision)
+    result = trace.compare_outputs(run.rounds, run.baseline, run.target_precision, exact=run.invariant)
     if result["equal"]:
         return "Identical outputs: greedy speculative decoding reproduced the target exactly.", "ok"
     at = result["position"]
     gaps = [g for g in (result["gap_spec"], result["gap_base"]) if g == g]
     gap = fmt(min(gaps), 3) if gaps else "not recorded"
+    if run.invariant:  # a position's logits are the same in every pass: any difference is a bug
+        return (f"The outputs differ from token {at} on (top-2 logit gap {gap}). With the batch-invariant kernels "
+                f"every position gets the same logits in a pass of 1 and of k + 1 tokens, so this is a bug: please "
+                f"report it with the trace JSON."), "error"
     if result["near_tie"]:
         return (f"The outputs are identical up to token {at}, where the target's top-2 logit gap was {gap}: a near-tie "
-                f"that {run.target_precision} rounding can flip (the pass of k + 1 tokens and the pass of 1 round "
-                f"differently). From there the two continue differently."), "info"
+                f"that {run.target_precision} rounding can flip with torch's stock kernels (the pass of k + 1 tokens "
+                f"and the pass of 1 round differently). From there the two continue differently. Tick "
+                f"*Exact numerics* to give every position the same logits in every pass."), "info"
     return (f"The outputs differ from token {at} on, and the target's top-2 logit gap there was {gap}: not a near-tie, "
             f"so this is not rounding."), "error"
 
@@ -249,6 +256,7 @@ def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
             "draft": spec.pair.draft if spec.drafter.needs_draft_model else None,
             "drafter": spec.drafter.kind.value, "exit_layer": spec.drafter.exit_layer,
             "target_precision": run.target_precision, "draft_precision": run.draft_precision,
+            "invariant": run.invariant,
             "config": asdict(spec.decode), "prompt": spec.prompt}
     baseline = run.baseline if run.baseline_done else None  # the summary is the panel's: same rounds, baseline, profile
     csv_path, json_path = state.downloads.write({"trace.csv": trace.to_csv(run.rounds),

@@ -28,6 +28,7 @@ class CurrentRun:
     tokenizer: Any = None
     target_precision: str = ""  # what ran, once loaded: "bf16"
     draft_precision: str | None = None  # the draft model's, when one ran
+    invariant: bool = False  # the target ran the batch-invariant kernels: greedy output must be the target's, exactly
     profile: theory.CostProfile | None = None  # the runner's measured costs of this target and drafter
     rounds: list[RoundRecord] = field(default_factory=list)
     baseline: list[RoundRecord] = field(default_factory=list)  # the target alone, when compared

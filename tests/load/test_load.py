@@ -29,9 +29,9 @@ CLIENTS, REQUESTS = 8, 3
 
 def args(prompt="Once upon a time", k=4, policy="fixed k", temperature=0.0, top_p=1.0, max_new=24, seed=0,
          draft_id="", target_id="", drafter="draft model", pair=PAIR, compare=False, exit_layer=0,
-         target_precision="default", draft_precision="default", tree="", confidence=0.4):
+         target_precision="default", draft_precision="default", tree="", confidence=0.4, invariant=True):
     """/generate's inputs, in order: the shared controls (playground.ui.common.Controls), then the comparison box."""
-    return [pair, draft_id, target_id, target_precision, drafter, draft_precision, exit_layer, k, tree, policy,
+    return [pair, draft_id, target_id, target_precision, invariant, drafter, draft_precision, exit_layer, k, tree, policy,
             confidence, temperature, top_p, max_new, seed, prompt, compare]
 
 

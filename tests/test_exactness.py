@@ -1,0 +1,111 @@
+"""Exactly the target's output at bf16: with the batch-invariant kernels (playground/kernels) greedy speculative
+decoding equals the target alone and HF generate on the same model object, for every strategy, tree and batch.
+
+The tiny random models decide many near-ties (their logits are close), which makes them a hard case: with
+torch's stock bf16 kernels these comparisons are allowed to differ after a near-tie; with the kernels they may
+not differ at all. Skipped where the kernels cannot run, unless PLAYGROUND_REQUIRE_KERNELS=1 (CI).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from playground import kernels, models, trace
+from playground.batch import decode_batch
+from playground.runner import encode_prompt, new_tokens
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec
+
+if kernels.why_not():
+    if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1":
+        raise RuntimeError(f"PLAYGROUND_REQUIRE_KERNELS=1 but the kernels cannot run here: {kernels.why_not()}")
+    pytest.skip(f"batch-invariant kernels unavailable: {kernels.why_not()}", allow_module_level=True)
+
+PROMPTS = ["Once upon a time", "def fibonacci(n):", "The quick brown fox", "Question: what is the capital"]
+
+
+@pytest.fixture(scope="module")
+def bf16_spec(tiny_models):
+    pair = PairSpec("tiny bf16", str(tiny_models["target"]), str(tiny_models["draft"]), target_precision="bf16")
+
+    def make(prompt: str, drafter=DrafterKind.DRAFT_MODEL, **decode) -> RunSpec:
+        d = DrafterSpec(drafter, precision="bf16") if DrafterSpec(drafter).needs_draft_model else DrafterSpec(drafter)
+        return RunSpec(pair, d, DecodeConfig(max_new_tokens=40, **decode), prompt, chat=False)
+
+    return make
+
+
+def hf_greedy(loaded, prompt: str, n: int) -> list[int]:
+    ids = encode_prompt(loaded.tokenizer, prompt, chat=False)
+    with torch.inference_mode():
+        out = loaded.target.generate(ids, do_sample=False, max_new_tokens=n, pad_token_id=loaded.tokenizer.eos_token_id)
+    return out[0, ids.shape[1]:].tolist()
+
+
+@pytest.mark.parametrize("drafter,decode", [
+    (DrafterKind.DRAFT_MODEL, dict(k=4)),
+    (DrafterKind.DRAFT_MODEL, dict(k=7, policy=KPolicy.HEURISTIC)),
+    (DrafterKind.DRAFT_MODEL, dict(k=4, policy=KPolicy.THEORY)),
+    (DrafterKind.DRAFT_MODEL, dict(k=6, policy=KPolicy.CONFIDENCE)),
+    (DrafterKind.DRAFT_MODEL, dict(tree="dynamic:6")),
+    (DrafterKind.DRAFT_MODEL, dict(tree="3-2-1-1")),
+    (DrafterKind.PROMPT_LOOKUP, dict(k=3)),
+    (DrafterKind.EARLY_EXIT, dict(k=2)),
+    (DrafterKind.STAGED, dict(k=4)),
+])
+def test_greedy_output_is_exactly_the_targets_with_the_invariant_kernels(runner, bf16_spec, drafter, decode):
+    for prompt in PROMPTS:
+        spec = bf16_spec(prompt, drafter, **decode)
+        loaded = runner.load(spec)
+        rounds, base = runner.run_all(spec), runner.run_all(spec.baseline())
+        assert loaded.invariant and loaded.target.dtype is torch.bfloat16
+        verdict = trace.compare_outputs(rounds, base, "bf16", exact=True)
+        assert verdict["equal"], (prompt, verdict)
+        assert new_tokens(base) == hf_greedy(loaded, prompt, len(new_tokens(base)))
+
+
+def test_the_batched_engine_gives_every_row_its_solo_output(runner, bf16_spec):
+    spec = bf16_spec(PROMPTS[0])
+    loaded = runner.load(spec)
+    runner.warm_up(spec, loaded)
+    ids = [encode_prompt(loaded.tokenizer, p, chat=False)[0].tolist() for p in PROMPTS * 2]
+    solo = {p: new_tokens(runner.run_all(bf16_spec(p).baseline())) for p in PROMPTS}
+    for size in (1, 2, 4, 8):
+        for k in (0, 3):
+            result = decode_batch(loaded.target, loaded.draft, ids[:size], k, 40, loaded.eos)
+            for i, out in enumerate(result.outputs):
+                assert out == solo[PROMPTS[i % len(PROMPTS)]], (size, k, i)
+
+
+def test_switching_the_kernels_off_is_per_run_and_shows(runner, bf16_spec):
+    spec = bf16_spec(PROMPTS[1])
+    stock = RunSpec(PairSpec(spec.pair.name, spec.pair.target, spec.pair.draft, "bf16", invariant=False),
+                    spec.drafter, spec.decode, spec.prompt, chat=False)
+    loaded = runner.load(stock)
+    runner.run_all(stock)
+    assert not loaded.invariant and not kernels.is_invariant(loaded.target)
+    assert runner.profile(stock, loaded) is not None
+    runner.run_all(spec)
+    assert loaded.invariant  # each run sets the kernels it asked for; both have their own V(n) profile
+    assert runner.profile(stock, loaded).verify_s != runner.profile(spec, loaded).verify_s
+
+
+def test_an_exact_comparison_never_calls_a_difference_a_near_tie():
+    from playground.records import RoundRecord
+
+    def run(tokens, margin):
+        return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1], token_kind="target",
+                            new_tokens=tokens, draft_s=0.0, verify_s=0.1, total_new=len(tokens),
+                            margins=[margin] * len(tokens))]
+    a, b = run([1, 2, 3], 0.01), run([1, 2, 4], 0.01)
+    assert trace.compare_outputs(a, b, "bf16")["near_tie"]  # stock kernels: a gap of 0.01 is a near-tie
+    assert not trace.compare_outputs(a, b, "bf16", exact=True)["near_tie"]
+
+
+def test_the_default_pair_precisions_load_the_kernels(tiny_models):
+    """A bf16 target is switched to the kernels when it loads; an int8 draft gets the int8 kernels."""
+    loaded = models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="bf16",
+                              draft_precision="int8")
+    assert kernels.is_invariant(loaded.target)
+    assert all(layer.self_attn.q_proj.weight.numel() == 0 for layer in loaded.draft.model.layers)

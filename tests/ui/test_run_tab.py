@@ -76,8 +76,15 @@ def test_failed_load_keeps_serving(tiny_catalog, tiny_models, runner):
     broken = tiny_models["target"].parent / "broken"
     broken.mkdir(exist_ok=True)
     (broken / "config.json").write_text("{not json")
-    assert "Could not load" in call(runner, target_id=str(broken))[-1].status
+    assert "config.json is not valid JSON" in call(runner, target_id=str(broken))[-1].status
     assert "status-ok" in call(runner)[-1].status  # the next run works
+    # a config that reads well and weights that do not: the load itself fails
+    for f in tiny_models["target"].iterdir():
+        if f.suffix != ".safetensors":
+            (broken / f.name).write_bytes(f.read_bytes())
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    assert "Could not load" in call(runner, target_id=str(broken))[-1].status
+    assert "status-ok" in call(runner)[-1].status
 
 
 # ---------------------------------------------------------------- a full run

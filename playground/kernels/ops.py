@@ -204,22 +204,6 @@ class Proj:
         return sum(t.numel() * t.element_size() for t in parts if t is not None)
 
 
-def _fused(linears: list[torch.nn.Linear], int8: bool) -> Proj:
-    """One Proj for several Linears that read the same input (q, k, v; gate, up): their rows stacked. In bf16
-    the Linears keep views of the stacked weight (no second copy); every element is computed as before."""
-    parts = [(l.weight, l.bias) for l in linears]
-    weight = torch.cat([w.detach() for w, _ in parts]) if len(parts) > 1 else parts[0][0].detach()
-    bias = None if parts[0][1] is None else torch.cat([b.detach() for _, b in parts])
-    if not int8 and len(parts) > 1:
-        start = 0
-        for l, (w, b) in zip(linears, parts):
-            l.weight.data = weight[start : start + w.shape[0]]
-            if b is not None:
-                l.bias.data = bias[start : start + w.shape[0]]
-            start += w.shape[0]
-    return Proj(weight, bias, int8)
-
-
 # ---------------------------------------------------------------- the machine's read bandwidth
 
 def read_bandwidth(gib: float = 1.0, reps: int = 5) -> float:

@@ -9,12 +9,13 @@ from playground import models, settings
 from playground.runner import Runner
 from playground.spec import (DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, TARGET_PRECISIONS,
                              DrafterKind, KPolicy, Precision)
-from playground.ui import challenges_tab, compare_tab, export_tab, jobs, run_tab, step_tab, sweep_tab, theory_tab
+from playground.ui import (challenges_tab, compare_tab, export_tab, jobs, run_tab, sessions, step_tab, sweep_tab,
+                           theory_tab)
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
 from playground.ui.state import SessionState
 
 CSS_FILE = ASSETS / "style.css"
-MAX_FILE_SIZE = "1mb"  # the app takes no uploads: Gradio refuses any upload over this
+MAX_FILE_SIZE = "1mb"  # Gradio refuses any upload over this (sessions.UPLOAD_BYTES: per request; MAX_UPLOADS per address)
 DRAFT_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.INT8)
 
 INTRO = """# Speculative Decoding Playground
@@ -44,8 +45,11 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
     settings.read()  # every PLAYGROUND_* value checked once at start-up: a bad one stops the app, naming it
     runner = runner or Runner()  # the one runner: loads, warms up once per model and drafter, profiles, runs
     catalog = list(models.pairs())
-    with gr.Blocks(title="Speculative Decoding Playground") as demo:
-        state = gr.State(SessionState, delete_callback=SessionState.close)
+    # Gradio's cache (its copies, uploads) is cleaned of files older than a session's idle time, every 5 minutes;
+    # sessions themselves, their download folders and expired uploads go sooner (ui/sessions.py)
+    cache = (300, settings.read().session_idle_s + 300)
+    with gr.Blocks(title="Speculative Decoding Playground", delete_cache=cache) as demo:
+        state = gr.State(sessions.new_session, delete_callback=SessionState.close)
         gr.Markdown(INTRO, elem_id="intro")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300, elem_id="controls"):
@@ -146,6 +150,7 @@ def _tabs(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
 
 
 def launch_options() -> dict:
-    """Gradio 6 takes the theme and the CSS at launch(); the app takes no upload, so the upload limit is small."""
+    """Gradio 6 takes the theme and the CSS at launch(); uploads are small and bounded per address, and sessions
+    expire (sessions.launch_kwargs: the reaper and the upload limit)."""
     return {"css_paths": [CSS_FILE], "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
-            "max_file_size": MAX_FILE_SIZE}
+            "max_file_size": MAX_FILE_SIZE, **sessions.launch_kwargs()}

@@ -60,20 +60,24 @@ class StepThrough:
 
 
 class Downloads:
-    """One temporary folder per session for the files it offers for download; each write goes to a
-    fresh subfolder (the browser may still fetch the last one) and only the newest KEEP_DOWNLOADS stay."""
+    """One temporary folder per session for the files it offers for download, inside `root` (the app's: Gradio's
+    cache, which serves them without a copy; None: the system's temporary folder); each write goes to a fresh
+    subfolder (the browser may still fetch the last one) and only the newest KEEP_DOWNLOADS stay."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
+        self._root = root
         self._folder: Path | None = None
         self._count = 0
 
     def write(self, files: dict[str, str]) -> list[str]:
         """{file name: text} -> their paths. The names are ours (fixed), never user input."""
         if self._folder is None or not self._folder.is_dir():
-            self._folder = Path(tempfile.mkdtemp(prefix="playground-session-"))
+            if self._root is not None:
+                self._root.mkdir(parents=True, exist_ok=True)
+            self._folder = Path(tempfile.mkdtemp(prefix="playground-session-", dir=self._root))
         self._count += 1
         folder = self._folder / str(self._count)
-        folder.mkdir()
+        folder.mkdir(parents=True)  # the session's folder may have been cleaned meanwhile (sessions.clean_files)
         paths = []
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
@@ -90,14 +94,14 @@ class Downloads:
 
 
 class SessionState:
-    """What one browser session keeps between events."""
+    """What one browser session keeps between events. root: where its download folder goes (Downloads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path | None = None) -> None:
         self.run: CurrentRun | None = None  # the Run tab's latest generation
         self.step: StepThrough | None = None  # the Step-through tab's run
         self.stopped_at = 0.0  # when Stop was last pressed (time.monotonic): a run queued before then ends as it starts
         self.stops: dict[str, float] = {}  # the other tabs' Stop: tab -> when it was last pressed (time.monotonic)
-        self.downloads = Downloads()
+        self.downloads = Downloads(root)
 
     def stop(self, tab: str) -> None:
         """Stop pressed on `tab`: its job queued before now ends at its next round (jobs.Listener.check)."""

@@ -1,6 +1,6 @@
-"""Each Gradio internal that playground/ui/jobs.py reads (jobs.INTERNALS), on the installed Gradio and a real
-Blocks with its queue: when Gradio is upgraded (and jobs.GRADIO raised), these say which internal moved. And the
-start-up check that refuses any other Gradio."""
+"""Each Gradio internal that playground/ui/jobs.py and sessions.py read (their INTERNALS), on the installed Gradio
+and a real Blocks with its queue: when Gradio is upgraded (and jobs.GRADIO raised), these say which internal moved.
+And the start-up check that refuses any other Gradio."""
 from __future__ import annotations
 
 import asyncio
@@ -104,3 +104,25 @@ def test_a_sessions_leftover_components_are_found_in_its_blocks_config(demo):
     session.config_values[10**6] = {}
     assert jobs.forget_updates(request(demo, "leftovers")) == 1
     assert len(session.blocks_config.blocks) == len(session.config_values) == known
+
+
+def test_what_the_session_reaper_reads_is_where_sessions_expects_it(demo):
+    """sessions.INTERNALS: the sessions Gradio holds and when each was last used, a session's state values and their
+    blocks, the per-session queue records, the files Gradio records, and the app's state for the upload record."""
+    import datetime
+    import threading
+
+    holder = demo.state_holder
+    session = holder["reaped"]
+    assert isinstance(holder.time_last_used["reaped"], datetime.datetime) and isinstance(holder.lock, type(threading.Lock()))
+    assert list(holder.session_data)[-1] == "reaped"  # least recently used first
+    assert isinstance(session.state_data, dict) and set(session.blocks_config.blocks) == set(demo.blocks)
+    queue = demo._queue
+    assert isinstance(queue.event_analytics, dict) and isinstance(queue.pending_event_ids_session, dict)
+    assert hasattr(queue.pending_messages_per_session, "pop")
+    rest = event(demo, None)
+    assert rest.session_hash == rest._id  # so a REST call's session is found among the analytics' event ids
+    assert demo.upload_file_set in demo.temp_file_sets and all(isinstance(s, set) for s in demo.temp_file_sets)
+    assert hasattr(demo.app, "state") and gr.State(delete_callback=print).delete_callback is print
+    holder.session_data.pop("reaped")
+    holder.time_last_used.pop("reaped")

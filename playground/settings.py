@@ -41,7 +41,7 @@ VARIABLES = {
                               "address they saw to X-Forwarded-For; a client's address is the entry this many from the "
                               "end (0: the connection's own; docs/reliability.md)"),
     "PLAYGROUND_SESSION_IDLE_S": ("900", "seconds a session with no job may stay idle before its state and files are "
-                                         "removed (a REST call's own session: 30 s)"),
+                                         "removed, with the messages held for it (a REST call's own session: 30 s after its result was read)"),
     "PLAYGROUND_VLLM_VENV": ("$PLAYGROUND_CACHE/vllm-venv", "the virtual environment with vLLM, for the vLLM peer "
                                                             "(scripts/install_vllm.sh)"),
 }

@@ -35,9 +35,10 @@ PAIR = "tiny (test)"
 
 def inputs(tokens: int, seed: int) -> list:
     """/generate's inputs: the shared controls on the tiny pair, then "Compare with target alone" (off)."""
-    controls = Controls(pair=PAIR, draft_id="", target_id="", target_precision="default", drafter="draft model",
-                        draft_precision="default", exit_layer=0, k=4, tree="", policy="fixed k", confidence=0.4,
-                        temperature=1.0, top_p=1.0, max_new_tokens=tokens, seed=seed, prompt="Once upon a time")
+    controls = Controls(pair=PAIR, draft_id="", target_id="", target_precision="default", invariant=True,
+                        drafter="draft model", draft_precision="default", exit_layer=0, k=4, tree="",
+                        policy="fixed k", confidence=0.4, temperature=1.0, top_p=1.0, max_new_tokens=tokens, seed=seed,
+                        prompt="Once upon a time")
     return controls.as_inputs() + [False]
 
 

@@ -16,6 +16,7 @@ class CrossExtras:
     per entry of draft_tokens, the draft pieces whose text overlaps it."""
 
     PREFIX: ClassVar[str] = "draft_"  # the trace's column names: draft_text, draft_pieces, draft_source
+    ALWAYS: ClassVar[bool] = True  # its columns in every round's dict (flat_extras)
     text: str = ""
     pieces: list[str] = field(default_factory=list)
     source: list[str] = field(default_factory=list)
@@ -31,6 +32,7 @@ class TreeExtras:
     the path: a correction, or a bonus when the path ends at a leaf."""
 
     PREFIX: ClassVar[str] = "tree_"
+    ALWAYS: ClassVar[bool] = True
     parents: list[int] = field(default_factory=list)
     path: list[int] = field(default_factory=list)
 
@@ -41,23 +43,90 @@ class StagedExtras:
     this round, how many of them the draft model kept, and the draft model's forward passes."""
 
     PREFIX: ClassVar[str] = "stage_"
+    ALWAYS: ClassVar[bool] = True
     proposed: int = 0
     accepted: int = 0
     passes: int = 0
 
 
-Extras = Union[CrossExtras, TreeExtras, StagedExtras]
-EXTRAS = (CrossExtras, TreeExtras, StagedExtras)
+@dataclass
+class SuffixExtras(TreeExtras):
+    """A suffix-decoding round (decoding/suffix.py): what its draft was read from. A tree round fills parents and
+    path (TreeExtras; nodes in the record's order), a chain leaves them empty. match: how many of the sequence's
+    last tokens were found in the suffix tree (0: no match, no draft); store: "this run" (the prompt and the
+    output so far) or "session memory" (earlier runs' outputs); score: the draft's expected number of accepted
+    tokens under the tree's frequencies (the sum of `prob`); prob and count per entry of draft_tokens: the
+    frequency estimate of the path to it (the product of count(child) / count(parent) along it) and how often
+    its continuation was seen."""
+
+    PREFIX: ClassVar[str] = "suffix_"
+    ALWAYS: ClassVar[bool] = False
+    STATES: ClassVar[tuple[str, ...]] = ("match",)  # a round's state, not a count: never summed over a run
+    match: int = 0
+    store: str = ""
+    score: float = 0.0
+    prob: list[float] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)
+
+    def kept(self, accepted: int) -> list[str]:
+        """Where each of the round's `accepted` kept drafts came from: all from the one store."""
+        return [self.store] * accepted
 
 
-def flat_extras(extras: Extras | None) -> dict:
+@dataclass
+class LookaheadExtras(TreeExtras):
+    """A lookahead-decoding round (decoding/lookahead.py). Its draft is a tree of the n-grams the pool holds for
+    the sequence's last token (TreeExtras; nodes in the record's order). Per node, source: where its n-gram came
+    from ("window": collected from the Jacobi window's trajectory; "prompt": an n-gram of the prompt or output,
+    with the prompt pool on) and collected: the round that put it in the pool (-1 for the prompt's n-grams).
+    window: the Jacobi window this round ran in the same pass, level by level (level 0 starts at column 1: its
+    column 0 is the sequence's last token); ngrams: n-grams the window added to the pool (or refreshed); pool:
+    n-grams the pool held after the round; width: tokens the pass scored beyond the sequence (window + nodes)."""
+
+    PREFIX: ClassVar[str] = "lookahead_"
+    ALWAYS: ClassVar[bool] = False
+    STATES: ClassVar[tuple[str, ...]] = ("pool",)
+    source: list[str] = field(default_factory=list)
+    collected: list[int] = field(default_factory=list)
+    window: list[list[int]] = field(default_factory=list)
+    ngrams: int = 0
+    pool: int = 0
+    width: int = 0
+
+    def kept(self, accepted: int) -> list[str]:
+        """Where each of the round's `accepted` kept drafts came from (the kept path comes first)."""
+        return list(self.source[:accepted])
+
+
+Extras = Union[CrossExtras, TreeExtras, StagedExtras, SuffixExtras, LookaheadExtras]
+EXTRAS = (CrossExtras, TreeExtras, StagedExtras, SuffixExtras, LookaheadExtras)
+
+
+def flat_extras(extras: Extras | None, every: bool = True) -> dict:
     """Every extras type's fields under its prefixed name, this round's values where it has them, else the
-    defaults: the trace's columns do not depend on the strategy that ran."""
+    defaults: the trace's columns do not depend on the strategy that ran. A subclass fills its base's columns
+    too (a suffix or lookahead tree is a TreeExtras). With every=False (a round's own dict): the types whose
+    ALWAYS is False add their columns only to their own rounds, so that a big per-round list (a lookahead
+    window) stays out of every other round, and the rounds of the older strategies read as they did."""
     out: dict = {}
     for cls in EXTRAS:
-        values = asdict(extras if isinstance(extras, cls) else cls())
-        out.update({cls.PREFIX + name: value for name, value in values.items()})
+        if isinstance(extras, cls) or every or cls.ALWAYS:
+            values = asdict(extras if isinstance(extras, cls) else cls())
+            out.update({cls.PREFIX + name: values[name] for name in _own_fields(cls)})
     return out
+
+
+def counts(extras: Extras | None) -> dict:
+    """The extras' whole-number fields a run sums (trace.extras_totals), under their prefixed names; a type's
+    STATES (a size, a length: a round's state) are left out."""
+    states = {cls.PREFIX + name for cls in EXTRAS for name in getattr(cls, "STATES", ())}
+    return {key: value for key, value in flat_extras(extras).items() if type(value) is int and key not in states}
+
+
+def _own_fields(cls: type) -> list[str]:
+    """A dataclass's fields less those of the extras type it extends (their columns are its base's)."""
+    inherited = {f.name for base in cls.__mro__[1:] if base in EXTRAS for f in fields(base)}
+    return [f.name for f in fields(cls) if f.name not in inherited]
 
 
 # ---------------------------------------------------------------- the round
@@ -90,7 +159,7 @@ class RoundRecord:
     residual: list[tuple[int, float]] = field(default_factory=list)
     stop: str = ""  # "eos", "length" when this round ended the run
     prefill: int = 0  # tokens the target scored in this pass beyond the k + 1 (the prompt, in round 0)
-    extras: Extras | None = None  # what the strategy adds to the round (cross-tokenizer, tree, staged)
+    extras: Extras | None = None  # what the strategy adds to the round (cross-tokenizer, tree, staged, suffix, lookahead)
 
     @property
     def tree(self) -> TreeExtras | None:
@@ -110,7 +179,7 @@ class RoundRecord:
         names (draft_text, tree_parents, stage_proposed, ...: COLUMNS)."""
         out = asdict(self)  # deep copies of the lists
         del out["extras"]
-        return out | flat_extras(self.extras)
+        return out | flat_extras(self.extras, every=False)
 
 
 COLUMNS = [f.name for f in fields(RoundRecord) if f.name != "extras"] + list(flat_extras(None))

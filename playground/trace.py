@@ -9,7 +9,7 @@ import pandas as pd
 
 from playground import theory
 from playground.numbers import json_safe
-from playground.records import COLUMNS, RoundRecord, flat_extras
+from playground.records import COLUMNS, RoundRecord, counts
 
 NAN = float("nan")
 
@@ -133,7 +133,7 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
 
 SUMMARY_KEYS = ("rounds", "tokens", "wall_s", "tokens_per_s", "drafted", "accepted", "alpha", "alpha_eval", "mean_k",
                 "mean_accepted", "tokens_per_round", "draft_s", "verify_s", "step_s", "step_source", "c", "v",
-                "position_acceptance", *(key for key, value in flat_extras(None).items() if type(value) is int),
+                "position_acceptance", *counts(None),
                 "theory_speedup", "calibrated_speedup", "best_k", "best_k_calibrated", "baseline_tokens_per_s", "speedup")
 
 
@@ -198,14 +198,23 @@ def _predictions(rounds: list[RoundRecord], s: dict, profile: theory.CostProfile
     return out
 
 
+def kept_by_source(rounds: list[RoundRecord]) -> dict[str, int]:
+    """A draft-free run's kept drafts per source ("this run", "session memory", "window", "sequence"), in the
+    order first seen; {} for the other strategies (their extras have no `kept`)."""
+    out: dict[str, int] = {}
+    for r in rounds:
+        for source in (r.extras.kept(r.accepted) if hasattr(r.extras, "kept") else ()):
+            out[source] = out.get(source, 0) + 1
+    return out
+
+
 def extras_totals(rounds: list[RoundRecord]) -> dict:
     """The counts strategies add to their rounds (RoundRecord.extras), summed over the run under their
     prefixed names (stage_proposed, ...); 0 where the strategy did not run."""
-    totals = {key: 0 for key, value in flat_extras(None).items() if type(value) is int}
+    totals = dict.fromkeys(counts(None), 0)
     for r in rounds:
-        for key, value in (flat_extras(r.extras).items() if r.extras is not None else ()):
-            if key in totals:
-                totals[key] += value
+        for key, value in (counts(r.extras).items() if r.extras is not None else ()):
+            totals[key] += value
     return totals
 
 

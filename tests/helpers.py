@@ -10,7 +10,7 @@ import torch
 from playground.decoding.base import Drafter
 from playground.engine import SpeculativeDecoder
 from playground.records import RoundRecord
-from playground.sampling import SamplingParams, logits_to_probs
+from playground.sampling import SamplingParams, logits_to_probs, sample
 from playground.spec import DecodeConfig
 
 PROMPTS = [
@@ -23,6 +23,9 @@ PROMPTS = [
     "import numpy as np\nx = np.zeros(3)\nimport numpy as np\nx =",
     "<|endoftext|> & <script>",
 ]
+# Text that repeats itself: what draft-free drafters (suffix, lookahead's prompt pool) draft from.
+REPEAT = ("def f(x):\n    return x + 1\n\ndef g(x):\n    return x + 1\n\ndef f(x):\n    return x + 1\n\n"
+          "def g(x):\n    return")
 
 
 def target_greedy(target, ids, max_new_tokens, eos):
@@ -119,3 +122,31 @@ def two_token_test(pair, make_drafter: Callable[[], Drafter], ids, runs: int,
         a, b = dec.new_tokens
         counts[a * vocab + b] += 1
     return chi_square(counts, exact)
+
+
+# ---------------------------------------------------------------- draft-free drafters
+
+def branching_prompt(pair, text: str = "Once upon a time") -> torch.Tensor:
+    """`text`, its target's two likeliest next tokens t1 and t2, and `text` again each time: text t1 text t2 text.
+    Its end has occurred twice before, followed by t1 and by t2: a draft-free drafter proposes them, and the
+    looping (bigram) target gives them mass whatever came before."""
+    from playground.runner import encode_prompt
+
+    base = encode_prompt(pair.tokenizer, text)[0].tolist()
+    with torch.inference_mode():
+        t1, t2 = pair.target(input_ids=torch.tensor([base])).logits[0, -1].topk(2).indices.tolist()
+    return torch.tensor([base + [t1] + base + [t2] + base])
+
+
+def broken_select(q, cands, generator, renormalise=True, residual=True):
+    """candidates.select with the two ways to get it wrong as switches (test-only): not renormalising r after
+    a refusal (keep x_i with q(x_i) itself), and drawing the fallback from q instead of from what is left."""
+    r = q.clone()
+    for i, x in enumerate(cands):
+        u = torch.rand((), generator=generator)
+        if u < r[x]:
+            return i, x
+        r[x] = 0.0  # x_i's mass is gone; without renormalising, later candidates are kept too rarely
+        if renormalise:
+            r = r / r.sum()
+    return -1, int(sample(r / r.sum() if residual else q, generator))

@@ -1,10 +1,14 @@
-"""The shapes of user input that are no one field's own: text, a number in a range, a list of names. Each is
-refused with a message that names the field and quotes the value short (errors.shown). Part of the spec (spec.py
-re-exports them): user input is read there and here only. Pure: no torch."""
+"""The shapes of user input that are no one field's own: text, a number in a range, a list of names, a list of
+numbers. Each is refused with a message that names the field and quotes the value short (errors.shown). Part of
+the spec (spec.py re-exports them): user input is read there and here only. Pure: no torch."""
 from __future__ import annotations
+
+from typing import Callable
 
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_real
+
+MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
 
 
 def parse_text(value: object, name: str) -> str:
@@ -37,3 +41,26 @@ def parse_names(value: object, name: str) -> list[str]:
     if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
         raise PlaygroundError(f"{name} must be a list of names, got {shown(value)}.")
     return list(dict.fromkeys(values))
+
+
+def parse_list(text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str,
+               limit: int = 64) -> list:
+    """"1 2 4, 8" -> [1, 2, 4, 8], in linear time; oversized input is refused before it is parsed."""
+    text = "" if text is None else str(text)
+    if len(text) > MAX_LIST_CHARS:
+        raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")
+    items = text.replace(",", " ").split()
+    if not items:
+        raise PlaygroundError(f"{name}: give at least one value ({rule}).")
+    values: dict = {}
+    for t in items:
+        try:
+            v = cast(t)
+        except ValueError:
+            raise PlaygroundError(f"{name}: {shown(t)} is not a number ({rule}).") from None
+        if not check(v):
+            raise PlaygroundError(f"{name}: {shown(t)} is out of range ({rule}).")
+        values.setdefault(v, None)
+        if len(values) > limit:
+            raise PlaygroundError(f"{name}: more than {limit} distinct values.")
+    return list(values)

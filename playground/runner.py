@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import statistics
 import weakref
-from typing import Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 
@@ -22,6 +23,9 @@ from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, RunSpec, check_prompt
+
+if TYPE_CHECKING:  # the session's memory of earlier runs, for suffix decoding: the runner only passes it on
+    from playground.decoding.suffix import SuffixMemory
 
 WARM_PROMPT = "Hello"
 PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)
@@ -68,8 +72,9 @@ class Runner:
 
     @staticmethod
     def _key(spec: DrafterSpec, pair: LoadedPair, invariant: bool) -> tuple:
+        """A drafter's options (its precision is its model's: the model's id stands for it) and the kernels."""
         model = id(pair.draft) if spec.needs_draft_model else None
-        return (spec.kind, spec.exit_layer, spec.max_ngram, model, invariant)
+        return (replace(spec, precision=None), model, invariant)
 
     def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
         invariant = pair.kernels_for(spec.pair.invariant)
@@ -113,32 +118,36 @@ class Runner:
 
     # ------------------------------------------------------------ running
 
-    def _decoder(self, spec: RunSpec, pair: LoadedPair) -> SpeculativeDecoder:
+    def _decoder(self, spec: RunSpec, pair: LoadedPair, memory: SuffixMemory | None = None) -> SpeculativeDecoder:
         pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
         drafter = decoding.make_drafter(spec.drafter, pair, drafter_confidence(spec.decode), spec.decode.tree,
-                                        lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist())
+                                        lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
+                                        memory)
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
-    def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> SpeculativeDecoder:
-        """A ready decoder, warm: call step() for one round, or iterate it."""
+    def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet,
+                memory: SuffixMemory | None = None) -> SpeculativeDecoder:
+        """A ready decoder, warm: call step() for one round, or iterate it. memory: the session's memory of
+        earlier runs (suffix decoding reads and extends it when its spec asks; warm-ups never touch it)."""
         if not self.is_warm(spec, pair):
             self.warm_up(spec, pair, progress)
-        return self._decoder(spec, pair)
+        return self._decoder(spec, pair, memory)
 
-    def rounds(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> Iterator[RoundRecord]:
+    def rounds(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet,
+               memory: SuffixMemory | None = None) -> Iterator[RoundRecord]:
         """Run one spec on a loaded pair, round by round (the caller keeps the pair in use)."""
-        return iter(self.decoder(spec, pair, progress))
+        return iter(self.decoder(spec, pair, progress, memory))
 
-    def run(self, spec: RunSpec, progress: Progress = quiet) -> Iterator[RoundRecord]:
+    def run(self, spec: RunSpec, progress: Progress = quiet, memory: SuffixMemory | None = None) -> Iterator[RoundRecord]:
         """Load (cached), warm up (once), and stream the rounds; the pair stays in use until the end."""
         pair = self.load(spec, progress)
         with pair.in_use():
-            yield from self.rounds(spec, pair, progress)
+            yield from self.rounds(spec, pair, progress, memory)
 
-    def run_all(self, spec: RunSpec, progress: Progress = quiet) -> list[RoundRecord]:
-        return list(self.run(spec, progress))
+    def run_all(self, spec: RunSpec, progress: Progress = quiet, memory: SuffixMemory | None = None) -> list[RoundRecord]:
+        return list(self.run(spec, progress, memory))
 
 
 def new_tokens(rounds: list[RoundRecord]) -> list[int]:

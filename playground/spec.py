@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 from playground import settings
+from playground import spec_draftfree as draftfree
 from playground.decoding import DRAFTERS, DrafterKind, strategy  # noqa: F401  (DRAFTERS: part of the spec)
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int, is_real
+from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, MAX_LOOKAHEAD_WIDTH  # noqa: F401  (part of the spec)
 from playground.treeshape import MAX_TREE_NODES, MAX_TREE_WIDTH, TreeShape, parse_tree  # noqa: F401  (part of the spec)
-from playground.inputs import parse_names, parse_real, parse_text  # noqa: F401  (part of the spec)
+from playground.inputs import MAX_LIST_CHARS, parse_list, parse_names, parse_real, parse_text  # noqa: F401  (part of the spec)
 
 K_MIN, K_MAX = 1, 16  # K_MAX is also treeshape.MAX_TREE_DEPTH, the deepest tree
-MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
 DEFAULT_CONFIDENCE = 0.4  # the confidence policy's threshold: transformers' assistant_confidence_threshold default
 
 
@@ -79,6 +80,15 @@ class DrafterSpec:
     precision: Precision | None = None  # draft models: None = the device default (models.default_draft_precision)
     exit_layer: int | None = None  # early exit: the target's layers that draft; None = a quarter of them
     max_ngram: int = 3  # prompt lookup: longest n-gram matched
+    # suffix decoding, vLLM's names in brackets; lookahead decoding's W, N, G (spec_draftfree.py: ranges, checks)
+    suffix_memory: bool = False  # also draft from this session's earlier outputs (off: runs stay independent)
+    suffix_factor: float = 1.0  # a draft holds at most factor x (matched length) tokens [max_spec_factor]
+    suffix_min_prob: float = 0.1  # stop a draft where its frequency estimate falls under this [min_token_prob]
+    suffix_depth: int = 24  # the suffix tree's depth: match plus draft [max_tree_depth]
+    lookahead_window: int = LOOKAHEAD_DEFAULTS[0]  # W: columns of the Jacobi window
+    lookahead_ngram: int = LOOKAHEAD_DEFAULTS[1]  # N: n-gram size (the window's levels + 1)
+    lookahead_guesses: int = LOOKAHEAD_DEFAULTS[2]  # G: n-grams verified per round
+    lookahead_prompt_pool: bool = False  # the pool also holds the prompt's and the output's n-grams
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", _enum(DrafterKind, self.kind, "drafter"))
@@ -91,6 +101,8 @@ class DrafterSpec:
             object.__setattr__(self, "exit_layer", int(self.exit_layer))
         if not is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
             raise PlaygroundError(f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {shown(self.max_ngram)}.")
+        for name, value in draftfree.check(self).items():
+            object.__setattr__(self, name, value)
 
     @property
     def label(self) -> str:
@@ -99,6 +111,8 @@ class DrafterSpec:
             return f"{self.kind.value} ({self.precision.value})"
         if self.kind is DrafterKind.EARLY_EXIT and self.exit_layer:
             return f"{self.kind.value} (L = {self.exit_layer})"
+        if strategy(self.kind).options:
+            return draftfree.label(self, strategy(self.kind).options)
         return self.kind.value
 
     @property
@@ -216,8 +230,7 @@ class RunSpec:
                                   f"{shown(self.pair.name)} has none.")
         if self.decode.tree is not None and not strategy(self.drafter.kind).tree:
             tree_drafters = [d.value for d in DRAFTERS if strategy(d).tree]
-            raise PlaygroundError(f"A token tree needs a drafter that runs a model of the target's vocabulary "
-                                  f"({' or '.join(tree_drafters)}); "
+            raise PlaygroundError(f"A token tree needs a drafter that can draft one ({', '.join(tree_drafters)}); "
                                   f"'{self.drafter.kind.value}' drafts a chain only.")
 
     def baseline(self) -> "RunSpec":
@@ -310,8 +323,10 @@ def parse_invariant(value: object) -> bool:
     raise PlaygroundError(f"'Exact numerics' must be true or false, got {str(value)[:40]!r}.")
 
 
-def parse_drafter(kind: object, precision: object = None, exit_layer: object = None) -> DrafterSpec:
-    """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer."""
+def parse_drafter(kind: object, precision: object = None, exit_layer: object = None,
+                  options: dict | None = None) -> DrafterSpec:
+    """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer. options: the
+    draft-free drafters' fields by name (suffix_*, lookahead_*); only the chosen drafter's are read."""
     if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
         raise PlaygroundError(f"Unknown drafter {shown(kind)}; choose one of: {', '.join(d.value for d in DRAFTERS)}.")
     kind = DrafterKind(kind)
@@ -321,17 +336,22 @@ def parse_drafter(kind: object, precision: object = None, exit_layer: object = N
         raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {shown(exit_layer)}.")
     precision = parse_precision(precision)
     return DrafterSpec(kind, precision if strategy(kind).draft_model else None,
-                       exit_layer if kind is DrafterKind.EARLY_EXIT else None)
+                       exit_layer if kind is DrafterKind.EARLY_EXIT else None,
+                       **draftfree.options_of(strategy(kind).options, options))
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
     """The command line's drafter names: "draft model", "draft model:int8", "early exit:7", "prompt lookup",
-    "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too)."""
+    "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too), "suffix" (":factor=2,
+    min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too."""
     name = str(name)
     if name.startswith(DrafterKind.STAGED.value):  # its own name has a colon
         name = "staged" + name[len(DrafterKind.STAGED.value):]
     kind, _, option = name.partition(":")
-    kind = DrafterKind.STAGED.value if kind == "staged" else kind
+    short = {"staged": DrafterKind.STAGED, "suffix": DrafterKind.SUFFIX, "lookahead": DrafterKind.LOOKAHEAD}
+    kind = short[kind].value if kind in short else kind
+    if kind in [d.value for d in DRAFTERS] and strategy(kind).options:
+        return DrafterSpec(DrafterKind(kind), **draftfree.named_options(strategy(kind).options, option, name, kind))
     if kind not in [d.value for d in DRAFTERS]:
         raise PlaygroundError(f"Unknown drafter {shown(name)}: use {[d.value for d in DRAFTERS]}, optionally with "
                               f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit.")
@@ -359,29 +379,6 @@ def parse_k(value: str) -> tuple[int, KPolicy]:
     except PlaygroundError:
         raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic', "
                               f"'theory' or 'confidence', got {shown(value)}.") from None
-
-
-def parse_list(text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str,
-               limit: int = 64) -> list:
-    """"1 2 4, 8" -> [1, 2, 4, 8], in linear time; oversized input is refused before it is parsed."""
-    text = "" if text is None else str(text)
-    if len(text) > MAX_LIST_CHARS:
-        raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")
-    items = text.replace(",", " ").split()
-    if not items:
-        raise PlaygroundError(f"{name}: give at least one value ({rule}).")
-    values: dict = {}
-    for t in items:
-        try:
-            v = cast(t)
-        except ValueError:
-            raise PlaygroundError(f"{name}: {shown(t)} is not a number ({rule}).") from None
-        if not check(v):
-            raise PlaygroundError(f"{name}: {shown(t)} is out of range ({rule}).")
-        values.setdefault(v, None)
-        if len(values) > limit:
-            raise PlaygroundError(f"{name}: more than {limit} distinct values.")
-    return list(values)
 
 
 def _enum(cls, value: object, what: str):

@@ -2,7 +2,9 @@
 back through the real loading code (playground.models)."""
 from __future__ import annotations
 
+import copy
 import os
+from types import SimpleNamespace
 
 # Tests never use the Hub: fail fast instead of retrying a network that is not there.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,6 +42,17 @@ def tiny_pair(tiny_models) -> models.LoadedPair:
     the int8 and bf16 drafts have tests of their own."""
     return models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32",
                             draft_precision="fp32")
+
+
+@pytest.fixture(scope="session")
+def loop_pair(tiny_pair):
+    """The tiny target with its attention outputs zeroed: each position sees only its own token, a bigram model
+    whose greedy text soon runs into a cycle (text that repeats, as the random target's does not)."""
+    target = copy.deepcopy(tiny_pair.target)
+    with torch.no_grad():
+        for layer in target.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+    return SimpleNamespace(target=target, draft=None, tokenizer=tiny_pair.tokenizer, eos=set())
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,9 @@ def hf_greedy(loaded, prompt: str, n: int) -> list[int]:
     (DrafterKind.DRAFT_MODEL, dict(tree="dynamic:6")),
     (DrafterKind.DRAFT_MODEL, dict(tree="3-2-1-1")),
     (DrafterKind.PROMPT_LOOKUP, dict(k=3)),
+    (DrafterKind.SUFFIX, dict(k=6)),
+    (DrafterKind.SUFFIX, dict(tree="dynamic:6")),
+    (DrafterKind.LOOKAHEAD, dict()),
     (DrafterKind.EARLY_EXIT, dict(k=2)),
     (DrafterKind.STAGED, dict(k=4)),
 ])

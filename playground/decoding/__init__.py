@@ -15,6 +15,9 @@ when it is called.
     cross.py       a draft model with its own tokenizer, translated through text
     staged.py      prompt lookup drafts for the draft model, which drafts for the target
     tree.py        a token tree from a model drafter, verified in one pass with a tree mask
+    candidates.py  deterministic candidate trees (from a data store, p one-hot), verified in one pass
+    suffix.py      suffix decoding: a suffix tree of the prompt, the output (and the session's earlier outputs)
+    lookahead.py   lookahead decoding: the target's own Jacobi window fills an n-gram pool, verified in the same pass
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from playground.errors import PlaygroundError
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
     from playground.models import LoadedPair
+    from playground.decoding.suffix import SuffixMemory
     from playground.spec import DrafterSpec
     from playground.treeshape import TreeShape
 
@@ -42,18 +46,27 @@ class DrafterKind(str, Enum):
     # Two levels: prompt lookup drafts the draft model's proposals, the draft model keeps what it would have
     # drafted itself, then the target verifies as for the draft model alone. decoding/staged.py.
     STAGED = "staged: prompt lookup → draft model"
+    # No draft model: a suffix tree of the prompt and the output (and, when asked, of the session's earlier
+    # outputs) proposes the continuations seen most often; a chain or a token tree. decoding/suffix.py.
+    SUFFIX = "suffix decoding"
+    # No draft model: the target's own Jacobi iterations on a window fill an n-gram pool, whose n-grams are
+    # verified in the same pass. decoding/lookahead.py.
+    LOOKAHEAD = "lookahead decoding"
 
 
 @dataclass(frozen=True)
 class Build:
     """What a factory builds a drafter from: the drafter's spec, the loaded pair, the confidence threshold
-    (0: off; KPolicy.CONFIDENCE), and how the run encodes its prompt for a given tokenizer (a draft with its
-    own tokenizer encodes the prompt its own way)."""
+    (0: off; KPolicy.CONFIDENCE), how the run encodes its prompt for a given tokenizer (a draft with its
+    own tokenizer encodes the prompt its own way), the token tree for a strategy that drafts its own
+    (Strategy.own_tree), and the session's memory of earlier runs (suffix decoding, when the spec asks)."""
 
     spec: DrafterSpec
     pair: LoadedPair
     confidence: float = 0.0
     encode: Callable[[object], list[int]] | None = None
+    tree: TreeShape | None = None
+    memory: SuffixMemory | None = None
 
 
 @dataclass(frozen=True)
@@ -66,13 +79,15 @@ class Strategy:
     same_tokenizer: bool = False  # the draft's token ids must be the target's (models.check_compatible)
     pair_draft: bool = False  # the pair's draft model on its own: which of these a pair names (models.Pair.drafter)
     tree: bool = False  # can draft a token tree (DecodeConfig.tree)
+    own_tree: bool = False  # builds its tree itself (Build.tree), rather than through a TreeDrafter around a model
     batch: bool = False  # the batched engine (batch.py) can run it
     pickable: bool = True  # a choice in the UI, the API and the CLI
     hf_peer: str = ""  # its HF generate peer (bench.hf): "assisted", "universal", "prompt lookup", "target alone"
     hf_export: str = ""  # views.export_code's transformers template: "assistant", "universal", "prompt lookup", ...
-    vllm_export: str = ""  # views.export_code's vLLM template: "draft model", "ngram", "plain", or why there is none
+    vllm_export: str = ""  # views.export_code's vLLM template: "draft model", "ngram", "suffix", "plain", or why none
     export_note: str = ""  # a comment the export adds: what of this strategy the exported code does not do
     ran: str = ""  # what drafted, for the summary panel ({draft} / {target}: the precisions that ran)
+    options: str = ""  # the prefix of the DrafterSpec fields its drafter reads ("suffix_", "lookahead_"; spec_draftfree)
 
     @property
     def draft_model(self) -> bool:
@@ -119,6 +134,22 @@ def _staged(b: Build) -> Drafter:  # a staged draft is always k long: no confide
     return StagedDrafter(b.pair.draft, max_ngram=b.spec.max_ngram)
 
 
+def _suffix(b: Build) -> Drafter:  # the k policy's k caps a chain; a tree's shape caps a tree
+    from playground.decoding.suffix import SuffixDrafter
+
+    s = b.spec
+    return SuffixDrafter(s.suffix_depth, s.suffix_factor, s.suffix_min_prob, b.tree,
+                         b.memory if s.suffix_memory else None, b.pair.target)
+
+
+def _lookahead(b: Build) -> Drafter:  # the target drafts for itself: no draft model, no confidence stop
+    from playground.decoding.lookahead import LookaheadDrafter
+
+    s = b.spec
+    return LookaheadDrafter(b.pair.target, s.lookahead_window, s.lookahead_ngram, s.lookahead_guesses,
+                            s.lookahead_prompt_pool)
+
+
 ASSISTANT = dict(hf_export="assistant", vllm_export="draft model")
 REGISTRY: dict[DrafterKind, Strategy] = {s.kind: s for s in (
     Strategy(DrafterKind.DRAFT_MODEL, _draft_model, model="draft", same_tokenizer=True, pair_draft=True, tree=True,
@@ -133,6 +164,10 @@ REGISTRY: dict[DrafterKind, Strategy] = {s.kind: s for s in (
              export_note="The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
                          "equivalent: the draft model alone drafts here.",
              ran="draft {draft}, its drafts by prompt lookup", **ASSISTANT),
+    Strategy(DrafterKind.SUFFIX, _suffix, tree=True, own_tree=True, hf_export="suffix", vllm_export="suffix",
+             ran="draft: a suffix tree of the text (no model)", options="suffix_"),
+    Strategy(DrafterKind.LOOKAHEAD, _lookahead, hf_export="lookahead", vllm_export="no lookahead",
+             ran="draft: the target's own Jacobi window, in the same pass ({target})", options="lookahead_"),
     Strategy(DrafterKind.TARGET_ALONE, _target_alone, pickable=False, hf_peer="target alone", vllm_export="plain"),
 )}
 
@@ -156,16 +191,17 @@ def for_pair(chosen: DrafterKind, pair_kind: DrafterKind) -> DrafterKind:
 
 
 def make_drafter(spec: DrafterSpec, pair: LoadedPair, confidence: float = 0.0, tree: TreeShape | None = None,
-                 encode: Callable[[object], list[int]] | None = None) -> Drafter:
+                 encode: Callable[[object], list[int]] | None = None, memory: SuffixMemory | None = None) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
     early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
-    token tree instead of a chain (a TreeDrafter around the strategy's model drafter). encode(tokenizer): the
-    run's prompt as that tokenizer's ids, for a draft with its own tokenizer."""
+    token tree instead of a chain (the strategy's own, or a TreeDrafter around its model drafter).
+    encode(tokenizer): the run's prompt as that tokenizer's ids, for a draft with its own tokenizer. memory:
+    the session's memory of earlier runs (used by suffix decoding when its spec asks)."""
     s = REGISTRY[spec.kind]
     if s.draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
-    drafter = s.build(Build(spec, pair, confidence, encode))
-    if tree is None:
+    drafter = s.build(Build(spec, pair, confidence, encode, tree if s.own_tree else None, memory))
+    if tree is None or s.own_tree:
         return drafter
     if not s.tree:
         raise PlaygroundError(f"A token tree needs a model drafter; '{drafter.name}' drafts a chain only.")

@@ -117,10 +117,12 @@ def flat_extras(extras: Extras | None, every: bool = True) -> dict:
 
 
 def counts(extras: Extras | None) -> dict:
-    """The extras' whole-number fields a run sums (trace.extras_totals), under their prefixed names; a type's
+    """The extras' whole-number fields a run sums (trace.extras_totals), under their prefixed names: those whose
+    declared default is an int (a float field that holds a whole number in some round is not one); a type's
     STATES (a size, a length: a round's state) are left out."""
     states = {cls.PREFIX + name for cls in EXTRAS for name in getattr(cls, "STATES", ())}
-    return {key: value for key, value in flat_extras(extras).items() if type(value) is int and key not in states}
+    summed = {key for key, value in flat_extras(None).items() if type(value) is int and key not in states}
+    return {key: value for key, value in flat_extras(extras).items() if key in summed}
 
 
 def _own_fields(cls: type) -> list[str]:

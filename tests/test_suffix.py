@@ -181,3 +181,11 @@ def test_the_registry_builds_suffix_decoding_with_a_tree_of_its_own(tiny_pair, t
     assert drafter.depth(4) == 2 and SuffixDrafter().depth(4) == 4  # a tree's depth, else the k policy's k
     spec = tiny_spec("x", suffix(), tree="dynamic:8")
     assert isinstance(spec, RunSpec) and spec.decode.tree.label == "dynamic:8"
+
+
+def test_a_run_whose_rounds_found_no_match_still_sums_up(tiny_pair):
+    """A round without a draft has score 0: the summary sums the extras' declared whole numbers only."""
+    _, rounds = decode(tiny_pair, SuffixDrafter(), encode_prompt(tiny_pair.tokenizer, "x"), max_new_tokens=4)
+    assert any(r.k == 0 for r in rounds) and all(isinstance(r.extras.score, float) for r in rounds)
+    summary = trace.summarize(rounds)
+    assert summary["tokens"] == 4 and "suffix_score" not in summary and "suffix_match" not in summary

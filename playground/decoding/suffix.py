@@ -130,7 +130,7 @@ class Proposal:
 
     @property
     def score(self) -> float:
-        return sum(self.prob)
+        return float(sum(self.prob))
 
 
 def chain(tree: SuffixTree, node: int, limit: int, min_prob: float) -> Proposal:

@@ -52,6 +52,14 @@ class Controls:
     drafter: Any  # a DrafterKind value
     draft_precision: Any  # "default", "fp32", "bf16", "int8" (draft model only)
     exit_layer: Any  # early exit only; 0 = a quarter of the target's layers
+    suffix_factor: Any  # suffix decoding only: draft tokens per matched token (vLLM's max_spec_factor)
+    suffix_min_prob: Any  # suffix decoding only: stop a draft under this frequency estimate (min_token_prob)
+    suffix_depth: Any  # suffix decoding only: the suffix tree's depth (max_tree_depth)
+    suffix_memory: Any  # suffix decoding only: also draft from this session's earlier runs
+    lookahead_window: Any  # lookahead decoding only: W
+    lookahead_ngram: Any  # lookahead decoding only: N
+    lookahead_guesses: Any  # lookahead decoding only: G
+    lookahead_prompt_pool: Any  # lookahead decoding only: the pool also holds the prompt's n-grams
     k: Any
     tree: Any  # a token tree: "" (a chain), "3-2-1-1" or "dynamic:16" (spec.parse_tree)
     policy: Any  # a KPolicy label
@@ -70,6 +78,7 @@ class Controls:
 
 
 N_CONTROLS = len(fields(Controls))
+DRAFTFREE_OPTIONS = [f.name for f in fields(Controls) if f.name.startswith(("suffix_", "lookahead_"))]
 
 
 def read_spec(c: Controls, explain: int = 0) -> RunSpec:
@@ -79,7 +88,8 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
     decode = DecodeConfig(max_new_tokens=c.max_new_tokens, k=c.k, policy=parse_policy(c.policy),
                           temperature=c.temperature, top_p=c.top_p, seed=c.seed, explain=explain,
                           confidence=c.confidence, tree=c.tree)
-    drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer)
+    drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer,
+                            {name: getattr(c, name) for name in DRAFTFREE_OPTIONS})
     catalog = models.get_pair(c.pair)
     target = parse_text(c.target_id, "The target model id") or catalog.target
     draft = parse_text(c.draft_id, "The draft model id") or catalog.draft

@@ -9,6 +9,7 @@ from playground import models, settings
 from playground.runner import Runner
 from playground.spec import (DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, TARGET_PRECISIONS,
                              DrafterKind, KPolicy, Precision)
+from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
 from playground.ui import (challenges_tab, compare_tab, export_tab, jobs, run_tab, sessions, step_tab, sweep_tab,
                            theory_tab)
 from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
@@ -29,14 +30,22 @@ POLICY_INFO = ("fixed: k every round; heuristic: +2 after a fully accepted round
                "draft's top probability falls under the threshold below")
 DRAFTER_INFO = ("prompt lookup copies n-grams from the prompt; early exit drafts with the target's first layers: neither "
                 "needs a draft model; staged: prompt lookup drafts for the draft model, which keeps what it would have "
-                "drafted itself")
+                "drafted itself; suffix decoding drafts what followed the same text before (a suffix tree of the "
+                "prompt and the output); lookahead decoding lets the target guess ahead in its own pass (a Jacobi "
+                "window) and verifies the n-grams it produced: neither needs a draft model")
 TREE_INFO = ("draft a tree of continuations instead of a chain; the target scores all its nodes in one pass and keeps "
              "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
-             "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model and early exit only; "
-             "the tree's depth replaces k")
+             "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model, early exit and suffix "
+             "decoding; the tree's depth replaces k")
 INVARIANT_INFO = ("bf16 on this CPU: the target's kernels give a position the same logits whether its pass holds 1 token "
                   "or k + 1, so greedy output is exactly the target's; untick for torch's own kernels and watch "
                   "near-ties flip (the lesson of finite precision). No effect in fp32 or where the kernels cannot run.")
+SUFFIX_INFO = ("suffix decoding only (vLLM's names): a draft holds at most factor × the matched length tokens "
+               "(max_spec_factor), stops where its frequency estimate falls under the minimum probability "
+               "(min_token_prob), and the tree counts stretches up to its depth (max_tree_depth)")
+LOOKAHEAD_INFO = ("lookahead decoding only: the window W (columns guessed ahead), the n-gram size N (N − 1 Jacobi "
+                  "levels; drafts of up to N − 1 tokens), and G, the n-grams verified per round. Each pass scores "
+                  "(W − 1) + (N − 2)·W window tokens and up to G·(N − 1) candidates")
 
 
 def build_demo(runner: Runner | None = None) -> gr.Blocks:
@@ -97,7 +106,29 @@ def _drafter_controls() -> dict:
     exit_layer = checked_by_us(gr.Slider(0, 64, value=0, step=1, elem_id="exit-layer",
                                          label="Early-exit layer L (0 = a quarter of the target's layers)",
                                          info="early exit drafter only"))
-    return dict(drafter=drafter, draft_precision=draft_precision, exit_layer=exit_layer)
+    return dict(drafter=drafter, draft_precision=draft_precision, exit_layer=exit_layer) | _draftfree_controls()
+
+
+def _draftfree_controls() -> dict:
+    """Suffix decoding's and lookahead decoding's options (spec_draftfree.py checks them)."""
+    slider = lambda low, high, value, step, label, name: checked_by_us(
+        gr.Slider(low, high, value=value, step=step, label=label, elem_id=name.replace("_", "-")))
+    with gr.Accordion("Suffix and lookahead decoding options", open=False, elem_id="draftfree-options"):
+        gr.Markdown(SUFFIX_INFO)
+        out = dict(
+            suffix_factor=slider(0.5, 4, SUFFIX_DEFAULTS["suffix_factor"], 0.5, "Suffix: spec factor", "suffix_factor"),
+            suffix_min_prob=slider(0, 0.9, SUFFIX_DEFAULTS["suffix_min_prob"], 0.05, "Suffix: minimum token probability",
+                                   "suffix_min_prob"),
+            suffix_depth=slider(2, 64, SUFFIX_DEFAULTS["suffix_depth"], 1, "Suffix: tree depth", "suffix_depth"),
+            suffix_memory=gr.Checkbox(SUFFIX_DEFAULTS["suffix_memory"], elem_id="suffix-memory",
+                                      label="Suffix: also draft from this session's earlier runs",
+                                      info="off: every run stands alone (the default)"))
+        gr.Markdown(LOOKAHEAD_INFO)
+        for (name, (low, high, what)), value in zip(LOOKAHEAD_RANGES.items(), LOOKAHEAD_DEFAULTS):
+            out[name] = slider(low, high, value, 1, "Lookahead: " + what.split(" (")[0], name)
+        out["lookahead_prompt_pool"] = gr.Checkbox(False, label="Lookahead: the pool also holds the prompt's n-grams",
+                                                   elem_id="lookahead-prompt-pool", info="lade's POOL_FROM_PROMPT")
+    return out
 
 
 def _decoding_controls() -> dict:

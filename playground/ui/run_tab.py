@@ -24,7 +24,7 @@ from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, View, error_status, gpu, gradio_progress, read_spec, status_html,
                                   unchanged)
 from playground.ui.state import CurrentRun, SessionState
-from playground.views import charts, race, tokens
+from playground.views import charts, draftfree, race, tokens
 from playground.views import tree as tree_view
 
 TEXT_EVERY_S = 0.1  # send the text at most this often (every round when rounds are slower)
@@ -71,7 +71,7 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
                                                    "(once per model and drafter) …", "busy"))
                 runner.warm_up(spec, pair, progress)
             run.profile = runner.profile(spec, pair)
-            yield from _stream(run, runner.rounds(spec, pair, progress), run.rounds, "Speculative")
+            yield from _stream(run, runner.rounds(spec, pair, progress, state.memory), run.rounds, "Speculative")
             if compare:  # the speculative run's complete figures first: the comparison will only add the speedup
                 summary, figures = panels(run)
                 yield unchanged(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
@@ -105,13 +105,14 @@ def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline:
             yield unchanged()  # rounds faster than a browser repaints: nothing new this time (Stop can still cancel here)
             continue
         last_text = now
-        text = tokens.wrap("".join(spans), run.spec.prompt)
+        text = tokens.wrap("".join(spans), run.spec.prompt) + ("" if baseline else draftfree.legend(into))
         message = status_html(f"{label}: round {record.round + 1}, {record.total_new} / "
                               f"{run.spec.decode.max_new_tokens} tokens …", "busy")
         if baseline:
             yield unchanged(status=message, compare=f'<div class="compare"><h4>Target alone (running)</h4>{text}</div>')
             continue
-        view = unchanged(status=message, tokens=text, **({"tree": tree_panel(run)} if record.is_tree else {}))
+        shown = record.is_tree or draftfree.is_draftfree(record) and record.k > 0
+        view = unchanged(status=message, tokens=text, **({"tree": tree_panel(run)} if shown else {}))
         if now - last_chart >= CHART_EVERY_S:
             summary, figures = panels(run)
             view = view._replace(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
@@ -152,7 +153,7 @@ def panels(run: CurrentRun) -> tuple[str, tuple]:
 
 def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -> View:
     """Everything at the end of a run (or when stopped): text, comparison, summary, charts, downloads."""
-    spec_html = tokens.render_rounds(run.rounds, run.tokenizer, run.spec.prompt)
+    spec_html = tokens.render_rounds(run.rounds, run.tokenizer, run.spec.prompt) + draftfree.legend(run.rounds)
     comparison = compare_html(run, spec_html) + race_view(run) if run.baseline_done else ""
     summary, (acc, lat, hist, pos) = panels(run)
     csv_path, json_path = write_trace(run, state) if run.rounds else (None, None)
@@ -163,12 +164,17 @@ def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -
 
 
 def tree_panel(run: CurrentRun) -> str:
-    """The latest token-tree round of the run as a tree (views.tree.tree_html); "" for a chain run."""
-    at = next((i for i in range(len(run.rounds) - 1, -1, -1) if run.rounds[i].is_tree), None)
+    """The latest token-tree round of the run as a tree (views.tree.tree_html), after what a draft-free strategy
+    did in it (views.draftfree: the match, the window); "" for a chain run of the other strategies."""
+    drafted = lambda r: r.is_tree or (r.k > 0 and draftfree.is_draftfree(r))
+    at = next((i for i in range(len(run.rounds) - 1, -1, -1) if drafted(run.rounds[i])), None)
     if at is None:
         return ""
+    record = run.rounds[at]
     context = [t for r in run.rounds[:at] for t in r.new_tokens]  # the output before that round
-    return tree_view.tree_html(run.rounds[at], run.tokenizer, context)
+    about = draftfree.explain_html(record, run.tokenizer, context)
+    heading = f"<h4>Round {record.round + 1}, the latest that drafted</h4>" if about else ""
+    return heading + about + (tree_view.tree_html(record, run.tokenizer, context) if record.is_tree else "")
 
 
 def race_view(run: CurrentRun) -> str:
@@ -205,6 +211,10 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
         ("best k, Leviathan ideal (v = 1)", fmt(s["best_k"])),
         ("rounds · tokens · time", f"{s['rounds']} · {s['tokens']} · {fmt(s['wall_s'], 2, ' s')}"),
     ]
+    by_source = trace.kept_by_source(run.rounds)
+    if by_source:  # a draft-free strategy: where its kept drafts came from
+        rows.insert(5, ("kept drafts by source", " · ".join(f"{draftfree.SOURCES.get(k, ('', k))[1]}: {n}"
+                                                          for k, n in by_source.items())))
     if any(isinstance(r.extras, StagedExtras) for r in run.rounds):  # staged: the first level, lookup for the draft model
         rows.insert(5, ("staged: lookup tokens the draft model kept · its passes per drafted token",
                         f"{s['stage_accepted']} of {s['stage_proposed']} · "

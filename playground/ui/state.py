@@ -1,5 +1,5 @@
 """Per-browser-session state (the value of the page's gr.State): the current run, the step-through
-run, and the session's folder of downloads. No gradio here: plain objects the callbacks fill in."""
+run, the session's folder of downloads and its suffix-decoding memory of earlier runs. No gradio here: plain objects the callbacks fill in."""
 from __future__ import annotations
 
 import math
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from playground import theory, trace
+from playground.decoding.suffix import SuffixMemory
 from playground.engine import SpeculativeDecoder
 from playground.models import LoadedPair
 from playground.records import RoundRecord
@@ -102,6 +103,7 @@ class SessionState:
         self.stopped_at = 0.0  # when Stop was last pressed (time.monotonic): a run queued before then ends as it starts
         self.stops: dict[str, float] = {}  # the other tabs' Stop: tab -> when it was last pressed (time.monotonic)
         self.downloads = Downloads(root)
+        self.memory = SuffixMemory()  # the session's earlier runs, for suffix decoding when a run asks for it
 
     def stop(self, tab: str) -> None:
         """Stop pressed on `tab`: its job queued before now ends at its next round (jobs.Listener.check)."""
@@ -114,4 +116,5 @@ class SessionState:
     def close(self) -> None:
         """The session ended (gr.State's delete_callback): remove its files."""
         self.step = None
+        self.memory = SuffixMemory()  # its earlier runs' outputs go with it
         self.downloads.close()

@@ -1,5 +1,6 @@
 """The Step-through tab: one round at a time with the shared settings, each round explained
-(views.step.explain_round): p and q of every proposed token, the verdict, the residual."""
+(views.step.explain_round): p and q of every proposed token, the verdict, the residual; a suffix or lookahead
+round first says where its draft came from (views.draftfree)."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +13,7 @@ from playground.runner import Runner
 from playground.ui import jobs
 from playground.ui.common import DECODING, Controls, error_status, gpu, gradio_progress, read_spec, status_html
 from playground.ui.state import SessionState, StepThrough
-from playground.views import tokens
+from playground.views import draftfree, tokens
 from playground.views import tree as tree_view
 from playground.views.step import explain_round
 
@@ -29,7 +30,7 @@ def step_start(runner: Runner, state: SessionState, controls: Controls, progress
         spec = read_spec(controls, explain=EXPLAIN_TOP)
         pair = runner.load(spec, progress)
         with pair.in_use():
-            decoder = runner.decoder(spec, pair, progress)
+            decoder = runner.decoder(spec, pair, progress, memory=state.memory)
         if listener is not None:
             listener.check()  # Stop came while it loaded: no run is left behind
     except Exception as exc:
@@ -59,10 +60,11 @@ def step_next(state: SessionState | None, listener: jobs.Listener | None = None)
         return error_status(exc), gr.skip(), gr.skip()
     step.context.extend(record.new_tokens)
     text = tokens.render_rounds(step.decoder.rounds, step.tokenizer, step.spec.prompt)
+    about = draftfree.explain_html(record, step.tokenizer, before)  # suffix, lookahead: the match, the window
     if record.is_tree:  # a token-tree round: the tree, its kept path and its rejected branches
-        explanation = tree_view.tree_html(record, step.tokenizer, before)
+        explanation = about + tree_view.tree_html(record, step.tokenizer, before)
     else:
-        explanation = explain_round(record, step.tokenizer, before, step.spec.decode.sampling.greedy)
+        explanation = about + explain_round(record, step.tokenizer, before, step.spec.decode.sampling.greedy)
     reason = {"eos": "end of text", "length": "token limit"}.get(record.stop, "")
     end = f" Finished ({reason})." if record.stop else ""
     return status_html(f"Round {record.round + 1}: {record.total_new} tokens so far.{end}",

@@ -134,10 +134,34 @@ def _hf_early_exit(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], st
     return lines, f"assistant_early_exit={_layer(spec, exit_layer)}, "
 
 
+def _hf_suffix(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    """transformers has no suffix decoding: prompt lookup, its nearest (n-grams of the prompt and the output)."""
+    lines = ["# transformers has no suffix decoding (vLLM has: the vLLM snippet). Its nearest is prompt lookup:",
+             "# n-grams of the prompt and the output, the first match, no frequencies, a fixed draft length."]
+    return lines, f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size=3, "
+
+
+def _hf_lookahead(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    """The reference implementation, hao-ai-lab/LookaheadDecoding (`pip install lade`), patches generate()."""
+    d = spec.drafter
+    pool = ", POOL_FROM_PROMPT=True" if d.lookahead_prompt_pool else ""
+    return [
+        "# Lookahead decoding's reference implementation (Fu et al. 2024): github.com/hao-ai-lab/LookaheadDecoding,",
+        "# `pip install lade`. It patches transformers' generate() and supports the transformers versions it pins:",
+        "# run it in an environment of its own. LEVEL is N, WINDOW_SIZE is W, GUESS_SET_SIZE is G.",
+        "import os",
+        'os.environ["USE_LADE"] = "1"',
+        "import lade",
+        "lade.augment_all()",
+        f"lade.config_lade(LEVEL={d.lookahead_ngram}, WINDOW_SIZE={d.lookahead_window}, "
+        f"GUESS_SET_SIZE={d.lookahead_guesses}, DEBUG=0{pool})",
+    ], ""
+
+
 # Strategy.hf_export -> (the lines that set up the drafting, the generate arguments that turn it on)
 HF_TEMPLATES: dict[str, Callable[[RunSpec, int | None], tuple[list[str], str]]] = {
     "assistant": _hf_assistant, "universal": _hf_universal, "prompt lookup": _hf_prompt_lookup,
-    "early exit": _hf_early_exit, "": lambda spec, layer: ([], ""),
+    "early exit": _hf_early_exit, "suffix": _hf_suffix, "lookahead": _hf_lookahead, "": lambda spec, layer: ([], ""),
 }
 
 
@@ -179,6 +203,11 @@ def vllm_config(spec: RunSpec) -> dict | None:
     if template == "ngram":
         return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": spec.drafter.max_ngram,
                 "prompt_lookup_min": 1}
+    if template == "suffix":  # vLLM >= 0.11 through Snowflake's Arctic Inference (pip install arctic-inference)
+        d = spec.drafter
+        return {"method": "suffix", "num_speculative_tokens": k, "suffix_decoding_max_tree_depth": d.suffix_depth,
+                "suffix_decoding_max_spec_factor": d.suffix_factor, "suffix_decoding_min_token_prob": d.suffix_min_prob,
+                "suffix_decoding_max_cached_requests": 10000 if d.suffix_memory else 0}
     return None
 
 
@@ -189,6 +218,9 @@ VLLM_NONE = {
     "no own tokenizer": ("# This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
                          "# vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
                          "# or use HF's universal assisted decoding (the transformers snippet).\n"),
+    "no lookahead": ("# vLLM has no lookahead decoding. Its reference implementation runs on transformers (the\n"
+                     "# transformers snippet: hao-ai-lab/LookaheadDecoding, `lade`); TensorRT-LLM has it too\n"
+                     "# (LookaheadDecodingConfig(max_window_size=W, max_ngram_size=N, max_verification_set_size=G)).\n"),
 }
 
 
@@ -211,8 +243,8 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
            "out = llm.generate([prompt], params)")
     notes = []
     if decode.tree is not None:
-        notes.append(f"# The playground drafted a token tree ({decode.tree.label}); vLLM's draft-model speculation "
-                     f"drafts a chain (here of k = {k}).")
+        notes.append(f"# The playground drafted a token tree ({decode.tree.label}); vLLM "
+                     f"drafts a chain here (of k = {k}).")
     if strategy.export_note:
         notes.append("# " + strategy.export_note.format(tool="vLLM"))
     return "\n".join(notes + [

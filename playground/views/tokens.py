@@ -83,10 +83,21 @@ def tooltip(kind: str, token: int, text: str, p: float | None = None, q: float |
     return "\n".join(lines)
 
 
-def token_span(kind: str, token: int, text: str, title: str) -> str:
-    """One token as a span; text and title are escaped here."""
-    return (f'<span class="tok tok-{kind}" data-kind="{kind}" data-token="{int(token)}" '
+def token_span(kind: str, token: int, text: str, title: str, source: str = "") -> str:
+    """One token as a span; text and title are escaped here. source: where a kept draft came from (a draft-free
+    strategy's store, views.draftfree.SOURCES' slugs: styled by the CSS)."""
+    where = f' data-source="{html.escape(source, quote=True)}"' if source else ""
+    return (f'<span class="tok tok-{kind}" data-kind="{kind}" data-token="{int(token)}"{where} '
             f'title="{html.escape(title, quote=True)}">{escape_text(text)}</span>')
+
+
+def origin(record: RoundRecord, i: int) -> tuple[str, str]:
+    """(source slug, tooltip lines) of kept draft token i: a cross-tokenizer draft's own pieces, a draft-free
+    strategy's store (views.draftfree); ("", "") for the others."""
+    from playground.views import draftfree  # it renders with this module's helpers
+
+    found = draftfree.origin(record, i)
+    return (found[0], "\n" + found[1]) if found else ("", draft_side(record, i))
 
 
 def draft_side(record: RoundRecord, i: int) -> str:
@@ -109,8 +120,9 @@ def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context
     for i in range(min(record.accepted, len(kept))):  # kept drafts (the EOS cut may stop early)
         tok = record.draft_tokens[i]
         text = piece_text(tokenizer, context, tok)
-        title = tooltip("accepted", tok, text, at(record.p, i), at(record.q, i), at(record.u, i)) + draft_side(record, i)
-        spans.append(token_span("accepted", tok, text, title))
+        source, note = origin(record, i)
+        title = tooltip("accepted", tok, text, at(record.p, i), at(record.q, i), at(record.u, i)) + note
+        spans.append(token_span("accepted", tok, text, title, source))
         context.append(tok)
         shown += 1
     if record.accepted < record.k and shown == record.accepted:  # the rejected ones, not in the output

@@ -32,8 +32,9 @@ def args(prompt="Once upon a time", k=4, policy="fixed k", temperature=0.0, top_
          draft_id="", target_id="", drafter="draft model", pair=PAIR, compare=False, exit_layer=0,
          target_precision="default", draft_precision="default", tree="", confidence=0.4, invariant=True):
     """/generate's inputs, in order: the shared controls (playground.ui.common.Controls), then the comparison box."""
-    return [pair, draft_id, target_id, target_precision, invariant, drafter, draft_precision, exit_layer, k, tree, policy,
-            confidence, temperature, top_p, max_new, seed, prompt, compare]
+    draftfree = [1.0, 0.1, 24, False, 5, 3, 3, False]  # suffix factor, min prob, depth, memory; lookahead W, N, G, pool
+    return [pair, draft_id, target_id, target_precision, invariant, drafter, draft_precision, exit_layer, *draftfree, k,
+            tree, policy, confidence, temperature, top_p, max_new, seed, prompt, compare]
 
 
 RUNNING = ("PROCESSING", "ITERATING")  # gradio_client reports a streaming job as ITERATING once it yields

@@ -284,4 +284,41 @@ def test_the_first_generate_on_the_initial_prompt_produces_tokens(tiny_catalog, 
 
 
 def test_controls_are_the_inputs_in_page_order():
-    assert common.N_CONTROLS == 17 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")
+    assert common.N_CONTROLS == 25 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")
+
+
+# ---------------------------------------------------------------- draft-free drafters
+
+REPEATED = "def f(x):\n    return x + 1\n\ndef f(x):\n    return x + 1\n\ndef f(x):\n   "
+
+
+def test_draft_free_options_are_refused_naming_the_option(tiny_catalog, runner):
+    lookahead = dict(drafter="lookahead decoding")
+    assert "the window W must be a whole number from 1 to 16" in only_status(call(runner, lookahead_window=40, **lookahead))
+    assert "a smaller W, N or G" in only_status(call(runner, lookahead_window=16, lookahead_ngram=8, **lookahead))
+    assert "suffix decoding: the spec factor" in only_status(call(runner, drafter="suffix decoding", suffix_factor=-1))
+    assert "suffix memory must be true or false" in only_status(call(runner, drafter="suffix decoding",
+                                                                     suffix_memory="yes please"))
+    assert "drafts a chain only" in only_status(call(runner, tree="2-2", **lookahead))
+    fine = call(runner, lookahead_window=40, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=4)
+    assert "status-ok" in fine[-1].status  # another drafter's options are not read
+
+
+def test_a_suffix_run_explains_its_latest_draft_and_may_remember_the_session(tiny_catalog, runner):
+    state = SessionState()
+    final = call(runner, state, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=12, compare=True)[-1]
+    assert "status-ok" in final.status and "Identical outputs" in final.compare
+    assert "Suffix decoding: the sequence&#x27;s last" in final.tree or "Suffix decoding: the sequence's last" in final.tree
+    assert state.memory.tree.seqs == {}  # off by default: the run stands alone
+    again = call(runner, state, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=12, suffix_memory=True)[-1]
+    assert "status-ok" in again.status and list(state.memory.tree.seqs) == [0]
+    twice = call(runner, state, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=12, suffix_memory=True)[-1]
+    assert 'data-source="memory"' in twice.tokens and "session&#x27;s earlier runs" in twice.tokens
+    assert "kept drafts by source" in twice.summary
+
+
+def test_a_lookahead_run_shows_its_window(tiny_catalog, runner):
+    final = call(runner, drafter="lookahead decoding", prompt=REPEATED, max_new_tokens=16, lookahead_prompt_pool=True,
+                 compare=True)[-1]
+    assert "status-ok" in final.status and "Identical outputs" in final.compare
+    assert "Lookahead decoding, one target pass" in final.tree and "level 1" in final.tree

@@ -45,3 +45,14 @@ def test_step_through_needs_a_start_and_checks_the_settings(tiny_catalog, runner
     assert "prompt is empty" in step_start(runner, state, controls(prompt=" "))[0]
     assert "not valid text" in step_start(runner, state, controls(prompt="abc\ud800def"))[0]
     assert state.step is None
+
+
+@pytest.mark.parametrize("drafter, words", [("suffix decoding", "Suffix decoding"),
+                                            ("lookahead decoding", "Jacobi window")])
+def test_step_through_explains_a_draft_free_round(tiny_catalog, runner, drafter, words):
+    state = SessionState()
+    settings = controls(drafter=drafter, prompt=CODE + "\n" + CODE + "\n" + CODE, k=3, max_new_tokens=8,
+                        lookahead_prompt_pool=True)
+    assert "Next round" in step_start(runner, state, settings)[0]
+    explanations = [step_next(state)[2] for _ in range(3)]
+    assert all('class="explain draftfree"' in e for e in explanations) and any(words in e for e in explanations)

@@ -192,7 +192,7 @@ def test_a_tree_run_says_hf_and_vllm_have_no_token_trees(execute, drafter):
     execute(code)  # still the runnable chain export
     assert "tree" not in hf_generate_code(make(drafter, exit_layer=6, k=3))  # a chain run says nothing of trees
     if drafter is DrafterKind.DRAFT_MODEL:
-        assert "token tree (3-2-1-1); vLLM's draft-model speculation drafts a chain" in vllm_code(spec)
+        assert "token tree (3-2-1-1); vLLM drafts a chain here" in vllm_code(spec)
         assert execute(vllm_code(spec)).llm["speculative_config"] == {"model": DRAFT, "num_speculative_tokens": 3}
 
 
@@ -372,3 +372,42 @@ def test_pack_runs_export_hub_ids(execute):
     assert execute(vllm).llm == {"model": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
                                  "speculative_config": {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
                                                         "num_speculative_tokens": 4}}
+
+
+# ---------------------------------------------------------------- draft-free strategies
+
+def draftfree(kind: DrafterKind, **options) -> RunSpec:
+    return RunSpec(PairSpec("pair", TARGET, DRAFT), DrafterSpec(kind, **options), DecodeConfig(k=6), "Hello")
+
+
+def test_a_suffix_run_exports_vllms_suffix_config_with_its_options(execute):
+    spec = draftfree(DrafterKind.SUFFIX, suffix_factor=2.0, suffix_min_prob=0.05, suffix_depth=32)
+    assert execute(vllm_code(spec)).llm["speculative_config"] == {
+        "method": "suffix", "num_speculative_tokens": 6, "suffix_decoding_max_tree_depth": 32,
+        "suffix_decoding_max_spec_factor": 2.0, "suffix_decoding_min_token_prob": 0.05,
+        "suffix_decoding_max_cached_requests": 0}  # runs stand alone: no cache of earlier requests
+    remembering = draftfree(DrafterKind.SUFFIX, suffix_memory=True)
+    assert vllm_config(remembering)["suffix_decoding_max_cached_requests"] > 0
+
+
+def test_a_suffix_run_exports_prompt_lookup_to_transformers_and_says_why(execute):
+    code = hf_generate_code(draftfree(DrafterKind.SUFFIX))
+    assert "transformers has no suffix decoding" in code
+    assert execute(code).generate["prompt_lookup_num_tokens"] == 6
+
+
+def test_a_lookahead_run_exports_the_reference_implementation_with_w_n_g(execute, monkeypatch):
+    calls = {}
+    lade = types.ModuleType("lade")
+    lade.augment_all = lambda: calls.setdefault("augmented", True)
+    lade.config_lade = lambda **kw: calls.update(kw)
+    monkeypatch.setitem(sys.modules, "lade", lade)
+    spec = draftfree(DrafterKind.LOOKAHEAD, lookahead_window=7, lookahead_ngram=4, lookahead_guesses=6,
+                     lookahead_prompt_pool=True)
+    code = hf_generate_code(spec)
+    execute(code)
+    assert calls == {"augmented": True, "LEVEL": 4, "WINDOW_SIZE": 7, "GUESS_SET_SIZE": 6, "DEBUG": 0,
+                     "POOL_FROM_PROMPT": True}
+    assert imported(code) <= ALLOWED_IMPORTS | {"lade", "os"} and "hao-ai-lab/LookaheadDecoding" in code
+    vllm = vllm_code(spec)
+    assert ast.parse(vllm).body == [] and "vLLM has no lookahead decoding" in vllm

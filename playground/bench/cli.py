@@ -12,6 +12,7 @@ Examples:
     python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
     python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/benchmarks.md
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
+    python -m playground.bench --k 8 --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
 """
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temps", nargs="+", default=["0"], help="temperatures 0..2 (0 = greedy)")
     p.add_argument("--drafters", nargs="+", default=[DrafterKind.DRAFT_MODEL.value],
                    help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit', 'staged' (prompt "
-                        "lookup drafts for the draft model); 'draft model:int8' "
+                        "lookup drafts for the draft model), 'suffix' (suffix decoding; 'suffix:factor=2,min-prob=0.05,"
+                        "depth=32,memory'), 'lookahead' (lookahead decoding; 'lookahead:W=5,N=3,G=3,prompt-pool'); "
+                        "'draft model:int8' "
                         "(or :fp32/:bf16/:fp16) for a draft precision; 'early exit:L' to exit after layer L. On a "
                         "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter")
     p.add_argument("--target-precision", nargs="+", metavar="P",
@@ -66,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: this device's, models.default_draft_precision)")
     p.add_argument("--stock-kernels", action="store_true", help="torch's stock kernels for the target (neither the batch-invariant bf16 kernels nor the fp32 CPU verify kernel), for our engine and the HF peer alike")
     p.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
+    p.add_argument("--repetitive", action="store_true",
+                   help="add the repetitive workload to the prompt set: 'code edits' (a file edited three times, the "
+                        "fourth asked for) and 'chat quoting' (a chat that quotes itself); playground/bench/repetitive.json")
     p.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         drafters = drafter_specs(args.drafters, args.draft_precision)
         decodes = decode_grid(args.k, temps, args.max_new_tokens, args.seed, record=not args.no_record, trees=args.tree,
                               confidence=args.confidence)
-        prompts = load_prompts(args.prompts, args.categories)
+        prompts = load_prompts(args.prompts, args.categories, args.repetitive)
         checks = targets.load_targets(args.targets)
         if args.record_overhead is not None:
             spec = RunSpec(pairs[0], drafters[0], decodes[0], next(iter(prompts.values())))

@@ -1,4 +1,6 @@
-"""The benchmark's prompt set: one prompt per category, built in or from a JSON file."""
+"""The benchmark's prompt set: one prompt per category, built in or from a JSON file; and the repetitive workload
+(repetitive.json: a code file edited three times in a row, a multi-turn chat that quotes itself), where text
+repeats and draft-free drafters (suffix decoding, prompt lookup) have something to draft from."""
 from __future__ import annotations
 
 import json
@@ -21,9 +23,12 @@ PROMPTS = {
 }
 
 
-def load_prompts(path: str | None, categories: list[str] | None = None) -> dict[str, str]:
-    """The built-in prompts, or a JSON file ({"category": "prompt"} or [{"category", "prompt"}]);
-    `categories` keeps only those, in that order."""
+REPETITIVE = Path(__file__).with_name("repetitive.json")
+
+
+def load_prompts(path: str | None, categories: list[str] | None = None, repetitive: bool = False) -> dict[str, str]:
+    """The built-in prompts, or a JSON file ({"category": "prompt"} or [{"category", "prompt"}]); repetitive: the
+    repetitive workload's categories (REPETITIVE) after those. `categories` keeps only those, in that order."""
     prompts = dict(PROMPTS)
     if path:
         try:
@@ -35,6 +40,8 @@ def load_prompts(path: str | None, categories: list[str] | None = None) -> dict[
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise PlaygroundError(f"--prompts: cannot read {path!r} as {{category: prompt}} or "
                                   f"[{{category, prompt}}] JSON ({type(exc).__name__}: {exc}).") from None
+    if repetitive:
+        prompts |= {item["category"]: item["prompt"] for item in json.loads(REPETITIVE.read_text(encoding="utf-8"))}
     if not prompts:
         raise PlaygroundError("--prompts: the prompt set is empty.")
     if categories:

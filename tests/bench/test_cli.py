@@ -69,6 +69,40 @@ def test_cli_runs_trees_and_staged_drafting_next_to_the_chains(catalog, tmp_path
     assert "## Acceptance by depth" in md.read_text() and "| draft model (fp32) | tree 2-1 | 0.00 |" in md.read_text()
 
 
+def test_cli_runs_the_draft_free_drafters_on_the_repetitive_workload(catalog, tmp_path, capsys, monkeypatch):
+    """The lead's command, on the tiny pair: suffix, lookahead, prompt lookup and the draft model on a category
+    of the six and on the repetitive workload's categories, each against the target alone, greedy equal. (The
+    shipped prompts are longer than the tiny models' 512 positions: their last 300 characters stand in.)"""
+    from playground.bench import prompts
+
+    shipped = json.loads(prompts.REPETITIVE.read_text())
+    short = tmp_path / "repetitive.json"
+    short.write_text(json.dumps([item | {"prompt": item["prompt"][-300:]} for item in shipped]))
+    monkeypatch.setattr(prompts, "REPETITIVE", short)
+    out = tmp_path / "draftfree.json"
+    rc = bench.main(["--pairs", "tiny (test)", "--k", "4", "--repetitive", "--drafters", "suffix", "lookahead:W=4,N=3,G=2",
+                     "prompt lookup", "draft model", "--categories", "code", "code edits", "chat quoting",
+                     "--target-precision", "fp32", "--draft-precision", "fp32", "--max-new-tokens", "8",
+                     "--json", str(out), "--quiet"])
+    assert rc == 0
+    ours = [r for r in json.loads(out.read_text())["results"] if r["engine"] == "ours" and r["k"]]
+    assert {(r["category"], r["drafter"]) for r in ours} == {
+        (c, d) for c in ("code", "code edits", "chat quoting")
+        for d in ("suffix decoding", "lookahead decoding", "prompt lookup", "draft model")}
+    assert all(r["greedy_equal"] and r["tokens"] == 8 and r["speedup"] > 0 for r in ours)
+    assert "lookahead decoding (W = 4, N = 3, G = 2)" in capsys.readouterr().out
+
+
+def test_the_repetitive_workload_repeats_itself():
+    from playground.bench.prompts import load_prompts
+
+    prompts = load_prompts(None, ["code edits", "chat quoting"], repetitive=True)
+    code = prompts["code edits"]
+    assert code.count("def column_total") == 2 and code.count("def read_rows(") == 3  # three versions of one file
+    assert prompts["chat quoting"].count("Speculative decoding lets a small draft model") == 2  # it quotes itself
+    assert "code edits" not in load_prompts(None)  # only when asked
+
+
 def test_record_overhead_runs_both_ways_through_the_runner(catalog, tmp_path, capsys):
     out = tmp_path / "overhead.json"
     assert bench.main(["--pairs", "tiny (test)", "--k", "3", "--record-overhead", "2", "--max-new-tokens", "6",

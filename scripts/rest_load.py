@@ -36,7 +36,9 @@ PAIR = "tiny (test)"
 def inputs(tokens: int, seed: int) -> list:
     """/generate's inputs: the shared controls on the tiny pair, then "Compare with target alone" (off)."""
     controls = Controls(pair=PAIR, draft_id="", target_id="", target_precision="default", invariant=True,
-                        drafter="draft model", draft_precision="default", exit_layer=0, k=4, tree="",
+                        drafter="draft model", draft_precision="default", exit_layer=0, suffix_factor=1.0,
+                        suffix_min_prob=0.1, suffix_depth=24, suffix_memory=False, lookahead_window=5, lookahead_ngram=3,
+                        lookahead_guesses=3, lookahead_prompt_pool=False, k=4, tree="",
                         policy="fixed k", confidence=0.4, temperature=1.0, top_p=1.0, max_new_tokens=tokens, seed=seed,
                         prompt="Once upon a time")
     return controls.as_inputs() + [False]

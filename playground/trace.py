@@ -302,12 +302,20 @@ def to_csv(rounds: list[RoundRecord]) -> str:
     return df.to_csv(index=False)
 
 
+TRACE_FORMAT, TRACE_VERSION = "speculative-decoding-playground trace", 2  # what playground.recorded reads back
+
+
 def to_json(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
-            profile: theory.CostProfile | None = None, **meta) -> str:
+            profile: theory.CostProfile | None = None, decoded: list | None = None, **meta) -> str:
     """The run as JSON: meta, the summary (the same summarize as the panel: same baseline, same profile),
-    the cost profile V(n) it used, the spec-decode figures under vLLM's names, and every round (docs/trace.md)."""
-    doc = {**meta, "summary": summarize(rounds, baseline, profile),
+    the cost profile V(n) it used, the spec-decode figures under vLLM's names, every round, the target alone's
+    rounds, and `decoded`, the token texts the views showed (so that the run opens again with no model:
+    playground.recorded; docs/trace.md)."""
+    doc = {"format": TRACE_FORMAT, "version": TRACE_VERSION, **meta, "summary": summarize(rounds, baseline, profile),
            "profile_verify_s": {str(n): s for n, s in profile.verify_s.items()} if profile else None,
+           "profile_draft_s": profile.draft_s if profile else None,
            "baseline_summary": summarize(baseline) if baseline else None, "vllm": vllm_metrics(rounds),
-           "rounds": [r.as_dict() for r in rounds]}
+           "rounds": [r.as_dict() for r in rounds],
+           "baseline_rounds": [r.as_dict() for r in baseline] if baseline else None,
+           "decoded": decoded}
     return json.dumps(json_safe(doc), indent=1)

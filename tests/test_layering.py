@@ -20,7 +20,7 @@ MAX_LINES = 400
 VIEWS = ["playground.views"] + sorted(f"playground.views.{p.stem}" for p in (PACKAGE / "views").glob("*.py")
                                       if p.stem != "__init__")
 STRATEGIES = sorted(f"playground.decoding.{p.stem}" for p in (PACKAGE / "decoding").glob("*.py") if p.stem != "__init__")
-PURE = VIEWS + ["playground.trace", "playground.theory", "playground.records", "playground.spec", "playground.treeshape",
+PURE = VIEWS + ["playground.trace", "playground.recorded", "playground.theory", "playground.records", "playground.spec", "playground.treeshape",
                 "playground.inputs", "playground.errors",
                 "playground.decoding", "playground.numbers", "playground.progress", "playground.settings"]
 ENGINE = ["playground.engine", "playground.sampling", "playground.runner", "playground.batch"] + STRATEGIES

@@ -16,10 +16,12 @@ from typing import Any, Iterator
 import gradio as gr
 
 from playground import decoding, models, trace
+from playground.recorded import RecordingTokenizer, decoded_table
 from playground.numbers import fmt
 from playground.progress import Progress, quiet
 from playground.records import StagedExtras
 from playground.runner import Runner
+from playground.startup import Startup
 from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, View, error_status, gpu, gradio_progress, read_spec, status_html,
                                   unchanged)
@@ -40,10 +42,12 @@ class _Stopped(Exception):
 # ---------------------------------------------------------------- callbacks
 
 def generate(runner: Runner, state: SessionState | None, controls: Controls, compare: bool,
-             progress: Progress = quiet, listener: jobs.Listener | None = None) -> Iterator[View]:
+             progress: Progress = quiet, listener: jobs.Listener | None = None,
+             startup: Startup | None = None) -> Iterator[View]:
     """Load (cached), warm up (once per model and drafter, by the runner), run the speculative decoder
     round by round and, when asked, the target alone; stream it all, then the final view. With a listener
-    (the job in Gradio's queue), the run ends at the next round once nobody listens."""
+    (the job in Gradio's queue), the run ends at the next round once nobody listens. While the app's start-up
+    still prepares the pair this run needs, it waits for it, saying what it waits for."""
     state = state if state is not None else SessionState()
     runner = jobs.Watched(runner, listener) if listener is not None else runner
     try:
@@ -53,13 +57,15 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
             run.finished = True
             yield unchanged(status=status_html(jobs.BEFORE_START, "info"))
             return
+        for message in (startup.wait(spec) if startup is not None else ()):
+            yield unchanged(status=status_html(f"Waiting for the start-up to prepare this pair: {message}", "busy"))
         names = [models.display_name(m) for m in (spec.pair.target, spec.pair.draft if spec.drafter.needs_draft_model else None) if m]
         loading = "Loading " + " and ".join(names)
         yield unchanged(status=status_html(loading + " …", "busy"), tokens=tokens.empty_output("Waiting for the first round …"),
                         compare="", summary="", tree="", csv=gr.update(value=None, interactive=False),
                         json=gr.update(value=None, interactive=False))
         pair = runner.load(spec, progress)
-        run.tokenizer = pair.tokenizer
+        run.tokenizer = RecordingTokenizer(pair.tokenizer)  # the token texts shown go into the trace (recorded.py)
         run.target_precision = pair.target_precision.value
         run.draft_precision = pair.draft_precision.value if pair.draft_precision else None
         run.invariant = pair.use_kernels(spec.pair.invariant)
@@ -262,15 +268,17 @@ def compare_html(run: CurrentRun, spec_html: str) -> str:
 def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
     """trace.csv and trace.json in the session's download folder (only for a finished or stopped run)."""
     spec = run.spec
-    meta = {"pair": spec.pair.name, "target": spec.pair.target,
+    meta = {"recorded_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "pair": spec.pair.name, "target": spec.pair.target,
             "draft": spec.pair.draft if spec.drafter.needs_draft_model else None,
             "drafter": spec.drafter.kind.value, "exit_layer": spec.drafter.exit_layer,
             "target_precision": run.target_precision, "draft_precision": run.draft_precision,
             "invariant": run.invariant,
+            "chosen_precisions": [p.value if p else None for p in (spec.pair.target_precision, spec.drafter.precision)],
             "config": asdict(spec.decode), "prompt": spec.prompt}
     baseline = run.baseline if run.baseline_done else None  # the summary is the panel's: same rounds, baseline, profile
     csv_path, json_path = state.downloads.write({"trace.csv": trace.to_csv(run.rounds),
-                                                 "trace.json": trace.to_json(run.rounds, baseline, run.profile, **meta)})
+                                                 "trace.json": trace.to_json(run.rounds, baseline, run.profile,
+                                                                             decoded_table(run.tokenizer), **meta)})
     return csv_path, json_path
 
 
@@ -281,13 +289,32 @@ def _stop_reason(run: CurrentRun) -> str:
 
 # ---------------------------------------------------------------- layout
 
-def build(runner: Runner, controls: Controls, state: gr.State) -> None:
-    """The tab's widgets and events (inside a gr.Tab)."""
+def startup_line(startup: Startup | None) -> tuple[str, Any]:
+    """The start-up's status line (empty once there is nothing to say) and whether its timer keeps ticking."""
+    snap = startup.snapshot() if startup is not None else None
+    if snap is None or snap.phase == "off":
+        return "", gr.Timer(active=False)
+    level = {"ready": "ok", "failed": "error"}.get(snap.phase, "busy")
+    text = f"Start-up, {snap.seconds:.0f} s: {snap.message}" if snap.busy else snap.message
+    return status_html(text, level), gr.Timer(active=snap.busy)
+
+
+def build(runner: Runner, controls: Controls, state: gr.State,
+          startup: Startup | None = None) -> tuple[list, gr.Checkbox]:
+    """The tab's widgets and events (inside a gr.Tab); returns its outputs (View's order) and the comparison box."""
     with gr.Row():
         run_btn = gr.Button("Generate", variant="primary", elem_id="generate")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
         compare = gr.Checkbox(False, label="Compare with target alone", elem_id="compare-box")
-    status = gr.HTML(status_html("Ready: press Generate (the prompt box holds an example)."), elem_id="status")
+    from playground.ui import recorded_runs  # it shows a run through final_view, below
+
+    upload, gallery = recorded_runs.layout()
+    line = gr.HTML(lambda: startup_line(startup)[0], elem_id="startup")  # the start-up's progress, at each page load
+    timer = gr.Timer(1.0, active=startup is not None)
+    timer.tick(lambda: startup_line(startup), outputs=[line, timer], show_progress="hidden", concurrency_limit=None,
+               api_visibility="private", queue=False)
+    status = gr.HTML(status_html("Press Generate (the prompt box holds an example), or open a recorded run."),
+                     elem_id="status")
     gr.HTML(tokens.legend(), elem_id="legend")
     text = gr.HTML(tokens.empty_output(), elem_id="tokens")
     tree = gr.HTML("", elem_id="tree")  # the latest round of a token-tree run
@@ -312,7 +339,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
         *shared, compare_value, session = values  # the order of `inputs` below
         try:
             yield from generate(runner, session, Controls(*shared), compare_value, gradio_progress(progress),
-                                jobs.Listener(request))
+                                jobs.Listener(request), startup)
         finally:
             jobs.forget_updates(request)  # the streamed updates' leftovers (Gradio keeps them per session)
 
@@ -322,11 +349,13 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
         withdrawn = await jobs.withdraw(request, "generate", list(unchanged(status=status_html(jobs.BEFORE_START))))
         return await asyncio.to_thread(stop, session, withdrawn)
 
+    recorded_runs.wire(upload, gallery, controls, state, compare, outputs)
     inputs = controls.as_inputs() + [compare, state]
     running = run_btn.click(gpu(on_generate), inputs=inputs, outputs=outputs, api_name="generate",
                             validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
                             show_progress="minimal", show_progress_on=[status])  # "queue: n/m" while it waits
     stop_btn.click(on_stop, inputs=state, outputs=outputs, cancels=[running], show_progress="hidden",
                    concurrency_limit=None, api_name="stop")
+    return outputs, compare
 
 

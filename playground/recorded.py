@@ -1,0 +1,282 @@
+"""Recorded runs: the Run tab's trace JSON read back and checked, so that the page can show a run again with
+no model loaded (the gallery in assets/runs/, a file a teacher recorded before class).
+
+A trace of version 2 carries what the views need besides the rounds: the target-alone rounds (for the comparison
+and the race) and `decoded`, the tokenizer's answers the views asked for when the run was shown (the text of each
+token in its left context). Reading one back gives a RunSpec, the rounds, the cost profile and a ReplayTokenizer
+that answers the same questions from that table. Pure: no torch, transformers or gradio. Everything read here is
+untrusted: each field is checked for its type and range, and every text reaches the page through the views'
+escaping (tokens.escape_text, html.escape).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from playground import theory
+from playground.errors import PlaygroundError, shown
+from playground.records import EXTRAS, RoundRecord
+from playground.spec import DecodeConfig, DrafterSpec, PairSpec, Precision, RunSpec, parse_tree
+from playground.trace import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
+MAX_BYTES = 1_000_000  # a recorded run is a few tens of kB; 1 MB holds about a thousand rounds
+MAX_ROUNDS = 4_096
+MAX_DECODED = 100_000  # entries of the decode table
+MAX_LIST = 4_096  # the longest list inside a round (a tree's nodes, a context's ids)
+MAX_TEXT = 20_000  # characters of one text inside a round or the decode table
+KINDS = ("correction", "bonus", "target")
+STOPS = ("", "eos", "length")
+
+
+class BadRecording(PlaygroundError):
+    """A file that is not a recorded run this app can show; the message says what is wrong with it."""
+
+
+# ---------------------------------------------------------------- the tokenizer's answers
+
+class RecordingTokenizer:
+    """A tokenizer that remembers every decode the views ask of it (the table goes into the trace)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+        self.answers: dict[tuple[tuple[int, ...], bool], str] = {}
+
+    def decode(self, ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
+        key = (tuple(int(i) for i in ids), bool(skip_special_tokens))
+        if key not in self.answers:
+            self.answers[key] = self._tokenizer.decode(list(key[0]), skip_special_tokens=key[1], **kwargs)
+        return self.answers[key]
+
+    def table(self) -> list:
+        """[[ids, skip_special_tokens, text], ...]: the trace's `decoded`."""
+        return [[list(ids), skip, text] for (ids, skip), text in self.answers.items()]
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the real tokenizer's
+        return getattr(self._tokenizer, name)
+
+
+class ReplayTokenizer:
+    """Answers decode() from a recorded table; a question it was never asked gets each token's own recorded text
+    (or its id in brackets), so a view never fails on it."""
+
+    def __init__(self, answers: dict[tuple[tuple[int, ...], bool], str]) -> None:
+        self.answers = answers
+
+    def decode(self, ids: Any, skip_special_tokens: bool = False, **_: Any) -> str:
+        key = (tuple(int(i) for i in ids), bool(skip_special_tokens))
+        if key in self.answers:
+            return self.answers[key]
+        return "".join(self.answers.get(((i,), key[1]), self.answers.get(((i,), False), f"[{i}]")) for i in key[0])
+
+    def table(self) -> list:
+        return [[list(ids), skip, text] for (ids, skip), text in self.answers.items()]
+
+
+def decoded_table(tokenizer: Any) -> list | None:
+    """The table to write into a trace, when the run's tokenizer kept one."""
+    return tokenizer.table() if isinstance(tokenizer, (RecordingTokenizer, ReplayTokenizer)) else None
+
+
+# ---------------------------------------------------------------- reading a file
+
+@dataclass
+class Recorded:
+    """A recorded run, checked: what ran, its rounds, the target alone's, the profile, the tokenizer's answers."""
+
+    spec: RunSpec
+    target_precision: str
+    draft_precision: str | None
+    rounds: list[RoundRecord]
+    baseline: list[RoundRecord]
+    profile: theory.CostProfile | None
+    tokenizer: ReplayTokenizer
+    recorded_at: str = ""  # "2026-12-04 19:30 UTC", as the file says (text, shown escaped)
+
+
+def read(data: bytes) -> Recorded:
+    """A trace file's bytes -> a Recorded run, or BadRecording saying what is wrong (too large, not JSON, another
+    format or version, a field of the wrong type or out of range)."""
+    if len(data) > MAX_BYTES:
+        raise BadRecording(f"The file is too large ({len(data):,} bytes; a recorded run is at most {MAX_BYTES:,}).")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise BadRecording("The file is not JSON: open a trace.json that the Run tab's 'Trace as JSON' saved.") from None
+    if not isinstance(doc, dict):
+        raise BadRecording("The file is JSON but not a trace: a trace is one object with 'format', 'rounds', ...")
+    if doc.get("format") != FORMAT:
+        if "rounds" in doc and "summary" in doc and "format" not in doc:
+            raise BadRecording("This trace was saved by an older version of the app, without the token texts: "
+                               "run it again and save a new one.")
+        raise BadRecording(f"The file is not a trace of this app (its 'format' is {shown(doc.get('format'))}).")
+    if doc.get("version") != VERSION:
+        raise BadRecording(f"The trace has version {shown(doc.get('version'))}; this app reads version {VERSION}.")
+    try:
+        return _recorded(doc)
+    except BadRecording:
+        raise
+    except PlaygroundError as exc:  # the spec's own checks name the field
+        raise BadRecording(f"The trace's settings are not valid here: {exc}") from None
+
+
+def _recorded(doc: dict) -> Recorded:
+    config = _dict(doc, "config")
+    decode = {f.name: config[f.name] for f in fields(DecodeConfig) if f.name in config}
+    tree = decode.get("tree")
+    if isinstance(tree, dict):  # dataclasses.asdict wrote the TreeShape
+        tree = f"dynamic:{tree.get('budget')}" if tree.get("budget") else "-".join(map(str, tree.get("branching") or []))
+    decode["tree"] = parse_tree(tree)
+    decode["explain"] = 0
+    target_precision = _precision(doc.get("target_precision"), "target_precision")
+    draft_precision = _precision(doc.get("draft_precision"), "draft_precision", optional=True)
+    chosen = doc.get("chosen_precisions") or [None, None]  # what the controls asked for (null: the device default)
+    if not (isinstance(chosen, list) and len(chosen) == 2):
+        raise BadRecording(f"The trace's 'chosen_precisions' must be [target, draft], got {shown(chosen)}.")
+    drafter = DrafterSpec(doc.get("drafter"), _precision(chosen[1], "chosen_precisions", optional=True),
+                          doc.get("exit_layer") or None)
+    pair = PairSpec(_text(doc.get("pair"), "pair"), _text(doc.get("target"), "target"),
+                    _text(doc.get("draft"), "draft") if doc.get("draft") is not None else None,
+                    _precision(chosen[0], "chosen_precisions", optional=True))
+    spec = RunSpec(pair, drafter, DecodeConfig(**decode), doc.get("prompt"))
+    rounds = _rounds(doc.get("rounds"), "rounds")
+    if not rounds:
+        raise BadRecording("The trace has no rounds: there is nothing to show.")
+    baseline = _rounds(doc.get("baseline_rounds") or [], "baseline_rounds")
+    profile = None
+    if doc.get("profile_verify_s") is not None:
+        verify = _dict(doc, "profile_verify_s")
+        if len(verify) > 64 or not all(isinstance(n, str) and n.isdigit() and 1 <= int(n) <= MAX_LIST for n in verify):
+            raise BadRecording("The trace's 'profile_verify_s' must map n (1 to 4,096) to seconds, at most 64 of them.")
+        try:
+            profile = theory.CostProfile({int(n): _real(s) for n, s in verify.items()},
+                                         _real(doc.get("profile_draft_s") or 0.0))
+        except (TypeError, ValueError, OverflowError):
+            raise BadRecording("The trace's 'profile_verify_s' must map n (1, 2, ...) to positive seconds.") from None
+    return Recorded(spec, target_precision, draft_precision, rounds, baseline, profile,
+                    ReplayTokenizer(_decoded(doc.get("decoded"))),
+                    _text(doc.get("recorded_at") or "", "recorded_at")[:40])
+
+
+def _dict(doc: dict, key: str) -> dict:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise BadRecording(f"The trace's {key!r} must be an object, got {shown(value)}.")
+    return value
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or len(value) > 1_000:
+        raise BadRecording(f"The trace's {name!r} must be text (at most 1,000 characters), got {shown(value)}.")
+    return value
+
+
+def _precision(value: Any, name: str, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if value not in {p.value for p in Precision}:
+        raise BadRecording(f"The trace's {name!r} must be one of {', '.join(p.value for p in Precision)}, got {shown(value)}.")
+    return value
+
+
+def _decoded(table: Any) -> dict:
+    if not isinstance(table, list) or len(table) > MAX_DECODED:
+        raise BadRecording(f"The trace's 'decoded' (the token texts) must be a list of at most {MAX_DECODED:,} entries.")
+    answers = {}
+    for entry in table:
+        if not (isinstance(entry, list) and len(entry) == 3 and _ints(entry[0]) and isinstance(entry[1], bool)
+                and isinstance(entry[2], str) and len(entry[2]) <= MAX_TEXT):
+            raise BadRecording(f"The trace's 'decoded' has an entry that is not [token ids, true/false, text]: "
+                               f"{shown(entry)}.")
+        answers[(tuple(entry[0]), entry[1])] = entry[2]
+    return answers
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and len(value) <= MAX_LIST and all(_int(v) for v in value)
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -1 <= value < 2**31
+
+
+def _real(value: Any) -> float:
+    """A number, or null (nan: not recorded)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(value)
+    return float(value)
+
+
+def _reals(value: Any) -> list[float]:
+    if not isinstance(value, list) or len(value) > MAX_LIST:
+        raise ValueError(value)
+    return [_real(v) for v in value]
+
+
+def _rounds(items: Any, key: str) -> list[RoundRecord]:
+    if not isinstance(items, list) or len(items) > MAX_ROUNDS:
+        raise BadRecording(f"The trace's {key!r} must be a list of at most {MAX_ROUNDS:,} rounds.")
+    rows = []
+    for i, item in enumerate(items):
+        try:
+            rows.append(_round(item))
+        except (TypeError, ValueError, KeyError, AttributeError):
+            raise BadRecording(f"The trace's {key!r}: round {i} is not a round this app wrote (a field is missing, of "
+                               f"the wrong type or out of range).") from None
+    used = [cls for cls in EXTRAS if any(extra(row, cls) != cls() for row in rows)]  # the strategy that ran
+    return [_record(row, used[0] if used else None) for row in rows]
+
+
+def _round(item: dict) -> dict:
+    """One round's fields, checked (KeyError, TypeError, ValueError when one is missing or wrong)."""
+    ints = {name: item[name] for name in ("round", "k", "accepted", "token", "total_new")}
+    ints["prefill"] = item.get("prefill", 0)
+    if not all(_int(v) and (v >= 0 or name == "token") for name, v in ints.items()):
+        raise ValueError(ints)
+    row: dict[str, Any] = dict(ints)
+    for name in ("draft_tokens", "new_tokens"):
+        if not _ints(item[name]):
+            raise ValueError(name)
+        row[name] = list(item[name])
+    row["draft_s"], row["verify_s"] = _real(item["draft_s"]), _real(item["verify_s"])
+    if not (row["draft_s"] >= 0 and row["verify_s"] >= 0 and math.isfinite(row["draft_s"] + row["verify_s"])):
+        raise ValueError("seconds")
+    for name in ("p", "q", "u", "margins"):
+        row[name] = _reals(item.get(name, []))
+    row["token_q"] = _real(item.get("token_q"))
+    if item["token_kind"] not in KINDS or item.get("stop", "") not in STOPS:
+        raise ValueError("kind")
+    row["token_kind"], row["stop"] = item["token_kind"], item.get("stop", "")
+    if len(row["draft_tokens"]) != row["k"] or row["accepted"] > row["k"] or len(row["new_tokens"]) > row["accepted"] + 1:
+        raise ValueError("counts")
+    for cls in EXTRAS:  # a strategy's own fields, under their prefixed names, their defaults when absent
+        for f in fields(cls):
+            default = getattr(cls(), f.name)
+            value = item.get(cls.PREFIX + f.name, default)
+            if isinstance(default, int):
+                ok = _int(value) and value >= 0
+            elif isinstance(default, str):
+                ok = isinstance(value, str) and len(value) <= MAX_TEXT
+            elif f.name in ("parents", "path"):
+                ok = _ints(value)
+            else:
+                ok = isinstance(value, list) and len(value) <= MAX_LIST and all(
+                    isinstance(v, str) and len(v) <= MAX_TEXT for v in value)
+            if not ok:
+                raise ValueError(cls.PREFIX + f.name)
+            row[cls.PREFIX + f.name] = value
+    parents = row["tree_parents"]
+    if parents and (len(parents) != row["k"] or any(not -1 <= p < i for i, p in enumerate(parents))):
+        raise ValueError("tree")
+    return row
+
+
+def extra(row: dict, cls: type) -> Any:
+    return cls(**{f.name: row[cls.PREFIX + f.name] for f in fields(cls)})
+
+
+def _record(row: dict, cls: type | None) -> RoundRecord:
+    base = {f.name: row[f.name] for f in fields(RoundRecord) if f.name in row and f.name != "extras"}
+    return RoundRecord(**base, extras=extra(row, cls) if cls is not None else None)

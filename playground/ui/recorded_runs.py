@@ -1,0 +1,121 @@
+"""Recorded runs on the Run tab: open a trace JSON (the tab's own download) or a run of the gallery in assets/runs/,
+and show it as if it had just run: the tokens with their hovers, the charts, the summary, the comparison and the
+race. No model is loaded: the trace carries the token texts (playground.recorded). A bad file changes nothing but
+the status line, which says what is wrong with it."""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from playground import models, recorded
+from playground.spec import RunSpec
+from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
+from playground.ui.links import control_updates
+from playground.ui.run_tab import final_view
+from playground.ui.state import CurrentRun, SessionState
+
+RUNS = ASSETS / "runs"
+# The gallery: (name, the button's label); the run is assets/runs/<name>.json.
+GALLERY = (
+    ("code", "Default pair · code"),
+    ("story", "Default pair · story, with the target alone"),
+    ("cross", "Cross-tokenizer pair"),
+    ("tree", "Token tree"),
+)
+
+
+def gallery() -> list[tuple[str, str]]:
+    """The gallery's runs that are there."""
+    return [(name, label) for name, label in GALLERY if (RUNS / f"{name}.json").is_file()]
+
+
+def read_bounded(path: str | Path) -> bytes:
+    """At most one byte more than a recorded run may have (recorded.read then says it is too large)."""
+    with open(path, "rb") as f:
+        return f.read(recorded.MAX_BYTES + 1)
+
+
+def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View, dict[str, Any], list[str]]:
+    """A trace's bytes -> (the Run tab's view of it, the controls' values it ran with, notes). A bad file: the status
+    says why and nothing else changes (the controls neither)."""
+    try:
+        rec = recorded.read(data)
+        run = CurrentRun(rec.spec, comparing=bool(rec.baseline), tokenizer=rec.tokenizer,
+                         target_precision=rec.target_precision, draft_precision=rec.draft_precision,
+                         profile=rec.profile, rounds=rec.rounds, baseline=rec.baseline, finished=True)
+        state = state if state is not None else SessionState()
+        s = run.summary()
+        when = f", recorded {rec.recorded_at}" if rec.recorded_at else ""
+        message = (f"Recorded run ({source}{when}): {rec.spec.pair.name}, {rec.spec.drafter.label}, {s['tokens']} "
+                   f"tokens in {s['rounds']} rounds. Shown from the file: no model was loaded.")
+        view = final_view(run, state, message, "ok")
+    except recorded.BadRecording as exc:
+        return unchanged(status=status_html(f"{source}: {exc} Nothing else was changed.", "error")), {}, []
+    except Exception as exc:  # rounds that do not fit together in a way the checks missed: say so, change nothing
+        return unchanged(status=unexpected(exc)), {}, []
+    if state.run is not None and not state.run.finished:
+        state.run.stopped = True  # a live run of this session ends: the page now shows the recorded one
+    state.run = run
+    values, notes = controls_of(rec.spec)
+    if notes:
+        view = view._replace(status=view.status.replace("</div>", html.escape(" " + " ".join(notes)) + "</div>", 1))
+    return view, values, notes
+
+
+def controls_of(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
+    """The shared controls' values a recorded run ran with (Generate then runs it again), and notes."""
+    d = spec.decode
+    values: dict[str, Any] = dict(
+        drafter=spec.drafter.kind.value, k=d.k, tree=d.tree.label if d.tree else "", policy=d.policy.label,
+        confidence=d.confidence, temperature=d.temperature, top_p=d.top_p, max_new_tokens=d.max_new_tokens,
+        seed=d.seed, prompt=spec.prompt, exit_layer=spec.drafter.exit_layer or 0,
+        target_precision=spec.pair.target_precision.value if spec.pair.target_precision else "default",
+        draft_precision=spec.drafter.precision.value if spec.drafter.precision else "default")
+    notes = []
+    if spec.pair.name in models.pairs():
+        values["pair"] = spec.pair.name
+    else:
+        notes.append("Its pair is not one of this server's: the pair control stays as it was.")
+    return values, notes
+
+
+def layout() -> tuple[gr.UploadButton, list[tuple[str, gr.Button]]]:
+    """The 'Recorded runs' row of the Run tab (drawn inside it): an upload button and one button per gallery run."""
+    with gr.Row(elem_id="recorded-runs"):
+        gr.HTML('<span class="recorded-label">Recorded runs, shown at once with no model:</span>', padding=False)
+        upload = gr.UploadButton("Open a trace JSON …", file_types=[".json"], type="filepath", size="sm",
+                                 elem_id="open-run")
+        buttons = [(name, gr.Button(label, size="sm", elem_id=f"gallery-{name}")) for name, label in gallery()]
+    return upload, buttons
+
+
+def wire(upload: gr.UploadButton, buttons: list[tuple[str, gr.Button]], controls: Controls, state: gr.State,
+         compare: gr.Checkbox, outputs: list) -> None:
+    """Their events: the Run tab's outputs, then the shared controls and the comparison box."""
+    targets = outputs + controls.as_inputs() + [compare]
+    nothing = [gr.skip()] * (len(targets) - len(View._fields))
+
+    def show(data: bytes, session: SessionState | None, source: str) -> list:
+        view, values, _ = open_run(data, session, source)
+        if not values:
+            return list(view) + nothing
+        return list(view) + control_updates(values) + [bool(session.run.baseline) if session and session.run else gr.skip()]
+
+    def on_upload(path: str | None, session: SessionState | None) -> list:
+        if not path:
+            return list(unchanged()) + nothing
+        try:
+            data = read_bounded(path)
+        except OSError as exc:
+            return list(unchanged(status=unexpected(exc))) + nothing
+        return show(data, session, "the file")
+
+    upload.upload(on_upload, inputs=[upload, state], outputs=targets, concurrency_limit=None, show_progress="hidden",
+                  api_visibility="undocumented")
+    for name, button in buttons:
+        button.click(lambda session, name=name: show(read_bounded(RUNS / f"{name}.json"), session, f"gallery: {name}"),
+                     inputs=state, outputs=targets, concurrency_limit=None, show_progress="hidden",
+                     api_name=f"gallery_{name}")

@@ -1,0 +1,127 @@
+"""Recorded runs in a real browser: a gallery run is shown in full (tokens with hovers, the four charts, the summary,
+the comparison and the race) within seconds of its click with no model loaded (the app's RSS barely moves); a bad
+file says why and changes nothing; hostile text in a file stays text.
+
+The screenshots go to $PLAYGROUND_SCREENSHOTS (a folder, e.g. assets/) when set, else to the test's tmp folder."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from test_app_browser import CHROMIUM, playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("PLAYGROUND_SKIP_BROWSER") == "1":
+            pytest.skip("PLAYGROUND_SKIP_BROWSER=1 and no chromium")
+        pytest.fail("no chromium: apt-get install -y chromium (or set PLAYGROUND_SKIP_BROWSER=1)")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, app_server):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(app_server)
+    page.wait_for_selector("#generate")
+    yield page
+    page.close()
+
+
+def shots() -> Path | None:
+    folder = os.environ.get("PLAYGROUND_SCREENSHOTS")
+    return Path(folder) if folder else None
+
+
+def status(page) -> str:
+    return page.locator("#status .status").inner_text()
+
+
+def wait_status(page, text: str) -> None:
+    page.wait_for_function("t => (document.querySelector('#status .status') || {}).innerText?.includes(t)", arg=text)
+
+
+def test_a_gallery_run_is_shown_in_full_at_once_without_a_model(page, app_models, tmp_path):
+    pid = int((Path(app_models) / "app.pid").read_text())
+    before = rss_mb(pid)
+    began = time.monotonic()
+    page.click("#gallery-story")
+    wait_status(page, "Recorded run")
+    page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4 && "
+                           "document.querySelector('#compare .race') !== null")
+    elapsed = time.monotonic() - began
+    assert "no model was loaded" in status(page)
+    assert page.locator("#tokens .tok").count() > 50
+    assert "q (target)" in (page.locator("#tokens .tok-accepted").first.get_attribute("title") or "")
+    assert "Identical outputs" in page.locator("#compare").inner_text()
+    assert "tokens/s" in page.locator("#summary").inner_text()
+    assert page.locator("#compare-box input[type=checkbox]").is_checked()  # the controls are the run's
+    assert page.locator("#k input[type=number]").input_value() == "4"
+    assert elapsed <= 2.0, f"the recorded run took {elapsed:.2f} s to show"
+    assert rss_mb(pid) - before < 150, (before, rss_mb(pid))  # a 1.5B target alone would add gigabytes
+    out = shots() or tmp_path
+    page.screenshot(path=str(out / "screenshot-recorded.png"), full_page=True)
+    print(f"gallery run shown in {elapsed:.2f} s; app RSS {before:.0f} -> {rss_mb(pid):.0f} MB")
+
+
+def test_the_tree_and_the_cross_tokenizer_runs_open(page):
+    page.click("#gallery-tree")
+    wait_status(page, "gallery: tree")
+    assert page.locator("#tree .tree-node, #tree li").count() > 3
+    page.click("#gallery-cross")
+    wait_status(page, "gallery: cross")
+    assert "cross-tokenizer" in status(page)
+    assert "draft side" in (page.locator("#tokens .tok-accepted").first.get_attribute("title") or "")
+
+
+def upload(page, path: Path) -> None:
+    page.locator("#open-run input[type=file]").set_input_files(str(path))
+
+
+def test_a_bad_file_says_why_and_changes_nothing(page, tmp_path):
+    page.click("#gallery-code")
+    wait_status(page, "gallery: code")
+    shown = page.locator("#tokens").inner_html()
+    bad = tmp_path / "photo.json"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n not a trace")
+    upload(page, bad)
+    wait_status(page, "not JSON")
+    assert "Nothing else was changed" in status(page)
+    assert page.locator("#tokens").inner_html() == shown
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"format": "speculative-decoding-playground trace", "version": 1}))
+    upload(page, old)
+    wait_status(page, "this app reads version 2")
+
+
+def test_hostile_text_in_a_file_stays_text(page, tmp_path):
+    doc = json.loads((ROOT / "assets" / "runs" / "code.json").read_text())
+    evil = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+    doc["prompt"] = evil + " write code"
+    doc["decoded"] = [[ids, skip, evil if i % 7 == 0 else text] for i, (ids, skip, text) in enumerate(doc["decoded"])]
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(doc))
+    upload(page, path)
+    wait_status(page, "Recorded run")
+    time.sleep(0.5)
+    assert page.evaluate("window.pwned") is None
+    assert evil in page.locator("#tokens .tok-prompt").inner_text()
+    assert page.locator("#tokens img, #compare img, #tokens script").count() == 0

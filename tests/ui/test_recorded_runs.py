@@ -1,0 +1,160 @@
+"""Recorded runs: a run's trace JSON opened again shows what the run showed (tokens, hovers, summary, charts,
+comparison, race, tree) with no model; a bad file changes nothing but the status line, and says why; hostile text
+in a file is escaped. Plus the gallery in assets/runs/ opens, each run from the file alone."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from pathlib import Path
+
+import pytest
+
+from playground import recorded
+from playground.ui import recorded_runs, run_tab
+from playground.ui.common import View
+from playground.ui.state import SessionState
+from ui_support import SKIP, controls
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory, tiny_models, runner):
+    """{name: (the run's final view, the trace's bytes)} for a compared chain run, a tree run and a sampled run."""
+    import os
+
+    os.environ["PLAYGROUND_PAIRS_FILE"] = str(_pairs(tmp_path_factory.mktemp("pairs"), tiny_models))
+    out = {}
+    for name, changes, compare in (("chain", {}, True), ("tree", {"tree": "2-2-1"}, False),
+                                   ("sampled", {"temperature": 0.8, "seed": 3}, True)):
+        state = SessionState()
+        final = list(run_tab.generate(runner, state, controls(max_new_tokens=20, **changes), compare))[-1]
+        assert "status-ok" in final.status, final.status
+        out[name] = (final, Path(final.json["value"]).read_bytes())
+    yield out
+    os.environ.pop("PLAYGROUND_PAIRS_FILE", None)
+
+
+def _pairs(folder, tiny_models):
+    path = folder / "pairs.json"
+    path.write_text(json.dumps([{"name": "tiny (test)", "draft": str(tiny_models["draft"]),
+                                 "target": str(tiny_models["target"])}]))
+    return path
+
+
+@pytest.mark.parametrize("name", ["chain", "tree", "sampled"])
+def test_a_recorded_run_shows_what_the_run_showed(traces, name):
+    final, data = traces[name]
+    view, values, notes = recorded_runs.open_run(data, SessionState(), "the file")
+    assert "Recorded run" in view.status and "no model was loaded" in view.status
+    assert view.tokens == final.tokens  # every token, colour and hover
+    assert view.summary == final.summary
+    assert view.compare == final.compare  # the verdict, both texts and the race replay
+    assert view.tree == final.tree
+    for chart in ("acceptance", "latency", "histogram", "positions"):
+        assert getattr(view, chart).to_json() == getattr(final, chart).to_json()
+    assert values["k"] == 4 and values["pair"] == "tiny (test)" and values["prompt"] == "Once upon a time" and not notes
+
+
+def test_the_recorded_run_becomes_the_sessions_run(traces):
+    state = SessionState()
+    recorded_runs.open_run(traces["chain"][1], state, "the file")
+    assert state.run.finished and state.run.baseline_done and state.run.profile is not None
+
+
+def test_a_recorded_run_saves_again_to_the_same_trace(traces):
+    state = SessionState()
+    view, _, _ = recorded_runs.open_run(traces["tree"][1], state, "the file")
+    again = json.loads(Path(view.json["value"]).read_text())
+    first = json.loads(traces["tree"][1])
+    assert again["rounds"] == first["rounds"] and again["summary"] == first["summary"]
+    assert sorted(map(str, again["decoded"])) == sorted(map(str, first["decoded"]))
+
+
+# ---------------------------------------------------------------- bad files
+
+def refused(data: bytes) -> str:
+    """The status of a refused file; nothing else changes (neither the session's run nor the controls)."""
+    state = SessionState()
+    state.run = before = SimpleNamespace(finished=True)
+    view, values, _ = recorded_runs.open_run(data, state, "the file")
+    assert all(getattr(view, f) == SKIP for f in View._fields if f != "status"), view
+    assert values == {} and state.run is before
+    assert "status-error" in view.status and "Nothing else was changed" in view.status
+    return view.status
+
+
+def edited(traces, change) -> bytes:
+    doc = json.loads(traces["chain"][1])
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+def test_too_large(traces):
+    assert "too large" in refused(b" " * (recorded.MAX_BYTES + 1))
+
+
+def test_not_json(traces):
+    assert "not JSON" in refused(b"\x89PNG\r\n\x1a\n\x00\x00")
+    assert "not JSON" in refused(b"[" * 100_000)  # nested past the parser's recursion limit
+    assert "not JSON" in refused(b'{"a": NaN')
+
+
+def test_wrong_schema_or_version(traces):
+    assert "not a trace" in refused(b"[1, 2, 3]")
+    assert "not a trace of this app" in refused(b'{"format": "something else", "rounds": []}')
+    assert "version 1; this app reads version 2" in refused(edited(traces, lambda d: d.update(version=1)))
+    old = edited(traces, lambda d: [d.pop(k) for k in ("format", "version", "decoded")])
+    assert "older version of the app" in refused(old)
+
+
+def test_fields_of_the_wrong_type_or_range(traces):
+    def round0(**changes):
+        return edited(traces, lambda d: d["rounds"][0].update(changes))
+
+    assert "round 0" in refused(round0(k="4"))
+    assert "round 0" in refused(round0(accepted=99))
+    assert "round 0" in refused(round0(verify_s=-1))
+    assert "round 0" in refused(round0(token_kind="<b>x</b>"))
+    assert "round 0" in refused(round0(tree_parents=[5, 5, 5, 5]))
+    assert "round 0" in refused(round0(draft_tokens=[1e308] * 4))
+    assert "rounds" in refused(edited(traces, lambda d: d.update(rounds="many")))
+    assert "target_precision" in refused(edited(traces, lambda d: d.update(target_precision="<script>")))
+    assert "settings are not valid here" in refused(edited(traces, lambda d: d["config"].update(k=99)))
+    assert "Unknown drafter" in refused(edited(traces, lambda d: d.update(drafter="oracle")))
+    assert "profile_verify_s" in refused(edited(traces, lambda d: d.update(profile_verify_s={"0": 1.0})))
+    assert "decoded" in refused(edited(traces, lambda d: d.update(decoded=[[["x"], False, "t"]])))
+    data = traces["chain"][1]
+    at = data.index(b'"rounds": [')  # the first round's seconds, not the summary's
+    infinite = data[:at] + data[at:].replace(b'"verify_s": ', b'"verify_s": Infinity, "x": ', 1)
+    assert "round 0" in refused(infinite)
+
+
+def test_hostile_text_is_escaped(traces):
+    evil = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+
+    def poison(doc):
+        doc["prompt"] = evil
+        doc["pair"] = evil
+        doc["recorded_at"] = evil
+        doc["decoded"] = [[ids, skip, evil] for ids, skip, _ in doc["decoded"]]
+
+    view, _, notes = recorded_runs.open_run(edited(traces, poison), SessionState(), "the file")
+    assert "Recorded run" in view.status and notes  # the unknown pair leaves the pair control as it was
+    for html in (view.status, view.tokens, view.compare, view.summary):
+        assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in view.tokens and "&lt;img" in view.compare
+
+
+# ---------------------------------------------------------------- the gallery
+
+def test_the_gallery_opens_without_a_model(tiny_catalog):
+    """Each shipped run opens from its file alone (whatever models this machine has)."""
+    names = [name for name, _ in recorded_runs.gallery()]
+    assert names == [name for name, _ in recorded_runs.GALLERY]  # all four are shipped
+    for name in names:
+        data = recorded_runs.read_bounded(recorded_runs.RUNS / f"{name}.json")
+        assert len(data) <= recorded.MAX_BYTES
+        rec = recorded.read(data)
+        view, _, _ = recorded_runs.open_run(data, SessionState(), name)
+        assert "Recorded run" in view.status and 'class="tok ' in view.tokens, (name, view.status)
+        assert ("race" in view.compare) == bool(rec.baseline)
+        assert ("tree" in name) == bool(view.tree)

@@ -1,17 +1,27 @@
-"""Speculative Decoding Playground: python app.py (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT)."""
+"""Speculative Decoding Playground: python app.py (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT).
+
+The page answers at once; the default pair is prepared (converted once, loaded, warmed up, profiled) in the
+background, its progress in the page (playground/startup.py)."""
 from __future__ import annotations
 
 import os
 
+from playground import settings
 from playground.errors import PlaygroundError
+from playground.runner import Runner
+from playground.startup import Startup
 from playground.ui import build_demo, launch_options
 
 try:
-    demo = build_demo()  # reads every PLAYGROUND_* variable once: a bad value stops the app here
+    runner = Runner()
+    startup = Startup(runner)  # the default pair, prepared in the background once the server runs
+    demo = build_demo(runner, startup)  # reads every PLAYGROUND_* variable once: a bad value stops the app here
 except PlaygroundError as exc:  # say which variable and what to set, in one line (no traceback)
     raise SystemExit(f"The playground cannot start: {exc}") from None
 
 if __name__ == "__main__":
+    if settings.read().preload:
+        startup.begin()
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

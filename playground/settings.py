@@ -42,6 +42,8 @@ VARIABLES = {
                               "end (0: the connection's own; docs/reliability.md)"),
     "PLAYGROUND_SESSION_IDLE_S": ("900", "seconds a session with no job may stay idle before its state and files are "
                                          "removed, with the messages held for it (a REST call's own session: 30 s after its result was read)"),
+    "PLAYGROUND_PRELOAD": ("1", "0: app.py does not prepare, load and warm up the default pair in the background at "
+                                "start-up (it is then prepared on the first Generate)"),
     "PLAYGROUND_VLLM_VENV": ("$PLAYGROUND_CACHE/vllm-venv", "the virtual environment with vLLM, for the vLLM peer "
                                                             "(scripts/install_vllm.sh)"),
 }
@@ -69,6 +71,7 @@ class Settings:
     proxy_hops: int = 0
     session_idle_s: int = 900
     on_spaces: bool = False  # Hugging Face Spaces sets SPACE_ID
+    preload: bool = True
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -122,4 +125,5 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         proxy_hops=whole("PLAYGROUND_PROXY_HOPS", 1 if on_spaces else 0, 0, 8),
         session_idle_s=whole("PLAYGROUND_SESSION_IDLE_S", 900, 60, 7 * 86_400),
         on_spaces=on_spaces,
+        preload=text("PLAYGROUND_PRELOAD") != "0",
     )

@@ -10,6 +10,7 @@ from playground.decoding.early_exit import exit_layer_for
 from playground.errors import PlaygroundError
 from playground.runner import Runner
 from playground.spec import RunSpec
+from playground.ui import links
 from playground.ui.common import Controls, error_status, read_spec, status_html
 from playground.views.export_code import hf_generate_code, vllm_code
 
@@ -39,10 +40,32 @@ def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any]:
     return status_html("The code for this pair, drafter and k:", "ok"), hf, vllm
 
 
-def build(runner: Runner, controls: Controls) -> None:
+def settings_link(controls: Controls, compare: bool) -> tuple[str, str]:
+    """(the page's link for these settings, as a query string the page completes; a note on what it leaves out)."""
+    try:
+        query, note = links.settings_link(controls, bool(compare))
+    except Exception as exc:
+        return gr.skip(), error_status(exc)
+    return query, status_html(note or "Open this link to get these settings (pair, drafter, precisions, k, policy, "
+                              "tree, sampling, seed and the prompt).", "info" if note else "ok")
+
+
+# The callback gives "?pair=...": the page adds its own address (behind a proxy only the browser knows it).
+FULL_LINK_JS = "(q) => (q && q.startsWith('?')) ? window.location.origin + window.location.pathname + q : q"
+
+
+def build(runner: Runner, controls: Controls, compare: gr.Checkbox) -> None:
     """The tab's widgets and events (inside a gr.Tab)."""
-    gr.Markdown("The same choice of pair, drafter, precisions and k as a Hugging Face `generate(...)` call and a "
-                "vLLM `speculative_config`, to take to production.")
+    gr.Markdown("The same choice of pair, drafter, precisions and k as a link to this page, a Hugging Face "
+                "`generate(...)` call and a vLLM `speculative_config`, to share or take to production.")
+    with gr.Row(equal_height=False):
+        link_btn = gr.Button("Link to these settings", elem_id="export-link-run", scale=0, min_width=220)
+        link = gr.Textbox(label="Link", elem_id="export-link", interactive=False, buttons=["copy"], scale=4)
+    link_status = gr.HTML("", elem_id="export-link-status")
+    link_btn.click(lambda *values: settings_link(Controls(*values[:-1]), values[-1]),
+                   inputs=controls.as_inputs() + [compare], outputs=[link, link_status],
+                   concurrency_limit=None, api_name="settings_link").then(
+        None, inputs=link, outputs=link, js=FULL_LINK_JS, api_visibility="private")
     run_btn = gr.Button("Show the code", variant="primary", elem_id="export-run")
     status = gr.HTML("", elem_id="export-status")
     hf = gr.Code(language="python", label="transformers", elem_id="export-hf")

@@ -3,16 +3,21 @@ the right. Each tab's widgets and events live in its own module; this one only p
 hands every callback the one Runner of the app."""
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 
 from playground import models, settings
 from playground.runner import Runner
+from playground.startup import Startup
 from playground.spec import (DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, TARGET_PRECISIONS,
                              DrafterKind, KPolicy, Precision)
 from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
-from playground.ui import (challenges_tab, compare_tab, export_tab, jobs, run_tab, sessions, step_tab, sweep_tab,
-                           theory_tab)
-from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices)
+from playground.errors import shown
+from playground.ui import (challenges_tab, compare_tab, export_tab, jobs, links, recorded_runs, run_tab, sessions, step_tab,
+                           sweep_tab, theory_tab)
+from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices,
+                                  status_html)
 from playground.ui.state import SessionState
 
 CSS_FILE = ASSETS / "style.css"
@@ -48,8 +53,9 @@ LOOKAHEAD_INFO = ("lookahead decoding only: the window W (columns guessed ahead)
                   "(W − 1) + (N − 2)·W window tokens and up to G·(N − 1) candidates")
 
 
-def build_demo(runner: Runner | None = None) -> gr.Blocks:
-    """The whole app; launch it with demo.launch(**launch_options())."""
+def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> gr.Blocks:
+    """The whole app; launch it with demo.launch(**launch_options()). With a Startup (app.py's, begun at launch),
+    the Run tab shows its progress and Generate waits for what it still prepares."""
     jobs.check_gradio()  # the queue rules read Gradio's internals: only on the Gradio they were written for
     settings.read()  # every PLAYGROUND_* value checked once at start-up: a bad one stops the app, naming it
     runner = runner or Runner()  # the one runner: loads, warms up once per model and drafter, profiles, runs
@@ -59,7 +65,10 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
     cache = (300, settings.read().session_idle_s + 300)
     with gr.Blocks(title="Speculative Decoding Playground", delete_cache=cache) as demo:
         state = gr.State(sessions.new_session, delete_callback=SessionState.close)
-        gr.Markdown(INTRO, elem_id="intro")
+        with gr.Row(equal_height=False):
+            gr.Markdown(INTRO, elem_id="intro")
+            projector = gr.Checkbox(False, label="Projector mode (large text)", elem_id="projector", scale=0,
+                                    min_width=200)
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300, elem_id="controls"):
                 models_, info = _model_controls(catalog)
@@ -69,12 +78,17 @@ def build_demo(runner: Runner | None = None) -> gr.Blocks:
                 for choice in (controls.pair, controls.target_precision, controls.drafter, controls.draft_precision,
                                controls.policy):
                     checked_by_us(choice)  # the spec names the field of an unlisted value (the sliders are above)
-                _tabs(runner, controls, state, catalog)
+                run_outputs, compare = _tabs(runner, controls, state, catalog, startup)
         controls.pair.change(pair_info, inputs=controls.pair, outputs=info, show_progress="hidden",
                              concurrency_limit=None, api_visibility="undocumented")
         controls.pair.change(pair_drafter, inputs=[controls.pair, controls.drafter], outputs=controls.drafter,
                              show_progress="hidden", concurrency_limit=None,
                              api_visibility="undocumented")  # a cross-tokenizer pair picks its drafter
+        projector.change(None, inputs=projector, js=PROJECTOR_JS, api_visibility="private")
+        # the page's link sets the controls (?k=4&policy=theory ..., ?run=story): links.py, recorded_runs.py
+        demo.load(lambda session, request: first_view(session, request, len(run_outputs)), inputs=state,
+                  outputs=run_outputs + controls.as_inputs() + [compare, projector], show_progress="hidden",
+                  api_visibility="private")
     demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE)
     return demo
 
@@ -162,10 +176,37 @@ def _prompt_box() -> gr.Textbox:
     return prompt
 
 
-def _tabs(runner: Runner, controls: Controls, state: gr.State, catalog: list[str]) -> None:
+PROJECTOR_JS = "(on) => { document.documentElement.classList.toggle('projector', !!on); }"
+
+
+def first_view(session: SessionState | None, request: gr.Request | None, n_view: int) -> list:
+    """What the page's link asks for: a recorded run of the gallery (?run=story), then the controls it sets; a
+    value that is unknown or out of range is left out, with a note in the status line (never an error page)."""
+    params = dict(request.query_params) if request is not None else {}
+    values, flags, notes = links.read_settings(params)
+    view: list = [gr.skip()] * n_view
+    run = params.get("run")
+    if run is not None:
+        if run in dict(recorded_runs.gallery()):
+            shown_view, run_values, _ = recorded_runs.open_run(
+                recorded_runs.read_bounded(recorded_runs.RUNS / f"{run}.json"), session, f"gallery: {run}")
+            view = list(shown_view)
+            values = run_values | values
+            flags.setdefault("compare", bool(session is not None and session.run and session.run.baseline))
+        else:
+            notes.append(f"run={shown(run)} is not one of the gallery's runs ({', '.join(dict(recorded_runs.gallery()))})")
+    if notes:
+        message = links.settings_note(notes)
+        view[0] = status_html(message, "info") if run is None or view[0] is gr.skip() else \
+            view[0].replace("</div>", html.escape(" " + message) + "</div>", 1)
+    return view + links.control_updates(values) + [flags.get("compare", gr.skip()), flags.get("projector", gr.skip())]
+
+
+def _tabs(runner: Runner, controls: Controls, state: gr.State, catalog: list[str],
+          startup: Startup | None) -> tuple[list, gr.Checkbox]:
     with gr.Tabs():
         with gr.Tab("Run", id="run"):
-            run_tab.build(runner, controls, state)
+            run_outputs, compare = run_tab.build(runner, controls, state, startup)
         with gr.Tab("Step through", id="step"):
             step_tab.build(runner, controls, state)
         with gr.Tab("Theory", id="theory"):
@@ -177,7 +218,8 @@ def _tabs(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
         with gr.Tab("Challenges", id="challenges"):
             challenges_tab.build(runner, controls, state)
         with gr.Tab("Export", id="export"):
-            export_tab.build(runner, controls)
+            export_tab.build(runner, controls, compare)
+    return run_outputs, compare
 
 
 def launch_options() -> dict:

@@ -1,0 +1,112 @@
+"""The app's start-up work, in the background while the page already answers: prepare the default pair (convert its
+offline packs once, with progress and the time left), then load it, warm it up and measure its cost profile, so that
+the first Generate streams at once. The page reads `snapshot()` for its status line; the Run tab's Generate waits on
+`wait()` when it needs what the start-up is still preparing, saying what it waits for. A failure is kept as a
+message: the rest of the app works (another pair, a recorded run)."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from playground import models
+from playground.errors import PlaygroundError, without_paths
+from playground.models.catalog import PACK_PREFIX
+from playground.runner import Runner
+from playground.spec import DecodeConfig, DrafterSpec, PairSpec, RunSpec
+
+WAIT_TICK_S = 1.0  # how often a waiting Generate repeats what it waits for
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Where the start-up is: phase ("off", "preparing", "loading", "ready", "failed"), a message, a fraction."""
+
+    phase: str
+    message: str
+    fraction: float = 0.0
+    seconds: float = 0.0  # since the start-up began
+
+    @property
+    def busy(self) -> bool:
+        return self.phase in ("preparing", "loading")
+
+
+class Startup:
+    """Prepares one pair (the default) in a background thread; begin() starts it, once."""
+
+    def __init__(self, runner: Runner, pair_name: str | None = None) -> None:
+        self.runner = runner
+        self.pair_name = pair_name or models.default_pair()
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._done.set()  # nothing to wait for until begin()
+        self._snapshot = Snapshot("off", "")
+        self._began = 0.0
+
+    def spec(self) -> RunSpec:
+        """The run the page starts with: the default pair, its drafter, the default precisions."""
+        pair = models.get_pair(self.pair_name)
+        return RunSpec(PairSpec(pair.name, pair.target, pair.draft), DrafterSpec(pair.drafter), DecodeConfig(),
+                       "warm-up")
+
+    def begin(self) -> None:
+        if self._began:
+            return
+        self._began = time.monotonic()
+        self._done.clear()
+        self._set("preparing", f"Preparing the default pair ({self.pair_name}) …")
+        threading.Thread(target=self._work, name="playground-startup", daemon=True).start()
+
+    # ------------------------------------------------------------ what the page reads
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._snapshot
+
+    def waits_for(self, spec: RunSpec) -> bool:
+        """Whether a run of `spec` needs what the start-up is still preparing (its target is the default pair's)."""
+        snap = self.snapshot()
+        if not snap.busy:
+            return False
+        try:
+            return spec.pair.target == self.spec().pair.target
+        except PlaygroundError:
+            return False
+
+    def wait(self, spec: RunSpec) -> Iterator[str]:
+        """While the start-up prepares what `spec` needs: what it waits for, every WAIT_TICK_S."""
+        while self.waits_for(spec) and not self._done.wait(WAIT_TICK_S):
+            yield self.snapshot().message
+
+    # ------------------------------------------------------------ the work
+
+    def _set(self, phase: str, message: str, fraction: float = 0.0) -> None:
+        with self._lock:
+            self._snapshot = Snapshot(phase, message, fraction, time.monotonic() - self._began)
+
+    def _progress(self, phase: str):
+        def report(message: str, fraction: float) -> None:
+            self._set(phase, message, fraction)
+        return report
+
+    def _work(self) -> None:
+        try:
+            spec = self.spec()
+            for model in (spec.pair.draft, spec.pair.target):
+                if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX):] in models.PACKS:
+                    models.convert_pack(models.PACKS[model[len(PACK_PREFIX):]], self._progress("preparing"))
+            self._set("loading", "Loading the default pair …", 0.85)
+            pair = self.runner.load(spec, self._progress("loading"))
+            with pair.in_use():
+                self.runner.warm_up(spec, pair, self._progress("loading"))
+            took = time.monotonic() - self._began
+            self._set("ready", f"Ready: the default pair is loaded, warmed up and its costs measured "
+                               f"({took:.0f} s after start-up). Press Generate.", 1.0)
+        except Exception as exc:  # the page says why; every other pair, the gallery and the tabs still work
+            why = without_paths(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            self._set("failed", f"The default pair could not be prepared: {why} The rest of the app works: pick "
+                                f"another pair, or open a recorded run.")
+        finally:
+            self._done.set()

@@ -135,9 +135,12 @@ def _recorded(doc: dict) -> Recorded:
         raise BadRecording(f"The trace's 'chosen_precisions' must be [target, draft], got {shown(chosen)}.")
     drafter = DrafterSpec(doc.get("drafter"), _precision(chosen[1], "chosen_precisions", optional=True),
                           doc.get("exit_layer") or None)
+    invariant = doc.get("invariant")  # the target ran the batch-invariant kernels (absent: not recorded)
+    if invariant is not None and not isinstance(invariant, bool):
+        raise BadRecording(f"The trace's 'invariant' must be true or false, got {shown(invariant)}.")
     pair = PairSpec(_text(doc.get("pair"), "pair"), _text(doc.get("target"), "target"),
                     _text(doc.get("draft"), "draft") if doc.get("draft") is not None else None,
-                    _precision(chosen[0], "chosen_precisions", optional=True))
+                    _precision(chosen[0], "chosen_precisions", optional=True), invariant)
     spec = RunSpec(pair, drafter, DecodeConfig(**decode), doc.get("prompt"))
     rounds = _rounds(doc.get("rounds"), "rounds")
     if not rounds:

@@ -32,7 +32,8 @@ RUNS_TO_RECORD = {
 
 
 def page_defaults(max_new_tokens: int) -> dict:
-    return dict(pair=DEFAULT_PAIR, draft_id="", target_id="", target_precision="default", drafter="draft model",
+    return dict(pair=DEFAULT_PAIR, draft_id="", target_id="", target_precision="default", invariant=True,
+                drafter="draft model",
                 draft_precision="default", exit_layer=0, k=4, tree="", policy=DEFAULT_POLICY.label,
                 confidence=DEFAULT_CONFIDENCE, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0,
                 prompt="")

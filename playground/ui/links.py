@@ -11,9 +11,11 @@ import math
 from typing import Any, Callable
 from urllib.parse import urlencode
 
+import gradio as gr
+
 from playground import models, settings
 from playground.errors import PlaygroundError, shown
-from playground.spec import (DRAFTERS, K_MAX, K_MIN, KPolicy, parse_policy, parse_tree)
+from playground.spec import DRAFTERS, K_MAX, K_MIN, KPolicy, parse_policy, parse_tree
 from playground.ui.common import Controls, load_examples
 
 TARGET_CHOICES = ("default", "fp32", "bf16", "fp16")
@@ -44,6 +46,12 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
             raise _Bad(f"takes one of: {', '.join(choices)}")
         return text
     return parse
+
+
+def _flag(text: str) -> bool:
+    if text not in ("0", "1", "true", "false"):
+        raise _Bad("takes 1 or 0")
+    return text in ("1", "true")
 
 
 def _pair(text: str) -> str:
@@ -87,6 +95,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "pair": ("pair", _pair),
     "drafter": ("drafter", _drafter),
     "target_precision": ("target_precision", _choice(TARGET_CHOICES)),
+    "invariant": ("invariant", _flag),
     "draft_precision": ("draft_precision", _choice(DRAFT_CHOICES)),
     "exit_layer": ("exit_layer", _number(0, 64, whole=True)),
     "k": ("k", _number(K_MIN, K_MAX, whole=True)),
@@ -122,10 +131,10 @@ def read_settings(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, boo
             except _Bad as why:
                 notes.append(f"{name}={shown(text)} {why}")
         elif name in FLAGS:
-            if text not in ("0", "1", "true", "false"):
-                notes.append(f"{name}={shown(text)} takes 1 or 0")
-            else:
-                flags[name] = text in ("1", "true")
+            try:
+                flags[name] = _flag(text)
+            except _Bad as why:
+                notes.append(f"{name}={shown(text)} {why}")
         elif name not in OTHER:
             notes.append(f"{shown(name)} is not a setting")
     return values, flags, notes
@@ -139,7 +148,7 @@ def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
     """(the query string for these controls' values, a note on what it leaves out). An example prompt goes by its
     number; another prompt as text when short enough."""
     params: dict[str, Any] = {"pair": c.pair, "drafter": c.drafter, "target_precision": c.target_precision,
-                              "draft_precision": c.draft_precision}
+                              "invariant": int(bool(c.invariant)), "draft_precision": c.draft_precision}
     if c.exit_layer:
         params["exit_layer"] = int(c.exit_layer)
     params |= {"k": _whole(c.k), "policy": parse_policy(c.policy).value}
@@ -168,6 +177,4 @@ def _whole(value: Any) -> Any:
 
 def control_updates(values: dict[str, Any]) -> list[Any]:
     """One value per Controls field, in order: the given ones, gr.skip() for the rest."""
-    import gradio as gr
-
     return [values[f] if f in values else gr.skip() for f in Controls.__dataclass_fields__]

@@ -45,7 +45,8 @@ def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View
         rec = recorded.read(data)
         run = CurrentRun(rec.spec, comparing=bool(rec.baseline), tokenizer=rec.tokenizer,
                          target_precision=rec.target_precision, draft_precision=rec.draft_precision,
-                         profile=rec.profile, rounds=rec.rounds, baseline=rec.baseline, finished=True)
+                         invariant=bool(rec.spec.pair.invariant), profile=rec.profile, rounds=rec.rounds,
+                         baseline=rec.baseline, finished=True)
         state = state if state is not None else SessionState()
         s = run.summary()
         when = f", recorded {rec.recorded_at}" if rec.recorded_at else ""
@@ -74,6 +75,8 @@ def controls_of(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
         seed=d.seed, prompt=spec.prompt, exit_layer=spec.drafter.exit_layer or 0,
         target_precision=spec.pair.target_precision.value if spec.pair.target_precision else "default",
         draft_precision=spec.drafter.precision.value if spec.drafter.precision else "default")
+    if spec.pair.invariant is not None:
+        values["invariant"] = spec.pair.invariant
     notes = []
     if spec.pair.name in models.pairs():
         values["pair"] = spec.pair.name

@@ -9,7 +9,7 @@ import json
 
 from test_recorded_browser import ROOT, browser, shots, status, wait_status  # noqa: F401  (browser: a fixture)
 
-SETTINGS = ("?drafter=early+exit&exit_layer=1&target_precision=fp32&k=7&policy=heuristic&tree=2-2&temperature=0.7"
+SETTINGS = ("?drafter=early+exit&exit_layer=1&target_precision=fp32&invariant=0&k=7&policy=heuristic&tree=2-2&temperature=0.7"
             "&top_p=0.9&seed=42&max_new_tokens=33&example=3&compare=1")
 
 
@@ -41,6 +41,7 @@ def assert_settings(page) -> None:
     assert checked(page, "drafter") == "early exit" and checked(page, "adaptive") == "adaptive (heuristic)"
     assert page.locator("#tree-shape input, #tree-shape textarea").first.input_value() == "2-2"
     assert page.locator("#compare-box input[type=checkbox]").is_checked()
+    assert not page.locator("#invariant input[type=checkbox]").is_checked()
 
 
 def test_a_link_with_settings_reproduces_them_and_export_gives_it(browser, app_server):  # noqa: F811

@@ -18,7 +18,8 @@ def read(query: str):
 
 
 def test_the_link_carries_the_controls_and_reads_back(tiny_catalog):
-    c = controls(pair=TWIN, drafter="early exit", exit_layer=2, target_precision="bf16", draft_precision="int8", k=6,
+    c = controls(pair=TWIN, drafter="early exit", exit_layer=2, target_precision="bf16", invariant=False,
+                 draft_precision="int8", k=6,
                  tree="3-2-1", policy="adaptive (theory)", confidence=0.55, temperature=0.7, top_p=0.9,
                  max_new_tokens=77, seed=12345)
     query, note = links.settings_link(c, compare=True)

@@ -20,10 +20,12 @@ except PlaygroundError as exc:  # say which variable and what to set, in one lin
     raise SystemExit(f"The playground cannot start: {exc}") from None
 
 if __name__ == "__main__":
-    if settings.read().preload:
-        startup.begin()
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        prevent_thread_lock=True,  # the server answers first (launch checks that it does), then the start-up begins
         **launch_options(),  # the theme, the CSS, the upload limits, the session reaper (ui/sessions.py)
     )
+    if settings.read().preload:
+        startup.begin()
+    demo.block_thread()

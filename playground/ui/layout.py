@@ -86,9 +86,11 @@ def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> 
                              api_visibility="undocumented")  # a cross-tokenizer pair picks its drafter
         projector.change(None, inputs=projector, js=PROJECTOR_JS, api_visibility="private")
         # the page's link sets the controls (?k=4&policy=theory ..., ?run=story): links.py, recorded_runs.py
-        demo.load(lambda session, request: first_view(session, request, len(run_outputs)), inputs=state,
-                  outputs=run_outputs + controls.as_inputs() + [compare, projector], show_progress="hidden",
-                  api_visibility="private")
+        def on_load(session: SessionState | None, request: gr.Request) -> list:
+            return first_view(session, request, len(run_outputs))
+
+        demo.load(on_load, inputs=state, outputs=run_outputs + controls.as_inputs() + [compare, projector],
+                  show_progress="hidden", api_visibility="private")
     demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE)
     return demo
 

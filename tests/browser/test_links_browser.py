@@ -82,6 +82,8 @@ def test_projector_mode_makes_the_text_large(browser, app_server, tmp_path):  # 
     assert page.evaluate(size, "#tokens .tok-output") >= 24 > small
     assert page.evaluate(size, "#summary td") >= 20
     assert page.evaluate(size, "#chart-acceptance .main-svg .xtick text") >= 16
+    page.locator("#status").scroll_into_view_if_needed()
+    page.evaluate("() => window.scrollBy(0, document.querySelector('#status').getBoundingClientRect().top - 20)")
     page.wait_for_timeout(500)
     page.screenshot(path=str((shots() or tmp_path) / "screenshot-projector.png"))
     page.locator("#projector input[type=checkbox]").uncheck()

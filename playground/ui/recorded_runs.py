@@ -13,6 +13,7 @@ import gradio as gr
 from playground import models, recorded
 from playground.spec import RunSpec
 from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
+from playground.ui import sessions
 from playground.ui.links import control_updates
 from playground.ui.run_tab import final_view
 from playground.ui.state import CurrentRun, SessionState
@@ -111,8 +112,8 @@ def wire(upload: gr.UploadButton, buttons: list[tuple[str, gr.Button]], controls
         if not path:
             return list(unchanged()) + nothing
         try:
-            data = read_bounded(path)
-        except OSError as exc:
+            data = sessions.take_upload(path)  # read once, then removed (the uploads an address holds are bounded)
+        except (OSError, PermissionError) as exc:
             return list(unchanged(status=unexpected(exc))) + nothing
         return show(data, session, "the file")
 

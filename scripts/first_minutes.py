@@ -2,7 +2,7 @@
 the start-up line until it says ready, then the first Generate until the first token; plus a gallery run's click until
 it is fully shown, with the app's RSS. Screenshots into a folder.
 
-    python scripts/first_minutes.py [--cache DIR] [--port 7871] [--shots assets] [--skip-generate]
+    python scripts/first_minutes.py [--cache DIR] [--port 7871] [--shots assets] [--skip-generate] [--no-wait-ready]
 
 --cache: the model cache to start with (an empty folder: a fresh machine's; default: the usual one, prepared)."""
 from __future__ import annotations
@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--port", default="7871")
     parser.add_argument("--shots", default=None)
     parser.add_argument("--skip-generate", action="store_true")
+    parser.add_argument("--no-wait-ready", action="store_true", help="stop after the gallery click (implies --skip-generate)")
     args = parser.parse_args()
     env = dict(os.environ, GRADIO_SERVER_PORT=args.port, GRADIO_ANALYTICS_ENABLED="False")
     env.pop("PLAYGROUND_DTYPE", None)
@@ -79,6 +80,9 @@ def main() -> None:
                   f"{before:.0f} -> {rss_mb(app.pid):.0f} MB", flush=True)
             if shots:
                 page.screenshot(path=str(shots / "screenshot-recorded.png"), full_page=True)
+            if args.no_wait_ready:
+                browser.close()
+                return
             page.wait_for_function("() => document.querySelector('#startup').innerText.match(/Ready|could not/)")
             ready_s = time.monotonic() - began
             print(f"start-up line ready {ready_s:.1f} s after launch: {page.locator('#startup').inner_text()!r}; "

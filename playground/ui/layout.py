@@ -199,8 +199,9 @@ def first_view(session: SessionState | None, request: gr.Request | None, n_view:
             notes.append(f"run={shown(run)} is not one of the gallery's runs ({', '.join(dict(recorded_runs.gallery()))})")
     if notes:
         message = links.settings_note(notes)
-        view[0] = status_html(message, "info") if run is None or view[0] is gr.skip() else \
-            view[0].replace("</div>", html.escape(" " + message) + "</div>", 1)
+        shown_status = view[0] if isinstance(view[0], str) else ""
+        view[0] = shown_status.replace("</div>", html.escape(" " + message) + "</div>", 1) if shown_status else \
+            status_html(message, "info")
     return view + links.control_updates(values) + [flags.get("compare", gr.skip()), flags.get("projector", gr.skip())]
 
 

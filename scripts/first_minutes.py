@@ -78,8 +78,11 @@ def main() -> None:
                                    "document.querySelector('#status').innerText.includes('Recorded run')")
             print(f"gallery run fully shown {time.monotonic() - click:.2f} s after its click; app RSS "
                   f"{before:.0f} -> {rss_mb(app.pid):.0f} MB", flush=True)
-            if shots:
-                page.screenshot(path=str(shots / "screenshot-recorded.png"), full_page=True)
+            if shots:  # the Run tab from the recorded-runs row down: the buttons, the status, the tokens, the comparison
+                page.evaluate("() => window.scrollBy(0, document.querySelector('#recorded-runs')"
+                              ".getBoundingClientRect().top - 60)")
+                page.wait_for_timeout(500)
+                page.screenshot(path=str(shots / "screenshot-recorded.png"))
             if args.no_wait_ready:
                 browser.close()
                 return

@@ -258,15 +258,19 @@ def _round(item: dict) -> dict:
         for f in fields(cls):
             default = getattr(cls(), f.name)
             value = item.get(cls.PREFIX + f.name, default)
-            if isinstance(default, int):
+            if isinstance(default, bool):
+                ok = isinstance(value, bool)
+            elif isinstance(default, int):
                 ok = _int(value) and value >= 0
+            elif isinstance(default, float):
+                value = _real(value)
+                ok = True
             elif isinstance(default, str):
                 ok = isinstance(value, str) and len(value) <= MAX_TEXT
             elif f.name in ("parents", "path"):
                 ok = _ints(value)
             else:
-                ok = isinstance(value, list) and len(value) <= MAX_LIST and all(
-                    isinstance(v, str) and len(v) <= MAX_TEXT for v in value)
+                ok = isinstance(value, list) and _plain(value)
             if not ok:
                 raise ValueError(cls.PREFIX + f.name)
             row[cls.PREFIX + f.name] = value
@@ -274,6 +278,15 @@ def _round(item: dict) -> dict:
     if parents and (len(parents) != row["k"] or any(not -1 <= p < i for i, p in enumerate(parents))):
         raise ValueError("tree")
     return row
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """JSON made of numbers, text and lists only (a strategy's own lists: texts, probabilities, nested tokens)."""
+    if isinstance(value, list):
+        return depth < 3 and len(value) <= MAX_LIST and all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (bool, int)) or (isinstance(value, str) and len(value) <= MAX_TEXT)
 
 
 def extra(row: dict, cls: type) -> Any:

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from playground.models.catalog import DEFAULT_PAIR  # noqa: E402
 from playground.runner import Runner  # noqa: E402
 from playground.spec import DEFAULT_CONFIDENCE, DEFAULT_POLICY  # noqa: E402
+from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS  # noqa: E402
 from playground.ui import run_tab  # noqa: E402
 from playground.ui.common import Controls, load_examples  # noqa: E402
 from playground.ui.recorded_runs import RUNS  # noqa: E402
@@ -34,7 +35,8 @@ RUNS_TO_RECORD = {
 def page_defaults(max_new_tokens: int) -> dict:
     return dict(pair=DEFAULT_PAIR, draft_id="", target_id="", target_precision="default", invariant=True,
                 drafter="draft model",
-                draft_precision="default", exit_layer=0, k=4, tree="", policy=DEFAULT_POLICY.label,
+                draft_precision="default", exit_layer=0, **SUFFIX_DEFAULTS,
+                **dict(zip(LOOKAHEAD_RANGES, LOOKAHEAD_DEFAULTS)), lookahead_prompt_pool=False, k=4, tree="", policy=DEFAULT_POLICY.label,
                 confidence=DEFAULT_CONFIDENCE, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0,
                 prompt="")
 

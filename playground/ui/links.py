@@ -16,6 +16,7 @@ import gradio as gr
 from playground import models, settings
 from playground.errors import PlaygroundError, shown
 from playground.spec import DRAFTERS, K_MAX, K_MIN, KPolicy, parse_policy, parse_tree
+from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
 from playground.ui.common import Controls, load_examples
 
 TARGET_CHOICES = ("default", "fp32", "bf16", "fp16")
@@ -98,6 +99,12 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "invariant": ("invariant", _flag),
     "draft_precision": ("draft_precision", _choice(DRAFT_CHOICES)),
     "exit_layer": ("exit_layer", _number(0, 64, whole=True)),
+    "suffix_factor": ("suffix_factor", _number(0.5, 4)),
+    "suffix_min_prob": ("suffix_min_prob", _number(0, 0.9)),
+    "suffix_depth": ("suffix_depth", _number(2, 64, whole=True)),
+    "suffix_memory": ("suffix_memory", _flag),
+    **{name: (name, _number(low, high, whole=True)) for name, (low, high, _) in LOOKAHEAD_RANGES.items()},
+    "lookahead_prompt_pool": ("lookahead_prompt_pool", _flag),
     "k": ("k", _number(K_MIN, K_MAX, whole=True)),
     "tree": ("tree", _tree),
     "policy": ("policy", _policy),
@@ -151,6 +158,11 @@ def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
                               "invariant": int(bool(c.invariant)), "draft_precision": c.draft_precision}
     if c.exit_layer:
         params["exit_layer"] = int(c.exit_layer)
+    draftfree = SUFFIX_DEFAULTS | dict(zip(LOOKAHEAD_RANGES, LOOKAHEAD_DEFAULTS), lookahead_prompt_pool=False)
+    for name, default in draftfree.items():  # the suffix and lookahead options, where they differ from the page's
+        value = getattr(c, name)
+        if value != default:
+            params[name] = int(value) if isinstance(default, bool) else _whole(value)
     params |= {"k": _whole(c.k), "policy": parse_policy(c.policy).value}
     if c.tree:
         params["tree"] = str(c.tree)

@@ -21,11 +21,13 @@ def test_the_link_carries_the_controls_and_reads_back(tiny_catalog):
     c = controls(pair=TWIN, drafter="early exit", exit_layer=2, target_precision="bf16", invariant=False,
                  draft_precision="int8", k=6,
                  tree="3-2-1", policy="adaptive (theory)", confidence=0.55, temperature=0.7, top_p=0.9,
-                 max_new_tokens=77, seed=12345)
+                 max_new_tokens=77, seed=12345, suffix_depth=12, suffix_memory=True, lookahead_window=7)
     query, note = links.settings_link(c, compare=True)
     values, flags, notes = read(query)
     assert notes == [] and note == "" and flags == {"compare": True}
-    expected = {f: getattr(c, f) for f in Controls.__dataclass_fields__ if f not in ("draft_id", "target_id")}
+    default = controls()
+    expected = {f: getattr(c, f) for f in Controls.__dataclass_fields__ if f not in ("draft_id", "target_id")
+                and (not f.startswith(("suffix_", "lookahead_")) or getattr(c, f) != getattr(default, f))}
     assert values == expected
 
 

@@ -12,7 +12,7 @@ Examples:
     python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
     python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/benchmarks.md
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
-    python -m playground.bench --k 8 --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
+    python -m playground.bench --k theory --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
 """
 from __future__ import annotations
 

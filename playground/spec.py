@@ -57,7 +57,7 @@ class KPolicy(str, Enum):
 # What the app and the benchmark use unless told otherwise: the calibrated policy, which plans with the
 # cost profile measured at warm-up, stops drafting when drafting does not pay, and is reproducible for a
 # seed (how it compares with a fixed k: docs/benchmarks.md).
-DEFAULT_POLICY = KPolicy.THEORY
+DEFAULT_POLICY = KPolicy.CONFIDENCE  # the fastest policy measured here: docs/levers.md
 
 
 class Precision(str, Enum):

@@ -8,8 +8,9 @@ Measures, in one process:
 2. the bytes one target step reads: every weight the step touches (linears, norms, the LM head; the
    embedding lookup reads one row);
 3. one target step (a 1-token pass on top of a 128-token cache) with torch's stock bf16 kernels and with
-   the batch-invariant kernels (playground/kernels.py), interleaved, medians over the repeats; and V(n)
+   the batch-invariant kernels (playground/kernels/), interleaved, medians over the repeats; and V(n)
    for n = 1, 2, 3, 5, 9, 17 with each;
+4. where the invariant step's time goes: its matrix-vector products alone, back to back, against the whole step;
 each repeat beside its own bandwidth reading (the machine's bandwidth drifts), and prints a markdown table (docs/levers.md keeps the numbers with their date).
 """
 from __future__ import annotations
@@ -79,6 +80,27 @@ def pass_seconds(model, cache: DynamicCache, n: int, steps: int) -> float:
     return statistics.median(times[1:])
 
 
+@torch.inference_mode()
+def linears_seconds(model, steps: int) -> float:
+    """Median seconds of the step's matrix-vector products alone: every projection of one 1-token pass and the
+    LM head, back to back, through the same kernels (the model made invariant): the part of a step that
+    streams the weights, without attention, norms, rotary and the layers' Python code."""
+    from playground.kernels.model import _procs
+
+    projs = [p for m in model.modules() for p in _procs(m)]
+    head = model.get_output_embeddings().weight
+    inputs = {p.k: torch.randn(1, p.k, dtype=torch.bfloat16) for p in projs}
+    x_head = torch.randn(1, head.shape[1], dtype=torch.bfloat16)
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        for p in projs:
+            p(inputs[p.k])
+        kernels.linear(x_head, head)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="pack:qwen2.5-coder-1.5b-instruct")
@@ -96,6 +118,7 @@ def main() -> None:
     times: dict[str, dict[int, list[float]]] = {m: {n: [] for n in ns} for m in modes}
     reads: dict[str, list[float]] = {}
     shares: dict[str, list[float]] = {m: [] for m in modes}  # per repeat: the step's GB/s over that repeat's bandwidth
+    gemv: list[float] = []  # per repeat: the invariant step's matrix-vector products alone
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         model(input_ids=torch.randint(0, 1000, (1, 128)), cache=cache, use_cache=True, logits_to_keep=1)
@@ -109,6 +132,8 @@ def main() -> None:
                     steps = args.steps if n == 1 else max(4, args.steps // 4)
                     times[mode][n].append(pass_seconds(model, cache, n, steps))
                 shares[mode].append(nbytes / times[mode][1][-1] / peak)
+            kernels.make_invariant(model, True)
+            gemv.append(linears_seconds(model, args.steps))
     kernels.make_invariant(model, False)
     step = {mode: {n: statistics.median(v) for n, v in per_n.items()} for mode, per_n in times.items()}
     bandwidth = {name: statistics.median(v) for name, v in reads.items()}
@@ -124,10 +149,16 @@ def main() -> None:
               f"{statistics.median(shares[mode]):.0%} | " + " | ".join(f"{v[n] / v[1]:.2f}" for n in ns[1:]) + " |")
     print(f"\n'of the bandwidth': the median over repeats of the step's GB/s over the best read rate measured just "
           f"before it. Invariant over stock, one step: {step['stock'][1] / step['invariant'][1]:.2f}x faster.")
+    mv, whole = statistics.median(gemv), step["invariant"][1]
+    print(f"Where the invariant step's time goes: its matrix-vector products alone (every projection and the LM "
+          f"head back to back) take {mv * 1e3:.1f} ms = {nbytes / mv / 1e9:.1f} GB/s; the rest of the step "
+          f"(attention over the cache, norms, rotary, the layers' Python code) {max(whole - mv, 0) * 1e3:.1f} ms "
+          f"= {max(whole - mv, 0) / whole:.0%}.")
     if args.json:
         Path(args.json).write_text(json.dumps({"target": args.target, "step_bytes": nbytes, "read_bandwidth": reads,
                                                "seconds": {m: {str(n): s for n, s in v.items()} for m, v in step.items()},
-                                               "share_of_bandwidth": shares}, indent=1))
+                                               "share_of_bandwidth": shares,
+                                               "linears_seconds": gemv}, indent=1))
 
 
 if __name__ == "__main__":

@@ -66,7 +66,9 @@ def test_greedy_rows_of_ours_and_hf_equal_the_target_alone(grid):
 def test_every_row_has_its_figures_and_precisions(grid):
     _, results = grid
     ours = [r for r in results if r.engine == "ours" and r.drafter == "draft model"]
-    assert ours and all(r.tokens == 10 and r.tokens_per_s > 0 and r.speedup > 0 for r in ours)
+    assert ours and all(r.tokens_per_s > 0 and r.speedup > 0 for r in ours)
+    assert all(r.tokens == 10 for r in ours if r.temperature == 0)  # greedy: the budget (this tiny pair's argmax is never EOS)
+    assert all(1 <= r.tokens <= 10 for r in ours)  # sampling may draw EOS before the budget
     assert all(0 <= r.alpha <= 1 and r.c > 0 and not math.isnan(r.calibrated_speedup) for r in ours)
     assert {r.target_precision for r in results} == {"fp32"}
     assert all(r.draft_precision for r in ours)  # the precision the draft was loaded at

@@ -92,7 +92,7 @@ def test_report_has_geometric_means_precisions_calibration_and_targets(tmp_path)
     checked = report.write_report(run(), ENV, "python -m playground.bench --k 2 4", path)
     md = path.read_text()
     assert "## Geometric mean over categories" in md and "## Every run" in md
-    assert "| draft model | theory | 0.00 | bf16 | bf16 | 3 |" in md  # the per-method geometric mean row, precisions
+    assert f"| draft model | {DEFAULT_K} | 0.00 | bf16 | bf16 | 3 |" in md  # the per-method geometric mean row, precisions
     geo = (2.0 * 1.2 * 1.1) ** (1 / 3)
     assert f"| {geo:.2f} |" in md
     assert "median |predicted - measured| / measured = " in md

@@ -173,3 +173,23 @@ def tiny_catalog(tiny_models, tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(path))
     monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", TINY_PAIR)
     return path
+
+
+@pytest.fixture(scope="session")
+def vllm_pair(tiny_models) -> dict:
+    """The vLLM-loadable tiny pair (playground.tiny_vllm: head_dim 32), inside the tiny models' root."""
+    from playground import tiny_vllm
+
+    return tiny_vllm.build_pair(tiny_models["target"].parent)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_pair):
+    """vLLM's OpenAI-compatible server on the tiny vLLM pair with draft-model speculation (k = 3), served as
+    "tiny" on a free localhost port: one for the whole session (the bench, UI and load tests share it)."""
+    from playground.bench import vllm_server as server_module
+    from tests.vllm_support import fast_request, require_vllm
+
+    require_vllm()
+    with server_module.start_server(fast_request(vllm_pair, "draft_model"), served_name="tiny", timeout_s=300) as s:
+        yield s

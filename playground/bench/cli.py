@@ -13,6 +13,7 @@ Examples:
     python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/benchmarks.md
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
     python -m playground.bench --k theory --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
+    python -m playground.bench --k 4 --temps 0 0.7 --compare-hf --compare-vllm --report docs/vllm.md   # vLLM's rows too
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from pathlib import Path
 import torch
 
 from playground import models
-from playground.bench import challenges_cli, report, targets
+from playground.bench import challenges_cli, report, targets, vllm_peer
 from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_grid
 from playground.bench.prompts import load_prompts
 from playground.errors import PlaygroundError
@@ -76,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compare-hf", action="store_true", help="add HF generate (target alone, assisted, universal assisted, prompt lookup)")
+    p.add_argument("--compare-vllm", action="store_true",
+                   help="add vLLM (scripts/install.sh --vllm): its target alone, draft model at each fixed k and ngram "
+                        "on the same pair, precision and prompt tokens; one engine per method, started here")
+    p.add_argument("--vllm-threads-bind", metavar="CPUS",
+                   help="vLLM's VLLM_CPU_OMP_THREADS_BIND, e.g. 0-1 (default: vLLM's 'auto', which keeps a core free)")
+    p.add_argument("--vllm-draft-sample", choices=["greedy", "probabilistic"], default="greedy",
+                   help="vLLM's draft_sample_method: 'greedy' (vLLM's default: argmax drafts, p taken as one-hot) or "
+                        "'probabilistic' (drafts sampled from p, as ours); both accept far too little at T > 0 on "
+                        "vllm-cpu 0.32.0 (docs/vllm.md)")
+    p.add_argument("--vllm-fast-start", action="store_true",
+                   help="vLLM without torch.compile, in one process: starts in seconds, runs slower (tests)")
     p.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")
     p.add_argument("--record-overhead", type=int, metavar="REPS",
                    help="instead of the grid: the first pair, drafter, k, temperature and prompt with record on and "
@@ -162,11 +174,24 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:
                 Path(args.json).write_text(json.dumps(json_safe({"environment": environment(), "record_overhead": o}), indent=1))
             return 0
+        if args.compare_vllm:
+            vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
         results = run_grid(runner, pairs, prompts, decodes, drafters, compare_hf=args.compare_hf, progress=progress,
                            max_cells=None, stock_kernels=args.stock_kernels)
     except PlaygroundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    engines, failed = [], None
+    if args.compare_vllm:  # a vLLM failure keeps our results: they are written, and the exit code says it failed
+        engine = vllm_peer.VLLMEngine(threads_bind=args.vllm_threads_bind, draft_sample_method=args.vllm_draft_sample,
+                                      fast_start=args.vllm_fast_start)
+        try:
+            rows, engines = vllm_peer.run_peer(runner, results, pairs, prompts, decodes, drafters, engine,
+                                               methods=("draft_model", "ngram"), progress=progress)
+            results += rows
+        except PlaygroundError as exc:
+            failed = f"vLLM: {exc}"
+            print(f"error: {failed}", file=sys.stderr)
     env = environment()
     frame = report.runs_frame(results)
     checked = targets.check(frame, checks)
@@ -178,14 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         rows = grid_frame(results).to_dict("records")
         doc = {"environment": env, "args": vars(args), "targets": checked,
-               "results": [row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens}
-                           for row, r in zip(rows, results)]}
+               "results": [row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens,
+                                  "counters": r.counters} for row, r in zip(rows, results)]}
+        if args.compare_vllm:
+            doc["vllm_engines"], doc["vllm_error"] = engines, failed
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(json_safe(doc), indent=1, default=str))
         print(f"\nwrote {args.json}")
     if args.report:
         command = "python -m playground.bench " + " ".join(
             f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
-        report.write_report(results, env, command, Path(args.report), args.targets)
+        report.write_report(results, env, command, Path(args.report), args.targets, vllm_engines=engines)
         print(f"wrote {args.report}")
-    return 0
+    return 1 if failed else 0

@@ -21,6 +21,7 @@ import pandas as pd
 
 from playground import decoding, models, speed, trace
 from playground.bench import hf
+from playground.bench.vllm_metrics import SpecCounters
 from playground.engine import clock
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
@@ -41,9 +42,9 @@ class Result:
 
     pair: str
     category: str
-    method: str  # our drafter's label ("draft model", "draft model (int8)", "target alone", ...) or an hf.HF_METHODS
-    drafter: str  # the drafter kind (spec.DrafterKind value); HF rows: the kind of ours they correspond to
-    engine: str  # "ours" or "hf"
+    method: str  # our drafter's label ("draft model (int8)", "target alone", ...), an hf.HF_METHODS, a vLLM label
+    drafter: str  # the drafter kind (spec.DrafterKind value); HF and vLLM rows: the kind of ours they correspond to
+    engine: str  # "ours", "hf" or "vllm" (bench.vllm_peer)
     k: str  # "4", "heuristic", "theory"; HF: num_assistant_tokens, "heuristic", "hf default"; "" for the baselines
     temperature: float
     target_precision: str
@@ -53,7 +54,7 @@ class Result:
     tokens_per_s: float  # tokens / seconds
     wall_s: float = nan  # perf_counter around the whole call (tokenising included), both engines
     kernels: str = ""  # the target's: "batch-invariant" (greedy output must equal the target alone's, exactly) or "stock"
-    speedup: float = nan  # ours: over our target alone (same prompt, target, precision, sampling); HF: over hf target alone
+    speedup: float = nan  # over the same engine's target alone (same prompt, target, precision, sampling)
     alpha: float = nan
     alpha_eval: float = nan
     mean_accepted: float = nan
@@ -70,6 +71,9 @@ class Result:
     nodes: float = nan  # ours: draft tokens scored per target pass, the mean k of the draft rounds (a tree's nodes)
     depth_acceptance: list[float] = field(default_factory=list)  # ours: trace.depth_acceptance (not in the frame)
     new_tokens: list[int] = field(default_factory=list)
+    # vLLM's spec-decode counters under its names (SpecCounters.as_dict; ours from trace.vllm_metrics)
+    counters: dict = field(default_factory=dict)
+    margins: list[float] = field(default_factory=list)  # our target alone: the top-1 minus top-2 logit per token
 
     @property
     def wall_tokens_per_s(self) -> float:
@@ -180,6 +184,11 @@ def _draft_precision(spec: RunSpec, loaded: LoadedPair) -> str:
 SUMMARY_FIELDS = ("alpha", "alpha_eval", "mean_accepted", "c", "v", "theory_speedup", "calibrated_speedup")
 
 
+def _margins(rounds: list[RoundRecord]) -> list[float]:
+    """One logit gap per output token (nan where a round recorded fewer), as trace.margin_at reads them."""
+    return [m for r in rounds for m in (r.margins + [nan] * (len(r.new_tokens) - len(r.margins)))]
+
+
 def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float, profile, base) -> Result:
     s = trace.summarize(rounds, base, profile)
     is_base = spec.drafter.is_baseline
@@ -192,6 +201,8 @@ def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float,
         tree=spec.decode.tree.label if spec.decode.tree else "", nodes=nan if is_base else s["mean_k"],
         depth_acceptance=[] if is_base else trace.depth_acceptance(rounds),
         new_tokens=[t for r in rounds for t in r.new_tokens],
+        counters=SpecCounters.from_dict(trace.vllm_metrics(rounds)).as_dict(),
+        margins=_margins(rounds) if is_base else [],
         **({} if is_base else _equality(rounds, base, spec.decode, loaded.target_precision.value, loaded.invariant)))
 
 
@@ -350,7 +361,7 @@ def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress
 
 # ---------------------------------------------------------------- the table the UI and the report read
 
-LISTS = ("depth_acceptance", "new_tokens")  # Result fields kept out of the frame (the JSON has them)
+LISTS = ("depth_acceptance", "new_tokens", "counters", "margins")  # Result fields kept out of the frame
 
 def vs_best_hf(results: Sequence[Result]) -> list[float]:
     """Per row of ours: its wall-clock tokens/s over the best HF speculative configuration's (hf.HF_SPECULATIVE)
@@ -369,13 +380,14 @@ def vs_best_hf(results: Sequence[Result]) -> list[float]:
 
 
 FRAME_COLUMNS = [f for f in Result.__dataclass_fields__ if f not in LISTS] + [
-    "wall_tokens_per_s", "vs_best_hf", "calibrated_error", "greedy_ok"]
+    "wall_tokens_per_s", "vs_best_hf", "calibrated_error", "greedy_ok", "mean_acceptance_length"]
 
 
 def grid_frame(results: Sequence[Result]) -> pd.DataFrame:
-    """One row per run, every Result field but the tokens, plus wall_tokens_per_s, vs_best_hf,
-    calibrated_error = |calibrated_speedup - speedup| / speedup (our rows with a prediction) and
-    greedy_ok (greedy rows: 1 when identical to the target alone or different only after a near-tie, else 0)."""
+    """One row per run, every Result field but the lists, plus wall_tokens_per_s, vs_best_hf,
+    calibrated_error = |calibrated_speedup - speedup| / speedup (our rows with a prediction), greedy_ok
+    (greedy rows: 1 when identical to the target alone or different only after a near-tie, else 0) and
+    mean_acceptance_length (vLLM's: 1 + accepted / drafts, from the counters; nan without drafts)."""
     rows = []
     for r, ratio in zip(results, vs_best_hf(results)):
         row = {k: v for k, v in asdict(r).items() if k not in LISTS}
@@ -383,5 +395,5 @@ def grid_frame(results: Sequence[Result]) -> pd.DataFrame:
         error = abs(predicted - measured) / measured if r.engine == "ours" and measured > 0 else nan
         ok = nan if r.greedy_equal is None else float(bool(r.greedy_equal or r.near_tie))
         rows.append(row | {"wall_tokens_per_s": r.wall_tokens_per_s, "vs_best_hf": ratio, "calibrated_error": error,
-                           "greedy_ok": ok})
+                           "greedy_ok": ok, "mean_acceptance_length": r.counters.get("mean_acceptance_length", nan)})
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)

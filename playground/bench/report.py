@@ -10,7 +10,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from playground import numbers
-from playground.bench import hf, targets as targets_mod
+from playground.bench import hf, targets as targets_mod, vllm_report
 from playground.bench.grid import Result, grid_frame
 from playground.bench.targets import geomean
 
@@ -106,7 +106,8 @@ def depth_table(results: Sequence[Result]) -> str:
 
 def figures(frame: pd.DataFrame) -> dict[str, go.Figure]:
     ours = frame[(frame["engine"] == "ours") & (frame["drafter"] != "target alone")]
-    peers = frame[frame["method"].isin(hf.HF_SPECULATIVE)]
+    vllm = (frame["engine"] == "vllm") & (frame["drafter"] != "target alone")
+    peers = frame[frame["method"].isin(hf.HF_SPECULATIVE) | vllm]
     predicted = pd.concat([ours.assign(model="Leviathan ideal (v = 1)", predicted=ours["theory_speedup"]),
                            ours.assign(model="calibrated (measured v(k))", predicted=ours["calibrated_speedup"])])
     return {
@@ -124,8 +125,9 @@ def figures(frame: pd.DataFrame) -> dict[str, go.Figure]:
 
 
 def markdown(results: Sequence[Result], env: dict, command: str, checked: list[dict],
-             figure_names: Sequence[str] = ()) -> str:
-    """The report's text: how it was made, geometric means, the targets, the calibration line, every run."""
+             figure_names: Sequence[str] = (), vllm_engines: Sequence[dict] = ()) -> str:
+    """The report's text: how it was made, geometric means, ours against vLLM's (when it ran), the targets, the
+    calibration line, every run."""
     frame = runs_frame(results)
     many_pairs = frame["pair"].nunique() > 1
     head = [c for c in summary(frame).columns if many_pairs or c != "pair"]
@@ -138,6 +140,7 @@ def markdown(results: Sequence[Result], env: dict, command: str, checked: list[d
         DEFINITIONS, "",
         "## Geometric mean over categories", "",
         markdown_table(summary(frame), head), "",
+        *vllm_report.section(results, vllm_engines),
         "## Targets", "",
         "Read from [targets.json](targets.json) (change a target there), checked against this run; for each, the best "
         "configuration. Why unmet ones are unmet, and which levers got how far: [levers.md](levers.md).", "",
@@ -156,10 +159,24 @@ def markdown(results: Sequence[Result], env: dict, command: str, checked: list[d
     return "\n".join(lines)
 
 
+# A report file that holds this line keeps what is above it (a hand-written guide: docs/vllm.md); the report
+# goes below it, its headings one level down.
+KEEP_ABOVE = "<!-- python -m playground.bench --report writes below this line; edit above it -->"
+
+
+def _under_guide(path: Path, text: str) -> str:
+    old = path.read_text() if path.exists() else ""
+    if KEEP_ABOVE not in old:
+        return text
+    demoted = "\n".join("#" + line if line.startswith("#") else line for line in text.splitlines())
+    return old[:old.index(KEEP_ABOVE) + len(KEEP_ABOVE)] + "\n\n" + demoted + "\n"
+
+
 def write_report(results: Sequence[Result], env: dict, command: str, path: str | Path,
-                 targets_path: str | Path | None = None) -> list[dict]:
+                 targets_path: str | Path | None = None, vllm_engines: Sequence[dict] = ()) -> list[dict]:
     """docs/benchmarks.md (or `path`) with its figures in figures/ next to it (named after the report unless it
-    is benchmarks.md: figures/calibration-NAME.html); returns the checked targets."""
+    is benchmarks.md: figures/calibration-NAME.html); returns the checked targets. A file with the KEEP_ABOVE
+    line keeps what is above it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     folder = path.parent / "figures"
@@ -170,5 +187,5 @@ def write_report(results: Sequence[Result], env: dict, command: str, path: str |
     for name, fig in figs.items():
         fig.write_html(folder / f"{name}.html", include_plotlyjs="cdn")
     checked = targets_mod.check(frame, targets_mod.load_targets(targets_path))
-    path.write_text(markdown(results, env, command, checked, list(figs)))
+    path.write_text(_under_guide(path, markdown(results, env, command, checked, list(figs), vllm_engines)))
     return checked

@@ -39,8 +39,8 @@ from playground.bench.vllm_metrics import SpecCounters, has_vllm_metrics, parse_
 from playground.errors import PlaygroundError
 
 METHODS = ("target", "draft_model", "ngram", "suffix")  # vLLM's names; "target": no speculative_config
-METHOD_LABELS = {"target": "vllm target alone", "draft_model": "vllm draft model", "ngram": "vllm ngram",
-                 "suffix": "vllm suffix"}
+METHOD_LABELS = {"target": "vLLM target alone", "draft_model": "vLLM draft model", "ngram": "vLLM ngram",
+                 "suffix": "vLLM suffix"}
 WORKER = Path(__file__).resolve().parents[1] / "vllm_worker.py"
 INSTALL_HINT = "bash scripts/install_vllm.sh"
 

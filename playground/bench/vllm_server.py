@@ -119,6 +119,22 @@ class VLLMServer:
             counters = parse_prometheus(text)
         return counters
 
+    def tokenize(self, text: str) -> list[int] | None:
+        """The server's token ids for a text (its /tokenize, no special tokens added); None when it has no
+        /tokenize (not every vLLM version or proxy exposes it)."""
+        info = self.check()
+        body = {"model": info.model, "prompt": text, "add_special_tokens": False}
+        try:
+            with self._open("/tokenize", body, timeout=self.connect_timeout_s) as response:
+                return [int(t) for t in json.loads(response.read().decode())["tokens"]]
+        except urllib.error.HTTPError:
+            return None
+        except (urllib.error.URLError, OSError) as exc:
+            raise PlaygroundError(f"The vLLM server at {self.base} did not answer /tokenize within "
+                                  f"{self.connect_timeout_s:.0f} s ({getattr(exc, 'reason', exc)}).") from None
+        except (ValueError, KeyError, TypeError):
+            return None
+
     def complete(self, prompt: Prompt, max_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
                  top_p: float = 1.0, top_k: int = 0, ignore_eos: bool = False) -> VLLMPromptResult:
         """One request, timed; its counters are the /metrics difference around it (exact when it is the

@@ -7,46 +7,29 @@ server started here on localhost gives the same tokens and counters through its 
 /metrics. Each bad input has its message. One vLLM engine per method for the whole module (each start
 costs tens of seconds on 2 cores).
 
-The tests that run vLLM skip, saying why, when its environment is missing (bash scripts/install_vllm.sh),
-unless PLAYGROUND_REQUIRE_VLLM is set: then they fail. The error-path tests with a stand-in environment
-run everywhere.
+The tests that run vLLM skip, saying why, when its environment is missing (bash scripts/install.sh --vllm),
+unless PLAYGROUND_REQUIRE_VLLM is set (scripts/test.sh sets it): then they fail. The error-path tests with a
+stand-in environment run everywhere. The server is the session's (tests/conftest.py: vllm_server).
 """
 from __future__ import annotations
 
 import http.server
 import json
-import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from playground import tiny_vllm, trace
+from playground import trace
 from playground.bench import vllm_server
-from playground.bench.vllm import (SpecCounters, Stopped, VLLMRequest, parse_prometheus, run_worker, vllm_available,
-                                   vllm_python, vllm_venv)
+from playground.bench.vllm import SpecCounters, Stopped, VLLMRequest, parse_prometheus, run_worker, vllm_python
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt, new_tokens
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from tests.vllm_support import K, MAX_TOKENS, fast_request as request, require_vllm
 
 TEXTS = {"story": "Once upon a time", "code": "def fibonacci(n):", "fox": "The quick brown fox"}
-MAX_TOKENS, K = 32, 3
-
-
-def require_vllm() -> None:
-    if vllm_available():
-        return
-    reason = f"vLLM's environment is not installed at {vllm_venv()} (install it with: bash scripts/install_vllm.sh)"
-    if os.environ.get("PLAYGROUND_REQUIRE_VLLM"):
-        pytest.fail(reason + "; PLAYGROUND_REQUIRE_VLLM is set, so the vLLM tests must run.")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def vllm_pair(tiny_models) -> dict[str, Path]:
-    """The vLLM-loadable tiny pair, inside the tiny models' root (an allowed model root)."""
-    return tiny_vllm.build_pair(tiny_models["target"].parent)
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +43,6 @@ def ours(vllm_pair, runner) -> dict[str, tuple[list[int], list[int]]]:
         loaded = runner.load(spec)
         out[name] = (encode_prompt(loaded.tokenizer, text)[0].tolist(), new_tokens(runner.run_all(spec)))
     return out
-
-
-def request(vllm_pair, method: str, **kw) -> VLLMRequest:
-    """fp32 as ours; no torch.compile and (for the worker) one process: an engine starts in seconds, not a minute."""
-    kw = dict(dict(dtype="float32", k=K, max_tokens=MAX_TOKENS, enforce_eager=True, max_model_len=512), **kw)
-    return VLLMRequest(target=str(vllm_pair["target"]), draft=str(vllm_pair["draft"]), method=method, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -163,12 +140,9 @@ def test_prometheus_counters_parse_summed_over_engines_for_the_model():
 # ------------------------------------------------------------------------------- a server on localhost
 
 
-@pytest.fixture(scope="module")
-def server(vllm_pair):
-    """vLLM's OpenAI-compatible server on the tiny pair with draft-model speculation, on a free port."""
-    require_vllm()
-    with vllm_server.start_server(request(vllm_pair, "draft_model"), served_name="tiny", timeout_s=300) as s:
-        yield s
+@pytest.fixture
+def server(vllm_server):
+    return vllm_server
 
 
 def test_the_server_client_reads_tokens_and_counters(server, ours, worker_runs):

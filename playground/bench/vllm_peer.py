@@ -1,0 +1,300 @@
+"""vLLM beside our engine: rows of the benchmark grid (`--compare-vllm`) and of the Compare pairs tab.
+
+The same pair (its converted folders: what our engine loads), the same target precision, the same prompts
+(our own encoded token ids, chat template included, so both engines see identical tokens) and the same k.
+vLLM's target alone, its draft-model method at our k and its ngram method (prompt lookup with our
+max_ngram), at each temperature of the grid. One vLLM engine per method (and k) for all the prompts and
+temperatures of a pair: an engine start costs seconds on the tiny pairs and minutes on real ones.
+
+Where vLLM runs (`VLLMEngine`): started here in vLLM's environment (bench.vllm.run_worker), or an existing
+OpenAI-compatible vLLM server given by URL (bench.vllm_server.VLLMServer; any number of GPUs or nodes). A
+server's speculative config is its own; a second URL may name a server of the same model without
+speculation, vLLM's target alone there, for the speedup.
+
+Each vLLM run is a grid.Result with engine "vllm": tokens/s from vLLM's wall time of the request (prompt pass
+included), speedup over vLLM's own target alone on the same prompt and temperature, acceptance from its
+counters (alpha = accepted / drafted; mean_accepted = accepted per draft round, as ours), the counters under
+vLLM's names (ours carry the same, from trace.vllm_metrics), and greedy output compared with our target
+alone's (trace.compare_outputs, near-ties told apart by our target's logit gaps). vLLM exposes no per-token
+verdicts: only these counters.
+
+vLLM's draft runs at the target's dtype (it has no int8 draft): its rows say so in draft_precision.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from playground import decoding, models, trace
+from playground.bench.grid import Result
+from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
+from playground.bench.vllm_metrics import SpecCounters
+from playground.bench.vllm_server import VLLMServer
+from playground.errors import PlaygroundError
+from playground.progress import Progress, quiet
+from playground.runner import Runner, encode_prompt
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, Precision, RunSpec
+
+VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
+SERVER, SERVER_TARGET = "vLLM server", "vLLM server target alone"
+PROBE = "Speculative decoding: def quick_brown_fox(n): return n * 12345  # ok?"  # for the tokenizer check
+nan = float("nan")
+
+
+@dataclass(frozen=True)
+class VLLMEngine:
+    """Where and how vLLM runs. url None: started here, in vLLM's environment, one engine per method."""
+
+    url: str | None = None  # an OpenAI-compatible vLLM server (http://host:port)
+    model: str | None = None  # the model it serves, when it serves several
+    target_url: str | None = None  # a server of the same model without speculation: the speedup's baseline
+    threads_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (None: vLLM's "auto", which keeps a core free)
+    draft_sample_method: str | None = None  # None: vLLM's default, "greedy"; "probabilistic": drafts sampled from p
+    fast_start: bool = False  # no torch.compile, one process: starts in seconds (tests), not vLLM's layout
+    timeout_s: float | None = None  # per engine (None: bench.vllm.default_timeout), or per server request
+
+    @property
+    def where(self) -> str:
+        return f"the vLLM server at {self.url}" if self.url else "vLLM started here"
+
+
+# Where the Compare pairs tab's vLLM row comes from (engine_choice reads the tab's values)
+NO_VLLM, VLLM_HERE, VLLM_URL = "none", "vLLM started here (same pair)", "a vLLM server (URL)"
+VLLM_SOURCES = (NO_VLLM, VLLM_HERE, VLLM_URL)
+HERE = VLLMEngine()  # vLLM's own defaults (torch.compile, its process layout): what a deployment runs
+
+
+def engine_choice(source: str | None, url: str = "", model: str = "", target_url: str = "") -> VLLMEngine | None:
+    """The tab's vLLM choice as a VLLMEngine (None: no vLLM row); a bad value raises PlaygroundError naming it."""
+    url, model, target_url = ((v or "").strip() for v in (url, model, target_url))
+    if source in (None, "", NO_VLLM):
+        return None
+    if source == VLLM_HERE:
+        return HERE
+    if source != VLLM_URL:
+        raise PlaygroundError(f"Unknown vLLM engine choice {source!r}; one of {list(VLLM_SOURCES)}.")
+    if not url:
+        raise PlaygroundError("vLLM server: give its URL (http://host:port), or choose no vLLM row.")
+    for text in (url, target_url, model):
+        if len(text) > 500:
+            raise PlaygroundError("vLLM server: a URL or model name is too long (500 characters at most).")
+    VLLMServer(url)  # its form, checked now
+    if target_url:
+        VLLMServer(target_url)
+    return VLLMEngine(url=url, model=model or None, target_url=target_url or None)
+
+
+def check(engine: VLLMEngine) -> None:
+    """Before any run of ours: vLLM's environment is here, or each server answers as vLLM and serves the model
+    (seconds: connect timeouts of 10 s)."""
+    if engine.url is None:
+        vllm_python()
+        return
+    for url in (engine.url, engine.target_url):
+        if url:
+            VLLMServer(url, engine.model, connect_timeout_s=10.0).check()
+
+
+def methods_for(drafters: Sequence[DrafterSpec]) -> list[str]:
+    """vLLM's methods for our drafters: the draft model (staged drafts with it too) -> "draft_model", prompt
+    lookup -> "ngram"; drafters with no vLLM equivalent (early exit, a draft of another tokenizer) none."""
+    wanted = {decoding.strategy(d.kind).vllm_export for d in drafters}
+    return [m for m, export in (("draft_model", "draft model"), ("ngram", "ngram")) if export in wanted]
+
+
+def vllm_ks(decodes: Sequence[DecodeConfig]) -> list[int]:
+    """The k values vLLM runs at: the grid's fixed k values, else the starting k of its adaptive chains."""
+    chains = [d for d in decodes if d.tree is None] or list(decodes)
+    fixed = [d.k for d in chains if d.policy is KPolicy.FIXED]
+    return list(dict.fromkeys(fixed or [d.k for d in chains]))
+
+
+def model_folder(spec: str) -> str:
+    """What vLLM loads for a model spec: the converted folder of a pack, a local folder, or a Hub id."""
+    source = models.resolve(spec)
+    if isinstance(source, str) and source.startswith(models.PACK_PREFIX):
+        source = models.convert_pack(models.PACKS[source[len(models.PACK_PREFIX):]])
+    return str(source)
+
+
+def max_model_len(folder: str, ids: dict[str, list[int]], max_new_tokens: int) -> int:
+    """vLLM's context length for these prompts: the longest prompt, the new tokens and room for a draft,
+    at least 512 (vLLM's defaults take the model's whole context, 32k for Qwen2.5, which a small CPU KV cache
+    refuses), at most the model's own (config.json's max_position_embeddings, when a folder has one)."""
+    wanted = max(512, max(map(len, ids.values())) + max_new_tokens + 64)
+    try:
+        own = int(json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings") or wanted)
+    except (OSError, ValueError, TypeError):
+        own = wanted
+    return min(wanted, own)
+
+
+# ---------------------------------------------------------------- rows
+
+def _base_rows(results: Sequence[Result]) -> dict[tuple, Result]:
+    return {(r.pair, r.target_precision, r.category, r.temperature): r for r in results
+            if r.engine == "ours" and r.drafter == DrafterKind.TARGET_ALONE.value}
+
+
+def _row(pair: str, category: str, precision: str, run_label: str, drafter: str, k: str, draft_precision: str,
+         r, base: Result | None) -> Result:
+    """One vLLM generation as a grid row (speedup filled in later, against vLLM's own target alone)."""
+    c = r.counters
+    equality = {}
+    if r.temperature == 0 and base is not None:
+        cmp = trace.compare_outputs(trace.as_rounds(r.token_ids), trace.as_rounds(base.new_tokens, base.margins),
+                                    precision)
+        equality = dict(greedy_equal=cmp["equal"], near_tie=None if cmp["equal"] else cmp["near_tie"],
+                        diff_position=cmp["position"], gap_spec=cmp["gap_spec"], gap_base=cmp["gap_base"])
+    return Result(pair=pair, category=category, method=run_label, drafter=drafter, engine="vllm", k=k,
+                  temperature=r.temperature, target_precision=precision, draft_precision=draft_precision,
+                  tokens=len(r.token_ids), seconds=r.wall_s, tokens_per_s=r.tokens_per_s, wall_s=r.wall_s,
+                  alpha=c.draft_acceptance_rate,
+                  mean_accepted=c.num_accepted_tokens / c.num_drafts if c.num_drafts else nan,
+                  new_tokens=list(r.token_ids), counters=c.as_dict(), **equality)
+
+
+def _speedups(rows: list[Result], baseline_method: str) -> None:
+    """Each row's tokens/s over vLLM's target alone on the same pair, precision, prompt and temperature."""
+    base = {(r.pair, r.target_precision, r.category, r.temperature): r.tokens_per_s for r in rows
+            if r.method == baseline_method}
+    for r in rows:
+        top = base.get((r.pair, r.target_precision, r.category, r.temperature))
+        r.speedup = trace.speedup(r.tokens_per_s, top) if top else nan
+
+
+def _rows(run: VLLMRun, pair: str, precision: str, drafter: str, k: str, draft_precision: str,
+          bases: dict[tuple, Result]) -> list[Result]:
+    return [_row(pair, r.id, precision, run.label, drafter, k, draft_precision, r,
+                 bases.get((pair, precision, r.id, 0.0))) for r in run.results]
+
+
+# ---------------------------------------------------------------- running
+
+def run_peer(runner: Runner, results: Sequence[Result], pairs: Sequence[PairSpec], prompts: dict[str, str],
+             decodes: Sequence[DecodeConfig], drafters: Sequence[DrafterSpec], engine: VLLMEngine,
+             methods: Sequence[str] | None = None, chat: bool = True, progress: Progress = quiet,
+             should_stop: Callable[[], bool] | None = None) -> tuple[list[Result], list[dict]]:
+    """vLLM's rows for a grid that ran (`results`: our target alone's rows give the greedy reference), and what
+    each vLLM engine was (label, version, load seconds, its arguments). `methods`: vLLM's ("draft_model",
+    "ngram"; None: those of `drafters`, methods_for); the target alone always runs. Engines started here run
+    every pair; a server serves one model: the first pair's (its tokenizer is checked against the pair's)."""
+    if not pairs or not prompts or not decodes:
+        raise PlaygroundError("vLLM: nothing to run (no pair, prompt or decode setting).")
+    if engine.url is None:
+        vllm_python()  # first: without vLLM's environment nothing else matters
+    bases = _base_rows(results)
+    setting = _Setting(decodes[0], tuple(dict.fromkeys(d.temperature for d in decodes)), vllm_ks(decodes),
+                       next((d.max_ngram for d in drafters if d.kind is DrafterKind.PROMPT_LOOKUP),
+                            DrafterSpec().max_ngram))
+    methods = list(methods_for(drafters) if methods is None else methods)
+    rows: list[Result] = []
+    engines: list[dict] = []
+    for pair in (pairs if engine.url is None else pairs[:1]):
+        loaded = runner.load(RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0],
+                                     next(iter(prompts.values())), chat))
+        ids = {category: encode_prompt(loaded.tokenizer, prompt, chat)[0].tolist() for category, prompt in prompts.items()}
+        if engine.url is None:
+            runs = _run_here(pair, ids, loaded.target_precision, setting, engine, methods, progress, should_stop)
+        else:
+            runs = _run_server(ids, loaded.tokenizer, setting, engine, progress, should_stop)
+        precision = loaded.target_precision.value
+        got: list[Result] = []
+        for run, drafter, k, draft_precision in runs:
+            got += _rows(run, pair.name, precision, drafter, k, draft_precision, bases)
+            engines.append({"pair": pair.name, "label": run.label, "k": k, "vllm_version": run.vllm_version,
+                            "device": run.device, "load_s": run.load_s, "engine": run.engine,
+                            "totals": run.totals.as_dict()})
+        _speedups(got, SERVER_TARGET if engine.url else METHOD_LABELS["target"])
+        rows += got
+    return rows, engines
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """What every vLLM engine of a run shares with the grid."""
+
+    decode: DecodeConfig  # max_new_tokens, top_p, top_k, seed (the grid's settings share them)
+    temperatures: tuple[float, ...]
+    ks: list[int]
+    max_ngram: int
+
+
+def _run_here(pair: PairSpec, ids: dict, precision: Precision, setting: _Setting, engine: VLLMEngine,
+              methods: list[str], progress: Progress, should_stop) -> list[tuple]:
+    """One engine per method and k, started in vLLM's environment: [(VLLMRun, drafter, k, draft precision)]."""
+    if precision not in VLLM_DTYPES:
+        raise PlaygroundError(f"vLLM has no {precision.value} target precision.")
+    catalog = models.pairs().get(pair.name)
+    if "draft_model" in methods and (not pair.draft or (catalog is not None and catalog.cross_tokenizer)):
+        methods = [m for m in methods if m != "draft_model"]  # vLLM's draft model needs the target's vocabulary
+    target = model_folder(pair.target)
+    draft = model_folder(pair.draft) if "draft_model" in methods else None
+    plan = [("target", 0)] + [(m, k) for m in methods for k in setting.ks]
+    d = setting.decode
+    out = []
+    for i, (method, k) in enumerate(plan):
+        request = VLLMRequest(target=target, draft=draft if method == "draft_model" else None, method=method,
+                              dtype=VLLM_DTYPES[precision], k=max(k, 1), prompt_lookup_max=setting.max_ngram,
+                              max_tokens=d.max_new_tokens, temperatures=setting.temperatures, top_p=d.top_p,
+                              top_k=d.top_k, seed=d.seed, cpu_threads_bind=engine.threads_bind,
+                              draft_sample_method=engine.draft_sample_method if method == "draft_model" else None,
+                              enforce_eager=engine.fast_start, in_process=engine.fast_start,
+                              max_model_len=max_model_len(target, ids, d.max_new_tokens))
+        what = request.label + (f" k={k}" if k else "")
+        progress(f"vLLM · {pair.name} · {what}: starting its engine ({i + 1}/{len(plan)}; minutes for a real "
+                 "model on a CPU), then every prompt", i / len(plan))
+        run = run_worker(request, ids, engine.timeout_s, should_stop)
+        drafter = {"target": DrafterKind.TARGET_ALONE, "draft_model": DrafterKind.DRAFT_MODEL}.get(
+            method, DrafterKind.PROMPT_LOOKUP).value
+        out.append((run, drafter, str(k) if k else "", precision.value if method == "draft_model" else ""))
+    return out
+
+
+def _run_server(ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, progress: Progress,
+                should_stop) -> list[tuple]:
+    """The server (and its target alone, when given), checked: reachable, vLLM, the model, our tokenizer."""
+    d = setting.decode
+    out = []
+    for url, baseline in ((engine.url, False), (engine.target_url, True)):
+        if not url:
+            continue
+        server = VLLMServer(url, engine.model, timeout_s=engine.timeout_s or 300.0)
+        info = server.check()
+        theirs = server.tokenize(PROBE)
+        if theirs is not None and theirs != tokenizer(PROBE, add_special_tokens=False).input_ids:
+            raise PlaygroundError(f"The vLLM server at {server.base} serves {info.model!r}, whose tokenizer is not "
+                                  "the pair's target's (the same text gives other token ids): start it on the pair's "
+                                  "target, or pick the pair it serves.")
+        if baseline and info.speculative:
+            raise PlaygroundError(f"The target-alone server at {server.base} speculates (its /metrics has spec-decode "
+                                  "counters): give a server of the same model without a speculative config.")
+        # a server that does not speculate, with no other URL given, is vLLM's target alone itself
+        label = SERVER_TARGET if baseline or not (info.speculative or engine.target_url) else SERVER
+        progress(f"vLLM · {server.base} · {info.model}: every prompt, one at a time", 0.5)
+        run = server.run(ids, d.max_new_tokens, setting.temperatures, d.seed, top_p=d.top_p, top_k=d.top_k,
+                         should_stop=should_stop, label=label)
+        k = len(run.totals.num_accepted_tokens_per_pos)  # the server's num_speculative_tokens, as far as it drafted
+        out.append((run, DrafterKind.TARGET_ALONE.value if label == SERVER_TARGET else SERVER, str(k) if k else "", ""))
+    return out
+
+
+# ---------------------------------------------------------------- acceptance by position
+
+def positions_frame(results: Sequence[Result]) -> pd.DataFrame:
+    """Acceptance by draft position, vLLM's definition (accepted at position i / drafts), pooled over the
+    prompts of each (pair, engine, method, k, temperature), for ours and vLLM's alike: columns pair, engine,
+    method, k, temperature, position (1-based), acceptance."""
+    keys = ["pair", "engine", "method", "k", "temperature"]
+    pooled: dict[tuple, SpecCounters] = {}
+    for r in results:
+        if r.counters.get("num_drafts"):
+            key = (r.pair, r.engine, r.method, r.k, r.temperature)
+            pooled[key] = pooled.get(key, SpecCounters()) + SpecCounters.from_dict(r.counters)
+    rows = [dict(zip(keys, key)) | {"position": i + 1, "acceptance": rate}
+            for key, c in pooled.items() for i, rate in enumerate(c.acceptance_by_position)]
+    return pd.DataFrame(rows, columns=keys + ["position", "acceptance"])

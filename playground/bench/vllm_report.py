@@ -1,0 +1,114 @@
+"""The report's vLLM section (`--compare-vllm`): per category ours against vLLM's, the spec-decode counters
+of both under vLLM's names, greedy outputs compared token for token, and what each vLLM engine was. Pure."""
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from playground import trace
+from playground.bench import hf
+from playground.bench.grid import Result
+from playground.bench.vllm import METHOD_LABELS
+from playground.bench.vllm_metrics import SpecCounters
+from playground.bench.vllm_peer import SERVER_TARGET
+from playground.numbers import fmt as _fmt
+
+TARGET_ALONE = "target alone"
+VLLM_TARGETS = (METHOD_LABELS["target"], SERVER_TARGET)
+ABOUT = (
+    "vLLM ran the same pair (the same converted folders), at the same target precision, on the same prompt tokens "
+    "(ours, chat template applied, sent as token ids) with the same k, temperature, top-p and seed; one vLLM engine "
+    "per method for every prompt. Its draft runs at the target's precision (vLLM has no int8 draft), so its "
+    "draft_precision column names the target's. tokens/s: ours over engine time, vLLM's over the wall time of each "
+    "request (prompt pass included), HF's over wall time; speedup: over the same engine's own target alone. "
+    "alpha = accepted / drafted draft tokens; mean acceptance length = 1 + accepted / drafts (vLLM's), both from "
+    "the counters (vllm:spec_decode_*; ours from trace.vllm_metrics under the same names). Greedy columns: the "
+    "first output position where a row differs from that reference (\"yes\": identical; near-ties as in the "
+    "greedy column above). vLLM exposes no per-token verdicts: only these counters.")
+
+
+def _cell(x, digits: int = 2) -> str:
+    return _fmt(x, digits, missing="")
+
+
+def _same(tokens: list[int], reference: Result | None) -> str:
+    if reference is None:
+        return ""
+    at = trace.first_difference(tokens, reference.new_tokens)
+    return "yes" if at is None else f"differs at {at}"
+
+
+def _references(results: Sequence[Result]) -> dict[str, dict[tuple, Result]]:
+    """Per reference (ours, HF's and vLLM's target alone): (pair, precision, category) -> its greedy row."""
+    refs: dict[str, dict[tuple, Result]] = {"ours": {}, "hf": {}, "vllm": {}}
+    for r in results:
+        if r.temperature != 0:
+            continue
+        which = ("ours" if r.engine == "ours" and r.drafter == TARGET_ALONE else
+                 "hf" if r.method == hf.HF_TARGET_ALONE else "vllm" if r.method in VLLM_TARGETS else None)
+        if which:
+            refs[which][(r.pair, r.target_precision, r.category)] = r
+    return refs
+
+
+def per_category(results: Sequence[Result]) -> str:
+    """Every run of ours and vLLM's (and HF's target alone), per category and temperature."""
+    refs = _references(results)
+    head = ("| category | T | engine | method | k | tokens/s | speedup | alpha | mean acceptance length | greedy = ours "
+            "target alone | = HF target alone | = vLLM target alone |")
+    lines = [head, "| " + " | ".join(["---"] * 12) + " |"]
+    shown = [r for r in results if r.engine in ("ours", "vllm") or r.method == hf.HF_TARGET_ALONE]
+    order = {"ours": 0, "hf": 1, "vllm": 2}
+    categories = list(dict.fromkeys(r.category for r in shown))
+    for r in sorted(shown, key=lambda r: (r.pair, categories.index(r.category), r.temperature, order[r.engine])):
+        key = (r.pair, r.target_precision, r.category)
+        greedy = ["", "", ""]
+        if r.temperature == 0:
+            greedy = [_same(r.new_tokens, refs[w].get(key)) if refs[w].get(key) is not r else "(reference)"
+                      for w in ("ours", "hf", "vllm")]
+        length = SpecCounters.from_dict(r.counters).mean_acceptance_length if r.counters else float("nan")
+        lines.append(f"| {r.category} | {r.temperature:g} | {r.engine} | {r.method} | {r.k} | {_cell(r.tokens_per_s)} | "
+                     f"{_cell(r.speedup)} | {_cell(r.alpha)} | {_cell(length)} | " + " | ".join(greedy) + " |")
+    return "\n".join(lines)
+
+
+def counters_table(results: Sequence[Result]) -> str:
+    """vLLM's counters summed over the categories, per configuration, ours and vLLM's side by side."""
+    pooled: dict[tuple, SpecCounters] = {}
+    for r in results:
+        if r.engine in ("ours", "vllm") and r.counters.get("num_drafts"):
+            key = (r.pair, r.engine, r.method, r.k, r.temperature)
+            pooled[key] = pooled.get(key, SpecCounters()) + SpecCounters.from_dict(r.counters)
+    if not pooled:
+        return "No run drafted."
+    lines = ["| engine | method | k | T | num_drafts | num_draft_tokens | num_accepted_tokens | "
+             "num_accepted_tokens_per_pos | acceptance by position | mean acceptance length | draft acceptance rate |",
+             "| " + " | ".join(["---"] * 11) + " |"]
+    for (pair, engine, method, k, temperature), c in pooled.items():
+        by_pos = " · ".join(f"{x:.2f}" for x in c.acceptance_by_position)
+        lines.append(f"| {engine} | {method} | {k} | {temperature:g} | {c.num_drafts} | {c.num_draft_tokens} | "
+                     f"{c.num_accepted_tokens} | {list(c.num_accepted_tokens_per_pos)} | {by_pos} | "
+                     f"{_cell(c.mean_acceptance_length)} | {_cell(c.draft_acceptance_rate)} |")
+    return "\n".join(lines)
+
+
+def engines_table(engines: Sequence[dict]) -> str:
+    lines = ["| pair | engine | k | vLLM | device | start s | arguments |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for e in engines:
+        args = {k: v for k, v in (e.get("engine") or {}).items() if k not in ("model",)}
+        lines.append(f"| {e['pair']} | {e['label']} | {e['k']} | {e['vllm_version']} | {e['device']} | "
+                     f"{_cell(e['load_s'], 1)} | `{json.dumps(args, default=str)}` |")
+    return "\n".join(lines)
+
+
+def section(results: Sequence[Result], engines: Sequence[dict]) -> list[str]:
+    """The report's lines about vLLM; none when the run had no vLLM rows."""
+    if not any(r.engine == "vllm" for r in results):
+        return []
+    out = ["## Ours against vLLM's, per category", "", ABOUT, "", per_category(results), "",
+           "## Spec-decode counters, ours and vLLM's, under vLLM's names", "",
+           "Summed over the categories (acceptance by position = accepted at draft position i / drafts).", "",
+           counters_table(results), ""]
+    if engines:
+        out += ["## The vLLM engines", "", engines_table(engines), ""]
+    return out

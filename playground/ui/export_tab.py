@@ -1,4 +1,5 @@
-"""The Export tab: the shared settings as a Hugging Face generate(...) call and a vLLM speculative_config."""
+"""The Export tab: the shared settings as a Hugging Face generate(...) call, a vLLM script with its
+speculative_config, and vLLM's server command lines (one GPU, tensor and pipeline parallel)."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,7 +13,7 @@ from playground.runner import Runner
 from playground.spec import RunSpec
 from playground.ui import links
 from playground.ui.common import Controls, error_status, read_spec, status_html
-from playground.views.export_code import hf_generate_code, vllm_code
+from playground.views.export_code import hf_generate_code, vllm_code, vllm_serve_command
 
 
 def exit_layer_from_config(spec: RunSpec) -> int:
@@ -27,17 +28,18 @@ def exit_layer_from_config(spec: RunSpec) -> int:
     return exit_layer_for(layers)
 
 
-def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any]:
-    """(status, transformers code, vLLM code) for the current pair, drafter, precisions, k and sampling."""
+def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any, Any]:
+    """(status, transformers code, vLLM script, vLLM server commands) for the current pair, drafter, precisions,
+    k and sampling."""
     try:
         spec = read_spec(controls)
         layer = spec.drafter.exit_layer
         if decoding.strategy(spec.drafter.kind).model == "target" and layer is None:  # the default: the target's layers / 4
             layer = exit_layer_from_config(spec)
-        hf, vllm = hf_generate_code(spec, layer), vllm_code(spec, layer)
+        hf, vllm, serve = hf_generate_code(spec, layer), vllm_code(spec, layer), vllm_serve_command(spec)
     except Exception as exc:
-        return error_status(exc), gr.skip(), gr.skip()
-    return status_html("The code for this pair, drafter and k:", "ok"), hf, vllm
+        return error_status(exc), gr.skip(), gr.skip(), gr.skip()
+    return status_html("The code for this pair, drafter and k:", "ok"), hf, vllm, serve
 
 
 def settings_link(controls: Controls, compare: bool) -> tuple[str, str]:
@@ -57,7 +59,9 @@ FULL_LINK_JS = "(q) => (q && q.startsWith('?')) ? window.location.origin + windo
 def build(runner: Runner, controls: Controls, compare: gr.Checkbox) -> None:
     """The tab's widgets and events (inside a gr.Tab)."""
     gr.Markdown("The same choice of pair, drafter, precisions and k as a link to this page, a Hugging Face "
-                "`generate(...)` call and a vLLM `speculative_config`, to share or take to production.")
+                "`generate(...)` call, a vLLM script with its `speculative_config`, and vLLM's server on one GPU, on "
+                "several (tensor parallel) and on several nodes (pipeline parallel), to share or take to production; "
+                "the Compare pairs tab reads such a server by its URL.")
     with gr.Row(equal_height=False):
         link_btn = gr.Button("Link to these settings", elem_id="export-link-run", scale=0, min_width=220)
         link = gr.Textbox(label="Link", elem_id="export-link", interactive=False, buttons=["copy"], scale=4)
@@ -70,9 +74,10 @@ def build(runner: Runner, controls: Controls, compare: gr.Checkbox) -> None:
     status = gr.HTML("", elem_id="export-status")
     hf = gr.Code(language="python", label="transformers", elem_id="export-hf")
     vllm = gr.Code(language="python", label="vLLM", elem_id="export-vllm")
+    serve = gr.Code(language="shell", label="vLLM server: one GPU, tensor and pipeline parallel", elem_id="export-serve")
 
-    def on_export(*values: Any) -> tuple[str, Any, Any]:
+    def on_export(*values: Any) -> tuple[str, Any, Any, Any]:
         return show_export(runner, Controls(*values))  # `inputs` below: the shared controls
 
-    run_btn.click(on_export, inputs=controls.as_inputs(), outputs=[status, hf, vllm], api_name="export",
+    run_btn.click(on_export, inputs=controls.as_inputs(), outputs=[status, hf, vllm, serve], api_name="export",
                   concurrency_limit=None)

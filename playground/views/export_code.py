@@ -7,6 +7,8 @@ or newlines in it stay inside a string literal; every number is an int or a floa
 """
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Callable
 
 from playground import decoding
@@ -225,22 +227,22 @@ VLLM_NONE = {
 
 
 def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
-    """A runnable vLLM snippet; for early exit, a comment-only snippet saying vLLM has no equivalent.
+    """A runnable vLLM snippet (a script: vLLM starts worker processes, so the engine is created under
+    `if __name__ == "__main__":`); for early exit, a comment-only snippet saying vLLM has no equivalent.
     (exit_layer is accepted for symmetry with hf_generate_code; vLLM has no use for it.)"""
     strategy, decode, k = decoding.strategy(spec.drafter.kind), spec.decode, spec.decode.k
     if strategy.vllm_export in VLLM_NONE:
         return VLLM_NONE[strategy.vllm_export]
-    config = vllm_config(spec)
-    llm = f"model={hub_id(spec.pair.target)!r}"
-    if spec.pair.target_precision in VLLM_DTYPES:
-        llm += f", dtype={VLLM_DTYPES[spec.pair.target_precision]!r}"
-    if config is not None:
-        llm += f", speculative_config={config!r}"
     params = f"temperature={decode.temperature!r}, top_p={decode.top_p!r}, max_tokens={decode.max_new_tokens}"
     if decode.top_k:
         params += f", top_k={decode.top_k}"
-    ask = ('out = llm.chat([{"role": "user", "content": prompt}], params)' if spec.chat else
-           "out = llm.generate([prompt], params)")
+    if spec.chat:  # as the playground: the chat template when the tokenizer has one, else the raw prompt
+        ask = ["    if llm.get_tokenizer().chat_template:",
+               '        out = llm.chat([{"role": "user", "content": prompt}], params)',
+               "    else:",
+               "        out = llm.generate([prompt], params)"]
+    else:
+        ask = ["    out = llm.generate([prompt], params)"]
     notes = []
     if decode.tree is not None:
         notes.append(f"# The playground drafted a token tree ({decode.tree.label}); vLLM "
@@ -250,9 +252,55 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     return "\n".join(notes + [
         "from vllm import LLM, SamplingParams",
         "",
-        f"llm = LLM({llm})",
         f"params = SamplingParams({params})",
         f"prompt = {spec.prompt!r}",
-        ask,
-        "print(out[0].outputs[0].text)",
+        "",
+        'if __name__ == "__main__":  # vLLM starts worker processes: create the engine in the main one only',
+        f"    llm = LLM({_llm_arguments(spec)})",
+        *ask,
+        "    print(out[0].outputs[0].text)",
     ]) + "\n"
+
+
+def _llm_arguments(spec: RunSpec) -> str:
+    """LLM(...)'s arguments: the target, its precision, the speculative config."""
+    config = vllm_config(spec)
+    llm = f"model={hub_id(spec.pair.target)!r}"
+    if spec.pair.target_precision in VLLM_DTYPES:
+        llm += f", dtype={VLLM_DTYPES[spec.pair.target_precision]!r}"
+    if config is not None:
+        llm += f", speculative_config={config!r}"
+    return llm
+
+
+def vllm_serve_command(spec: RunSpec, tensor_parallel: int = 4, pipeline_parallel: int = 2, port: int = 8000) -> str:
+    """vLLM's OpenAI-compatible server for this run's pair and speculative config, as shell command lines: one GPU,
+    `tensor_parallel` GPUs of one node, and `tensor_parallel` x `pipeline_parallel` GPUs over nodes through Ray;
+    then the Compare pairs tab reads it by URL. Every user string is shell-quoted (shlex.quote)."""
+    strategy = decoding.strategy(spec.drafter.kind)
+    if strategy.vllm_export in VLLM_NONE:
+        return "\n".join("# " + line.removeprefix("# ") for line in VLLM_NONE[strategy.vllm_export].splitlines()) + "\n"
+    config = vllm_config(spec)
+    args = [f"--port {port}"]
+    if spec.pair.target_precision in VLLM_DTYPES:
+        args.append(f"--dtype {VLLM_DTYPES[spec.pair.target_precision]}")
+    if config is not None:
+        args.append(f"--speculative-config {shlex.quote(json.dumps(config))}")
+    serve = f"vllm serve {shlex.quote(hub_id(spec.pair.target))} " + " ".join(args)
+    gpus = tensor_parallel * pipeline_parallel
+    lines = [
+        "# One GPU:",
+        serve,
+        f"# One node of {tensor_parallel} GPUs (tensor parallel: each layer split over the GPUs):",
+        f"{serve} --tensor-parallel-size {tensor_parallel}",
+        f"# {pipeline_parallel} nodes of {tensor_parallel} GPUs ({gpus} in all; tensor parallel in a node, pipeline",
+        "# parallel across nodes): start a Ray cluster first (ray start --head on this node, ray start",
+        "# --address=HEAD:6379 on the others), then on the head node:",
+        f"{serve} --tensor-parallel-size {tensor_parallel} --pipeline-parallel-size {pipeline_parallel} "
+        "--distributed-executor-backend ray",
+        f"# Then point the playground's Compare pairs tab at http://HOST:{port} (vLLM engine row: a vLLM server).",
+    ]
+    if config is not None:
+        lines.append("# For its speedup, also serve the target alone (the same command without --speculative-config) on "
+                     "another port.")
+    return "\n".join(lines) + "\n"

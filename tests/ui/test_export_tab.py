@@ -11,10 +11,11 @@ from ui_support import controls
 
 @pytest.mark.parametrize("drafter", ["draft model", "prompt lookup", "early exit"])
 def test_export_for_the_current_choice(tiny_catalog, tiny_models, runner, drafter):
-    status, hf, vllm = show_export(runner, controls(drafter=drafter, temperature=0.7, k=5))
+    status, hf, vllm, serve = show_export(runner, controls(drafter=drafter, temperature=0.7, k=5))
     assert "status-ok" in status
     ast.parse(hf)
     ast.parse(vllm)
+    assert ("--tensor-parallel-size" in serve) == (drafter != "early exit")
     assert repr(str(tiny_models["target"])) in hf
     keyword = {"draft model": "assistant_model=assistant", "prompt lookup": "prompt_lookup_num_tokens=5",
                "early exit": "assistant_early_exit=1"}[drafter]  # the tiny target: 2 layers, a quarter is 1
@@ -27,5 +28,5 @@ def test_export_names_the_bad_setting(tiny_catalog, runner):
 
 
 def test_export_carries_the_precisions(tiny_catalog, runner):
-    _, hf, _ = show_export(runner, controls(target_precision="bf16", draft_precision="int8"))
+    _, hf, _, _ = show_export(runner, controls(target_precision="bf16", draft_precision="int8"))
     assert "torch.bfloat16" in hf and "quantize_dynamic" in hf

@@ -4,6 +4,8 @@ and embeds user text only as string literals. No network, no models."""
 from __future__ import annotations
 
 import ast
+import json
+import shlex
 import sys
 import types
 
@@ -11,7 +13,7 @@ import pytest
 
 from playground.errors import PlaygroundError
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
-from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config
+from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config, vllm_serve_command
 
 TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"
 HOSTILE = 'x"); import os; os.system("rm -rf /") #\n'
@@ -113,6 +115,9 @@ def fake_modules(rec: Recorder) -> dict[str, types.ModuleType]:
         def __init__(self, **kw):
             rec.llm = kw
 
+        def get_tokenizer(self):
+            return FakeTokenizer(rec)
+
         def chat(self, messages, params):
             rec.asked.append("chat:" + messages[0]["content"])
             return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="generated")])]
@@ -134,7 +139,7 @@ def execute(monkeypatch, capsys):
         rec = Recorder()
         for name, module in fake_modules(rec).items():
             monkeypatch.setitem(sys.modules, name, module)
-        exec(compile(code, "<exported>", "exec"), {})
+        exec(compile(code, "<exported>", "exec"), {"__name__": "__main__"})  # run as a script, as vLLM needs
         assert capsys.readouterr().out == "generated\n"
         return rec
 
@@ -320,11 +325,60 @@ def test_the_target_alone_exports_vllm_without_speculation(execute):
     assert rec.llm == {"model": TARGET}
 
 
+def test_the_vllm_engine_is_created_only_in_the_main_process(monkeypatch):
+    """vLLM spawns worker processes that import the main module again: the snippet creates its engine under
+    `if __name__ == "__main__":`, so a re-import creates none."""
+    rec = Recorder()
+    for name, module in fake_modules(rec).items():
+        monkeypatch.setitem(sys.modules, name, module)
+    exec(compile(vllm_code(make()), "<exported>", "exec"), {"__name__": "__mp_main__"})
+    assert rec.llm == {} and rec.asked == []
+
+
+def test_vllm_without_a_chat_template_generates_from_the_raw_prompt(execute, monkeypatch):
+    monkeypatch.setattr(FakeTokenizer, "chat_template", None)  # a base model: the playground used the raw text
+    assert execute(vllm_code(make(prompt="def f("))).asked == ["raw:def f("]
+
+
 def test_early_exit_has_no_vllm_equivalent_and_says_so():
     code = vllm_code(make(DrafterKind.EARLY_EXIT, exit_layer=6))
     assert ast.parse(code).body == []  # comments only
     assert "vLLM has no early-exit" in code
     assert vllm_config(make(DrafterKind.EARLY_EXIT, exit_layer=6)) is None
+
+
+# ---------------------------------------------------------------- vLLM's server, beyond one machine
+
+def test_the_server_commands_carry_the_model_precision_and_speculative_config():
+    code = vllm_serve_command(make(k=5, target_precision="bf16"), tensor_parallel=4, pipeline_parallel=2, port=8001)
+    commands = [shlex.split(line) for line in code.splitlines() if line.startswith("vllm serve")]
+    assert len(commands) == 3
+    one, tensor, pipeline = commands
+    assert one[:3] == ["vllm", "serve", TARGET]
+    assert one[one.index("--dtype") + 1] == "bfloat16" and one[one.index("--port") + 1] == "8001"
+    assert json.loads(one[one.index("--speculative-config") + 1]) == {"model": DRAFT, "num_speculative_tokens": 5}
+    assert tensor == one + ["--tensor-parallel-size", "4"]
+    assert pipeline == tensor + ["--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray"]
+    assert "Compare pairs tab at http://HOST:8001" in code
+
+
+def test_the_server_commands_of_prompt_lookup_and_of_the_target_alone():
+    ngram = shlex.split(vllm_serve_command(make(DrafterKind.PROMPT_LOOKUP, k=7, max_ngram=4, draft=None)).splitlines()[1])
+    assert json.loads(ngram[ngram.index("--speculative-config") + 1])["method"] == "ngram"
+    plain = vllm_serve_command(make(DrafterKind.TARGET_ALONE))
+    assert "--speculative-config" not in plain and "vllm serve" in plain
+    assert all(line.startswith("#") for line in vllm_serve_command(make(DrafterKind.EARLY_EXIT, exit_layer=6)).splitlines())
+
+
+@pytest.mark.parametrize("where", ["target", "draft"])
+def test_hostile_model_names_stay_one_shell_word(where):
+    words = shlex.split(vllm_serve_command(make(**{where: HOSTILE})), comments=True)  # as a shell reads the lines
+    assert words.count("serve") == 3 and ";" not in words and "rm" not in words
+    if where == "target":
+        assert words.count(HOSTILE) == 3
+    else:
+        configs = [json.loads(words[i + 1]) for i, w in enumerate(words) if w == "--speculative-config"]
+        assert [c["model"] for c in configs] == [HOSTILE] * 3
 
 
 # ---------------------------------------------------------------- user text stays text

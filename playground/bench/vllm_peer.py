@@ -41,6 +41,10 @@ from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, Pai
 
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
 SERVER, SERVER_TARGET = "vLLM server", "vLLM server target alone"
+TARGET_ALONE = DrafterKind.TARGET_ALONE.value
+# vLLM's method -> the drafter of ours it stands beside (a row's `drafter`)
+OUR_DRAFTER = {"target": TARGET_ALONE, "draft_model": DrafterKind.DRAFT_MODEL.value,
+               "ngram": DrafterKind.PROMPT_LOOKUP.value}
 PROBE = "Speculative decoding: def quick_brown_fox(n): return n * 12345  # ok?"  # for the tokenizer check
 nan = float("nan")
 
@@ -137,7 +141,7 @@ def max_model_len(folder: str, ids: dict[str, list[int]], max_new_tokens: int) -
 
 def _base_rows(results: Sequence[Result]) -> dict[tuple, Result]:
     return {(r.pair, r.target_precision, r.category, r.temperature): r for r in results
-            if r.engine == "ours" and r.drafter == DrafterKind.TARGET_ALONE.value}
+            if r.engine == "ours" and r.drafter == TARGET_ALONE}
 
 
 def _row(pair: str, category: str, precision: str, run_label: str, drafter: str, k: str, draft_precision: str,
@@ -189,7 +193,7 @@ def run_peer(runner: Runner, results: Sequence[Result], pairs: Sequence[PairSpec
         vllm_python()  # first: without vLLM's environment nothing else matters
     bases = _base_rows(results)
     setting = _Setting(decodes[0], tuple(dict.fromkeys(d.temperature for d in decodes)), vllm_ks(decodes),
-                       next((d.max_ngram for d in drafters if d.kind is DrafterKind.PROMPT_LOOKUP),
+                       next((d.max_ngram for d in drafters if decoding.strategy(d.kind).vllm_export == "ngram"),
                             DrafterSpec().max_ngram))
     methods = list(methods_for(drafters) if methods is None else methods)
     rows: list[Result] = []
@@ -249,9 +253,7 @@ def _run_here(pair: PairSpec, ids: dict, precision: Precision, setting: _Setting
         progress(f"vLLM · {pair.name} · {what}: starting its engine ({i + 1}/{len(plan)}; minutes for a real "
                  "model on a CPU), then every prompt", i / len(plan))
         run = run_worker(request, ids, engine.timeout_s, should_stop)
-        drafter = {"target": DrafterKind.TARGET_ALONE, "draft_model": DrafterKind.DRAFT_MODEL}.get(
-            method, DrafterKind.PROMPT_LOOKUP).value
-        out.append((run, drafter, str(k) if k else "", precision.value if method == "draft_model" else ""))
+        out.append((run, OUR_DRAFTER[method], str(k) if k else "", precision.value if method == "draft_model" else ""))
     return out
 
 
@@ -279,7 +281,7 @@ def _run_server(ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, pro
         run = server.run(ids, d.max_new_tokens, setting.temperatures, d.seed, top_p=d.top_p, top_k=d.top_k,
                          should_stop=should_stop, label=label)
         k = len(run.totals.num_accepted_tokens_per_pos)  # the server's num_speculative_tokens, as far as it drafted
-        out.append((run, DrafterKind.TARGET_ALONE.value if label == SERVER_TARGET else SERVER, str(k) if k else "", ""))
+        out.append((run, TARGET_ALONE if label == SERVER_TARGET else SERVER, str(k) if k else "", ""))
     return out
 
 

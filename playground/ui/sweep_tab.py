@@ -22,14 +22,15 @@ from playground.views.grid import sweep_figures
 
 THIS_PROMPT, BUILT_IN = "this prompt", "the built-in set (6 categories)"
 BASELINE = "target alone"
-TABLE_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_precision", "draft_precision", "tokens",
-                 "tokens_per_s", "speedup", "alpha", "mean_accepted", "c", "v", "theory_speedup", "calibrated_speedup",
-                 "greedy_equal", "near_tie"]  # the table shown; the CSV has every column of bench.grid_frame
+TABLE_COLUMNS = ["pair", "category", "engine", "method", "k", "temperature", "target_precision", "draft_precision",
+                 "tokens", "tokens_per_s", "speedup", "alpha", "mean_accepted", "mean_acceptance_length", "c", "v",
+                 "theory_speedup", "calibrated_speedup", "greedy_equal", "near_tie"]  # the table shown; the CSV has every column of bench.grid_frame
 
 
 def shown(grid: pd.DataFrame) -> pd.DataFrame:
-    """The grid as the tables show it: our engine's rows, the main columns, rounded."""
-    ours = grid[grid["engine"] == "ours"] if "engine" in grid else grid
+    """The grid as the tables show it: our engine's rows and vLLM's (the Compare tab's engine row), the main
+    columns, rounded."""
+    ours = grid[grid["engine"].isin(["ours", "vllm"])] if "engine" in grid else grid
     return ours[[c for c in TABLE_COLUMNS if c in ours]].round(3)
 
 

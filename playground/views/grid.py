@@ -54,11 +54,22 @@ def short_pair(name: str) -> str:
     return re.sub(r"\s*\([^()]*\)$", "", name) or name
 
 
+def _speculative(grid: pd.DataFrame) -> pd.DataFrame:
+    """The rows that drafted: no engine's target alone (ours, HF's, vLLM's), whose speedup is 1 by definition."""
+    if not len(grid):
+        return grid
+    keep = grid["method"] != BASELINE
+    if "drafter" in grid.columns:
+        keep &= grid["drafter"] != BASELINE
+    return grid[keep]
+
+
 def compare_figure(grid: pd.DataFrame) -> go.Figure:
     """Horizontal bars per (pair, drafter), one panel per figure (tokens/s, alpha, mean accepted tokens,
     speedup, and the draft's cost c when the grid has it; means over prompts); one colour per drafter,
-    the pairs down the shared y axis (short names; the full ones on hover). The baseline's rows are left out."""
-    ours = grid[grid["method"] != BASELINE] if len(grid) else grid
+    the pairs down the shared y axis (short names; the full ones on hover). The baselines' rows are left out;
+    vLLM's rows (method "vLLM ...") sit beside ours, their speedup over vLLM's own target alone."""
+    ours = _speculative(grid)
     compared = list(COMPARED) + ([("c", "draft cost c (target steps)")] if "c" in grid.columns else [])
     fig = make_subplots(rows=1, cols=len(compared), subplot_titles=[title for _, title in compared],
                         shared_yaxes=True, horizontal_spacing=0.02)
@@ -85,4 +96,26 @@ def compare_figure(grid: pd.DataFrame) -> go.Figure:
                       legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0.0))
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_annotations(font_size=12)
+    return fig
+
+
+def positions_figure(positions: pd.DataFrame) -> go.Figure:
+    """Acceptance by draft position (accepted at position i / drafts, vLLM's definition; bench.vllm_peer.
+    positions_frame), one line per (pair, method, k): ours and vLLM's in the same chart."""
+    fig = go.Figure()
+    charts.layout(fig, "Acceptance by draft position (accepted at position i / drafts)", "draft position",
+                  "acceptance")
+    if positions.empty:
+        return charts.note(fig, "Run a comparison to see acceptance by position")
+    pairs = positions["pair"].nunique() > 1
+    palette = [charts.BLUE, charts.GREEN, charts.ORANGE, charts.VERMILLION, charts.SKY, charts.PURPLE, charts.GREY]
+    for j, ((pair, method, k), rows) in enumerate(positions.groupby(["pair", "method", "k"], sort=False)):
+        rows = rows.groupby("position", as_index=False)["acceptance"].mean()  # over temperatures
+        name = f"{method}{f' k={k}' if k else ''}" + (f" · {short_pair(pair)}" if pairs else "")
+        vllm = str(method).startswith("vLLM")
+        fig.add_trace(go.Scatter(x=rows["position"], y=rows["acceptance"], name=name, mode="lines+markers",
+                                 line=dict(color=palette[j % len(palette)], dash="dash" if vllm else "solid"),
+                                 hovertemplate=f"{name}<br>position %{{x}}: %{{y:.3f}}<extra></extra>"))
+    fig.update_xaxes(dtick=1)
+    fig.update_yaxes(range=[0, 1.05])
     return fig

@@ -36,7 +36,7 @@ from typing import Callable, Mapping, Sequence
 
 from playground import settings
 from playground.bench.vllm_metrics import SpecCounters, has_vllm_metrics, parse_prometheus  # noqa: F401 (API)
-from playground.errors import PlaygroundError
+from playground.errors import Ended, PlaygroundError
 
 METHODS = ("target", "draft_model", "ngram", "suffix")  # vLLM's names; "target": no speculative_config
 METHOD_LABELS = {"target": "vLLM target alone", "draft_model": "vLLM draft model", "ngram": "vLLM ngram",
@@ -49,7 +49,7 @@ INSTALL_HINT = "bash scripts/install_vllm.sh"
 Prompt = Sequence[int] | str
 
 
-class Stopped(PlaygroundError):
+class Stopped(Ended):
     """The caller's stop request ended a vLLM run."""
 
 

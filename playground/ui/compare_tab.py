@@ -10,7 +10,7 @@ import pandas as pd
 
 from playground import bench
 from playground.bench import vllm_peer
-from playground.errors import PlaygroundError
+from playground.errors import Ended, PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner
 from playground.spec import DRAFTERS, parse_names
@@ -66,8 +66,8 @@ def run_compare(runner: Runner, state: SessionState, pair_names: list[str], draf
             results = results + rows
             done = status_html(f"Comparison done: {len(pairs)} pair(s) × {len(drafters)} drafter(s), and "
                                f"{len({r.method for r in rows})} vLLM engine row(s) from {engine.where}.", "ok")
-        except Exception as exc:  # ours ran: show them, and say what vLLM said
-            done = status_html(f"Ours done; no vLLM row: {exc}", "error")
+        except Exception as exc:  # ours ran: show them, and say what vLLM said (Stop: as news, not an error)
+            done = error_status((Ended if isinstance(exc, Ended) else PlaygroundError)(f"Ours done; no vLLM row: {exc}"))
     grid = bench.grid_frame(results)
     return (done, compare_figure(grid), positions_figure(vllm_peer.positions_frame(results)), shown(grid),
             grid_download(grid, state, "comparison.csv"))

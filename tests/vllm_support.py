@@ -1,9 +1,15 @@
 """What the vLLM tests share: the rule that they skip without vLLM's environment (or fail, under
-PLAYGROUND_REQUIRE_VLLM=1, as scripts/test.sh sets it), and a vLLM request that starts in seconds."""
+PLAYGROUND_REQUIRE_VLLM=1, as scripts/test.sh sets it), a vLLM request that starts in seconds, and a server on
+localhost that is not vLLM."""
 from __future__ import annotations
 
+import contextlib
+import http.server
+import json
 import os
+import threading
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -27,3 +33,36 @@ def fast_request(vllm_pair: dict[str, Path], method: str, **kw) -> VLLMRequest:
     in seconds, not a minute."""
     kw = dict(dict(dtype="float32", k=K, max_tokens=MAX_TOKENS, enforce_eager=True, max_model_len=512), **kw)
     return VLLMRequest(target=str(vllm_pair["target"]), draft=str(vllm_pair["draft"]), method=method, **kw)
+
+
+class _NotVLLM(http.server.BaseHTTPRequestHandler):
+    openai = False  # True: answer /v1/models like an OpenAI-compatible server that is not vLLM
+
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        if self.openai and self.path == "/v1/models":
+            body, status = json.dumps({"object": "list", "data": [{"id": "tiny"}]}).encode(), 200
+        elif self.openai and self.path == "/metrics":
+            body, status = b"python_gc_objects_collected_total 1.0\n", 200
+        else:
+            body, status = b"<html>not here</html>", 404
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def not_vllm_server(openai: bool) -> Iterator[str]:
+    """The URL of an HTTP server on localhost that is not vLLM: a plain one (404 everywhere), or with openai an
+    OpenAI-compatible one (it lists a model) whose /metrics has no vllm: metrics."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_NotVLLM,), {"openai": openai}))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

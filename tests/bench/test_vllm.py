@@ -13,9 +13,7 @@ stand-in environment run everywhere. The server is the session's (tests/conftest
 """
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from pathlib import Path
 
@@ -27,7 +25,7 @@ from playground.bench.vllm import SpecCounters, Stopped, VLLMRequest, parse_prom
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt, new_tokens
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
-from tests.vllm_support import K, MAX_TOKENS, fast_request as request, require_vllm
+from tests.vllm_support import K, MAX_TOKENS, fast_request as request, not_vllm_server, require_vllm
 
 TEXTS = {"story": "Once upon a time", "code": "def fibonacci(n):", "fox": "The quick brown fox"}
 
@@ -172,39 +170,12 @@ def test_an_unreachable_url_says_so():
         vllm_server.VLLMServer("localhost 8000")
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    openai = False  # True: answer /v1/models like an OpenAI-compatible server that is not vLLM
-
-    def do_GET(self):  # noqa: N802 - the stdlib's name
-        if self.openai and self.path == "/v1/models":
-            body, status = json.dumps({"object": "list", "data": [{"id": "tiny"}]}).encode(), 200
-        elif self.openai and self.path == "/metrics":
-            body, status = b"python_gc_objects_collected_total 1.0\n", 200
-        else:
-            body, status = b"<html>not here</html>", 404
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.mark.parametrize("openai", [False, True], ids=["plain http", "openai-compatible"])
 def test_a_server_that_is_not_vllm_says_so(openai):
-    handler = type("Handler", (_Handler,), {"openai": openai})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    with not_vllm_server(openai) as url:
         match = "OpenAI-compatible but not vLLM" if openai else "is not a vLLM server: GET /v1/models answered 404"
         with pytest.raises(PlaygroundError, match=match):
             vllm_server.VLLMServer(url, connect_timeout_s=5).check()
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 # ------------------------------------------------------------------------------- the worker's bad inputs

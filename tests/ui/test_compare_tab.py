@@ -14,8 +14,8 @@ from playground import bench
 from playground.bench import vllm_peer
 from playground.ui.compare_tab import run_compare
 from playground.ui.state import SessionState
-from tests.vllm_support import require_vllm
-from ui_support import PAIR, TWIN, controls
+from tests.vllm_support import not_vllm_server, require_vllm
+from ui_support import PAIR, SKIP, TWIN, controls
 
 BASELINE = "target alone"
 VLLM_PAIR = "tiny vllm (test)"
@@ -125,6 +125,16 @@ def test_bad_vllm_input_is_named_before_our_runs(vllm_catalog, runner, tmp_path,
     monkeypatch.setenv("PLAYGROUND_VLLM_VENV", str(tmp_path / "nowhere"))
     status = compare(runner, [PAIR], ["draft model"], vllm=(vllm_peer.VLLM_HERE, "", "", ""))[0]
     assert "vLLM is not installed" in status and "install" in status
+
+
+@pytest.mark.parametrize("openai", [False, True], ids=["plain http", "openai-compatible"])
+def test_a_server_that_is_not_vllm_is_named_before_our_runs(tiny_catalog, runner, openai):
+    with not_vllm_server(openai) as url:
+        start = time.monotonic()
+        status, *outputs = compare(runner, [PAIR], ["draft model"], vllm=(vllm_peer.VLLM_URL, url, "", ""))
+    message = "OpenAI-compatible but not vLLM" if openai else "is not a vLLM server"
+    assert message in html.unescape(status) and "status-error" in status, status
+    assert time.monotonic() - start < 30 and outputs == [SKIP] * 4  # said before anything of ours ran
 
 
 def test_a_model_the_server_does_not_serve_is_named(vllm_catalog, runner, vllm_server):

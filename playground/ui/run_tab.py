@@ -309,7 +309,7 @@ def build(runner: Runner, controls: Controls, state: gr.State,
     from playground.ui import recorded_runs  # it shows a run through final_view, below
 
     upload, gallery = recorded_runs.layout()
-    line = gr.HTML(lambda: startup_line(startup)[0], elem_id="startup")  # the start-up's progress, at each page load
+    line = gr.HTML("", elem_id="startup")  # the start-up's progress: the timer fills it within a second of a page load
     timer = gr.Timer(1.0, active=startup is not None)
     timer.tick(lambda: startup_line(startup), outputs=[line, timer], show_progress="hidden", concurrency_limit=None,
                api_visibility="private", queue=False)

@@ -96,7 +96,7 @@ def test_a_gallery_run_is_shown_in_full_at_once_without_a_model(page, app_models
 
 def test_the_tree_and_the_cross_tokenizer_runs_open(page):
     if not all((ROOT / "assets" / "runs" / f"{name}.json").is_file() for name in ("tree", "cross")):
-        pytest.skip("assets/runs/ lacks the tree or the cross-tokenizer run (python scripts/record_gallery.py tree cross)")
+        pytest.fail("assets/runs/ lacks the tree or the cross-tokenizer run (python scripts/record_gallery.py tree cross)")
     page.click("#gallery-tree")
     wait_status(page, "gallery: tree")
     assert page.locator("#tree .tree-node, #tree li").count() > 3

@@ -149,7 +149,7 @@ def test_hostile_text_is_escaped(traces):
 def test_the_gallery_opens_without_a_model(tiny_catalog):
     """Each shipped run opens from its file alone (whatever models this machine has)."""
     names = [name for name, _ in recorded_runs.gallery()]
-    assert {"code", "story"} <= set(names)  # the default pair's runs are shipped; a button shows only for a shipped run
+    assert names == [name for name, _ in recorded_runs.GALLERY]  # all four are shipped
     for name in names:
         data = recorded_runs.read_bounded(recorded_runs.RUNS / f"{name}.json")
         assert len(data) <= recorded.MAX_BYTES

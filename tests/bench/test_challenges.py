@@ -40,8 +40,8 @@ def test_each_batch_output_is_compared_with_its_own_prompts_solo_run(runner, spe
     """The check can fail: with the prompts' solo references shifted by one, sequences no longer match."""
     real = challenges._batch_row
 
-    def shifted(result, size, k, solo, precision):
-        return real(result, size, k, solo[1:] + solo[:1], precision)
+    def shifted(result, size, k, solo, precision, exact):
+        return real(result, size, k, solo[1:] + solo[:1], precision, exact)
 
     monkeypatch.setattr(challenges, "_batch_row", shifted)
     frame = challenges.batch_sweep(runner, spec, [2])

@@ -167,9 +167,15 @@ def test_draft_precision_and_verify_kernel_keep_greedy_output_equal_to_stock_tar
     pair = models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32",
                             draft_precision=precision)
     assert pair.draft_precision.value == precision
-    if precision == "int8":  # quantised at load: the draft's Linears, LM head included, are packed int8
-        assert not any(isinstance(m, torch.nn.Linear) for m in pair.draft.modules())
-        assert pair.draft.get_input_embeddings().weight.dtype == torch.float32  # a lookup: stays fp32
+    if precision == "int8":  # quantised at load: the draft's Linears, LM head included, are int8
+        linears = [m for m in pair.draft.modules() if isinstance(m, torch.nn.Linear)]
+        if hasattr(pair.draft, "_int8_bytes"):  # the VNNI kernels: each Linear keeps an int8 copy, its bf16 weight freed
+            assert linears and all(m.weight.numel() == 0 or m.weight is pair.draft.get_input_embeddings().weight
+                                   for m in linears)
+            assert pair.draft.get_input_embeddings().weight.dtype == torch.bfloat16  # a lookup: stays bf16
+        else:  # torch's dynamic int8: the Linears are replaced by packed ones
+            assert not linears
+            assert pair.draft.get_input_embeddings().weight.dtype == torch.float32  # a lookup: stays fp32
     for prompt in PROMPTS[:4]:
         ids = encode_prompt(pair.tokenizer, prompt)
         speed.fast_verify(pair.target, False)

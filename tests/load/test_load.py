@@ -181,7 +181,7 @@ def test_a_truncated_model_file_is_reported_and_the_app_keeps_serving(client, ap
 
 # ---------------------------------------------------------------- nobody listens, one client, Stop while waiting
 
-LONG = dict(k=16, temperature=1.0, max_new=480)  # about 130 rounds of 16 drafts: seconds on the tiny pair
+LONG = dict(k=1, temperature=0.0, max_new=480, draft_precision="fp32")  # greedy, 480 rounds of one draft: seconds on the tiny pair
 QUEUED = ("PROCESSING", "ITERATING", "PROGRESS")  # a job that is no longer waiting (a sweep reports PROGRESS)
 
 
@@ -226,7 +226,7 @@ def rest_result(app_server: str, api: str, event_id: str) -> list:
 
 
 NEXT_START_S = 2.0  # the next user's run starts this soon after a Stop (docs/reliability.md: the measured wait)
-STOPPABLE = dict(k=1, temperature=1.0, max_new=480)  # 480 rounds of one draft: many seconds on the tiny pair
+STOPPABLE = dict(k=1, temperature=0.0, max_new=480, draft_precision="fp32")  # greedy: the tiny pair never ends early; 480 rounds: seconds
 
 
 def test_stop_mid_run_ends_the_job_on_the_server_and_the_next_job_starts_at_once(app_server, client, app_models):

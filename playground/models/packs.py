@@ -86,6 +86,16 @@ PACKS = {
 }
 
 
+def _time_left(done: int, total: int, elapsed: float) -> str:
+    """The time left of a step that has done `done` of `total` in `elapsed` seconds, at the rate so far."""
+    if done >= total:
+        return "done"
+    if done <= 0 or elapsed <= 0:
+        return "time left unknown yet"
+    left = elapsed * (total - done) / done
+    return f"about {left:.0f} s left" if left >= 1 else "almost done"
+
+
 def assemble_pack(pack: Pack, progress: Progress = quiet) -> Path:
     """Join the chunks into one GGUF under the cache, checking its sha256; refuse a mismatch."""
     out = cache_dir() / "gguf" / f"{pack.name}.gguf"
@@ -96,7 +106,7 @@ def assemble_pack(pack: Pack, progress: Progress = quiet) -> Path:
         return paths[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     total = sum(p.stat().st_size for p in paths)
-    digest, done = hashlib.sha256(), 0
+    digest, done, began = hashlib.sha256(), 0, time.monotonic()
     tmp = out.with_suffix(".part")
     with open(tmp, "wb") as sink:
         for path in paths:
@@ -105,7 +115,8 @@ def assemble_pack(pack: Pack, progress: Progress = quiet) -> Path:
                     digest.update(chunk)
                     sink.write(chunk)
                     done += len(chunk)
-                    progress(f"Assembling {pack.name}: {done >> 20} / {total >> 20} MB", 0.3 * done / total)
+                    progress(f"Assembling {pack.name}: {done >> 20} / {total >> 20} MB, "
+                             f"{_time_left(done, total, time.monotonic() - began)}", 0.3 * done / total)
     if digest.hexdigest() != pack.sha256:
         tmp.unlink()
         raise PlaygroundError(
@@ -154,11 +165,34 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
+_PREPARING: dict[str, threading.Lock] = {}  # pack name -> held while one request prepares it
+_PREPARING_LOCK = threading.Lock()
+
+
+def _converted(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and (folder / "complete").is_file()
+
+
 def convert_pack(pack: Pack, progress: Progress = quiet) -> Path:
-    """GGUF -> dequantised safetensors folder in the cache, done once; later loads take seconds."""
+    """GGUF -> dequantised safetensors folder in the cache, done once; later loads take seconds. One request
+    prepares a pack at a time (the app's start-up and a tab may ask at once): the others wait, saying so, and
+    then find it done."""
     folder = cache_dir() / "converted" / pack.name
-    if (folder / "config.json").is_file() and (folder / "complete").is_file():
+    if _converted(folder):
         return folder
+    with _PREPARING_LOCK:
+        gate = _PREPARING.setdefault(pack.name, threading.Lock())
+    if not gate.acquire(blocking=False):
+        progress(f"Waiting for {pack.name}: another request is preparing it (the start-up's progress is in the "
+                 "status line)", 0.0)
+        gate.acquire()
+    try:
+        return folder if _converted(folder) else _convert(pack, folder, progress)
+    finally:
+        gate.release()
+
+
+def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:
     gguf = assemble_pack(pack, progress)
     where = f"{_shown(folder)}, about {pack.params * 4 / 1e9:.1f} GB"
     try:

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from playground import models
-from playground.bench import challenges_cli, report, targets, vllm_peer
+from playground.bench import challenges_cli, likelihood, report, targets, vllm_peer
 from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_grid
 from playground.bench.prompts import load_prompts
 from playground.errors import PlaygroundError
@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         except PlaygroundError as exc:
             failed = f"vLLM: {exc}"
             print(f"error: {failed}", file=sys.stderr)
+    if any(t > 0 for t in temps):  # every engine's sampled rows, scored by the target (bench.likelihood)
+        likelihood.score(runner, results, pairs, prompts, progress=progress)
     env = environment()
     frame = report.runs_frame(results)
     checked = targets.check(frame, checks)

@@ -74,6 +74,10 @@ class Result:
     # vLLM's spec-decode counters under its names (SpecCounters.as_dict; ours from trace.vllm_metrics)
     counters: dict = field(default_factory=dict)
     margins: list[float] = field(default_factory=list)  # our target alone: the top-1 minus top-2 logit per token
+    # sampled rows (T > 0): the target's mean NLL per token of this output at T, and whether it is far above the
+    # target alone's (bench.likelihood)
+    target_nll: float = nan
+    off_distribution: bool | None = None
 
     @property
     def wall_tokens_per_s(self) -> float:

@@ -10,7 +10,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from playground import numbers
-from playground.bench import hf, targets as targets_mod, vllm_report
+from playground.bench import hf, likelihood, targets as targets_mod, vllm_report
 from playground.bench.grid import Result, grid_frame
 from playground.bench.targets import geomean
 
@@ -141,6 +141,7 @@ def markdown(results: Sequence[Result], env: dict, command: str, checked: list[d
         "## Geometric mean over categories", "",
         markdown_table(summary(frame), head), "",
         *vllm_report.section(results, vllm_engines),
+        *likelihood.section(results),
         "## Targets", "",
         "Read from [targets.json](targets.json) (change a target there), checked against this run; for each, the best "
         "configuration. Why unmet ones are unmet, and which levers got how far: [levers.md](levers.md).", "",

@@ -18,13 +18,15 @@ VLLM_TARGETS = (METHOD_LABELS["target"], SERVER_TARGET)
 ABOUT = (
     "vLLM ran the same pair (the same converted folders), at the same target precision, on the same prompt tokens "
     "(ours, chat template applied, sent as token ids) with the same k, temperature, top-p and seed; one vLLM engine "
-    "per method for every prompt. Its draft runs at the target's precision (vLLM has no int8 draft), so its "
-    "draft_precision column names the target's. tokens/s: ours over engine time, vLLM's over the wall time of each "
+    "per method for every prompt. Its draft runs at the engine's dtype, the target's (the converted folder as it "
+    "is; a quantised draft in vLLM was not tried), so its draft_precision column names the target's: our bf16 "
+    "draft rows are the like-for-like ones, our int8 rows a lever. tokens/s: ours over engine time, vLLM's over the wall time of each "
     "request (prompt pass included), HF's over wall time; speedup: over the same engine's own target alone. "
     "alpha = accepted / drafted draft tokens; mean acceptance length = 1 + accepted / drafts (vLLM's), both from "
     "the counters (vllm:spec_decode_*; ours from trace.vllm_metrics under the same names). Greedy columns: the "
     "first output position where a row differs from that reference (\"yes\": identical; near-ties as in the "
     "greedy column above). vLLM exposes no per-token verdicts: only these counters.")
+
 
 
 def _cell(x, digits: int = 2) -> str:
@@ -55,8 +57,8 @@ def per_category(results: Sequence[Result]) -> str:
     """Every run of ours and vLLM's (and HF's target alone), per category and temperature."""
     refs = _references(results)
     head = ("| category | T | engine | method | k | tokens/s | speedup | alpha | mean acceptance length | greedy = ours "
-            "target alone | = HF target alone | = vLLM target alone |")
-    lines = [head, "| " + " | ".join(["---"] * 12) + " |"]
+            "target alone | = HF target alone | = vLLM target alone | target NLL (T > 0) |")
+    lines = [head, "| " + " | ".join(["---"] * 13) + " |"]
     shown = [r for r in results if r.engine in ("ours", "vllm") or r.method == hf.HF_TARGET_ALONE]
     order = {"ours": 0, "hf": 1, "vllm": 2}
     categories = list(dict.fromkeys(r.category for r in shown))
@@ -68,8 +70,14 @@ def per_category(results: Sequence[Result]) -> str:
                       for w in ("ours", "hf", "vllm")]
         length = SpecCounters.from_dict(r.counters).mean_acceptance_length if r.counters else float("nan")
         lines.append(f"| {r.category} | {r.temperature:g} | {r.engine} | {r.method} | {r.k} | {_cell(r.tokens_per_s)} | "
-                     f"{_cell(r.speedup)} | {_cell(r.alpha)} | {_cell(length)} | " + " | ".join(greedy) + " |")
+                     f"{_cell(r.speedup)} | {_cell(r.alpha)} | {_cell(length)} | " + " | ".join(greedy) +
+                     f" | {_nll_cell(r)} |")
     return "\n".join(lines)
+
+
+def _nll_cell(r: Result) -> str:
+    return _cell(r.target_nll) + (" **off**" if r.off_distribution else "")
+
 
 
 def counters_table(results: Sequence[Result]) -> str:

@@ -90,8 +90,9 @@ def main() -> None:
             ready_s = time.monotonic() - began
             print(f"start-up line ready {ready_s:.1f} s after launch: {page.locator('#startup').inner_text()!r}; "
                   f"app RSS {rss_mb(app.pid):.0f} MB", flush=True)
-            if not args.skip_generate:
-                page.evaluate("() => { document.querySelector('#tokens').innerHTML = ''; }")
+            if not args.skip_generate:  # a fresh page, as a newcomer opens it (its token box holds no token yet)
+                page.goto(url)
+                page.wait_for_selector("#generate")
                 click = time.monotonic()
                 page.click("#generate")
                 page.wait_for_selector("#tokens .tok", timeout=600_000)

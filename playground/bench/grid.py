@@ -6,8 +6,7 @@ always runs first or last on a noisy machine. Every figure of a row comes from t
 the baseline and the runner's cost profile of the target and drafter); greedy equality from
 trace.compare_outputs (near-ties in low precision told apart from real differences).
 
-Used by the CLI (python -m playground.bench) and by the UI's Sweep and Compare tabs (MAX_CELLS runs
-at most per request, counted before anything runs).
+Used by the CLI (python -m playground.bench) and the UI's Sweep and Compare tabs (MAX_CELLS runs a request at most).
 """
 from __future__ import annotations
 
@@ -74,10 +73,8 @@ class Result:
     # vLLM's spec-decode counters under its names (SpecCounters.as_dict; ours from trace.vllm_metrics)
     counters: dict = field(default_factory=dict)
     margins: list[float] = field(default_factory=list)  # our target alone: the top-1 minus top-2 logit per token
-    # sampled rows (T > 0): the target's mean NLL per token of this output at T, and whether it is far above the
-    # target alone's (bench.likelihood)
-    target_nll: float = nan
-    off_distribution: bool | None = None
+    target_nll: float = nan  # sampled rows: the target's mean NLL per token of this output at T (bench.likelihood)
+    off_distribution: bool | None = None  # ... more than NLL_MARGIN above the target alone's
 
     @property
     def wall_tokens_per_s(self) -> float:

@@ -25,6 +25,8 @@ from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
 
+TARGET_ALONE = DrafterKind.TARGET_ALONE.value  # a Result's drafter, as the grid writes it
+
 NLL_MARGIN = 1.0  # nats per token above the target alone's sampled rows that flags a row
 
 
@@ -63,7 +65,7 @@ def flag(results: Sequence[Result]) -> None:
     """off_distribution: target_nll more than NLL_MARGIN above its target alone's (the same engine's, else ours)."""
     base = {}
     for r in results:
-        if r.drafter == DrafterKind.TARGET_ALONE.value and not math.isnan(r.target_nll):
+        if r.drafter == TARGET_ALONE and not math.isnan(r.target_nll):
             base.setdefault((r.pair, r.category, r.temperature, r.engine), r.target_nll)
     for r in results:
         if math.isnan(r.target_nll):

@@ -24,8 +24,7 @@ from playground.numbers import fmt
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
-
-TARGET_ALONE = DrafterKind.TARGET_ALONE.value  # a Result's drafter, as the grid writes it
+from playground.views.grid import BASELINE
 
 NLL_MARGIN = 1.0  # nats per token above the target alone's sampled rows that flags a row
 
@@ -65,7 +64,7 @@ def flag(results: Sequence[Result]) -> None:
     """off_distribution: target_nll more than NLL_MARGIN above its target alone's (the same engine's, else ours)."""
     base = {}
     for r in results:
-        if r.drafter == TARGET_ALONE and not math.isnan(r.target_nll):
+        if r.drafter == BASELINE and not math.isnan(r.target_nll):
             base.setdefault((r.pair, r.category, r.temperature, r.engine), r.target_nll)
     for r in results:
         if math.isnan(r.target_nll):
@@ -90,7 +89,7 @@ def distribution_table(results: Sequence[Result]) -> str:
     """Per configuration sampled at T > 0: the target's mean NLL of its outputs and how many are off (likelihood)."""
     groups: dict[tuple, list[Result]] = {}
     for r in results:
-        if r.temperature > 0 and r.target_nll == r.target_nll:  # not nan
+        if r.temperature > 0 and not math.isnan(r.target_nll):
             groups.setdefault((r.engine, r.method, r.k, r.temperature), []).append(r)
     if not groups:
         return "No sampled row was scored."
@@ -105,6 +104,6 @@ def distribution_table(results: Sequence[Result]) -> str:
 
 def section(results: Sequence[Result]) -> list[str]:
     """The report's lines on the sampled rows; none when no row was scored."""
-    if not any(r.target_nll == r.target_nll for r in results):
+    if all(math.isnan(r.target_nll) for r in results):
         return []
     return ["## Sampled output under the target's distribution (T > 0)", "", DISTRIBUTION, "", distribution_table(results), ""]

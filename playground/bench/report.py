@@ -13,6 +13,7 @@ from playground import numbers
 from playground.bench import hf, likelihood, targets as targets_mod, vllm_report
 from playground.bench.grid import Result, grid_frame
 from playground.bench.targets import geomean
+from playground.views.grid import BASELINE
 
 GROUP = ["pair", "method", "k", "temperature", "target_precision", "draft_precision"]
 GEOMEAN = ["tokens_per_s", "speedup", "vs_best_hf", "theory_speedup", "calibrated_speedup"]
@@ -105,8 +106,8 @@ def depth_table(results: Sequence[Result]) -> str:
 
 
 def figures(frame: pd.DataFrame) -> dict[str, go.Figure]:
-    ours = frame[(frame["engine"] == "ours") & (frame["drafter"] != "target alone")]
-    vllm = (frame["engine"] == "vllm") & (frame["drafter"] != "target alone")
+    ours = frame[(frame["engine"] == "ours") & (frame["drafter"] != BASELINE)]
+    vllm = (frame["engine"] == "vllm") & (frame["drafter"] != BASELINE)
     peers = frame[frame["method"].isin(hf.HF_SPECULATIVE) | vllm]
     predicted = pd.concat([ours.assign(model="Leviathan ideal (v = 1)", predicted=ours["theory_speedup"]),
                            ours.assign(model="calibrated (measured v(k))", predicted=ours["calibrated_speedup"])])

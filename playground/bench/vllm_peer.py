@@ -38,10 +38,10 @@ from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, Precision, RunSpec
+from playground.views.grid import BASELINE as TARGET_ALONE  # a target-alone row's drafter
 
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
 SERVER, SERVER_TARGET = "vLLM server", "vLLM server target alone"
-TARGET_ALONE = DrafterKind.TARGET_ALONE.value
 # vLLM's method -> the drafter of ours it stands beside (a row's `drafter`)
 OUR_DRAFTER = {"target": TARGET_ALONE, "draft_model": DrafterKind.DRAFT_MODEL.value,
                "ngram": DrafterKind.PROMPT_LOOKUP.value}
@@ -158,7 +158,7 @@ def _row(pair: str, category: str, precision: str, run_label: str, drafter: str,
                   temperature=r.temperature, target_precision=precision, draft_precision=draft_precision,
                   tokens=len(r.token_ids), seconds=r.wall_s, tokens_per_s=r.tokens_per_s, wall_s=r.wall_s,
                   alpha=c.draft_acceptance_rate,
-                  mean_accepted=c.num_accepted_tokens / c.num_drafts if c.num_drafts else nan,
+                  mean_accepted=c.mean_acceptance_length - 1,  # vLLM's length counts the target's own token
                   new_tokens=list(r.token_ids), counters=c.as_dict(), **equality)
 
 
@@ -287,16 +287,23 @@ def _run_server(ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, pro
 
 # ---------------------------------------------------------------- acceptance by position
 
+POOL_KEYS = ("pair", "engine", "method", "k", "temperature")
+
+
+def pooled_counters(results: Sequence[Result]) -> dict[tuple, SpecCounters]:
+    """The counters of the rows that drafted, summed per (pair, engine, method, k, temperature) over the prompts."""
+    pooled: dict[tuple, SpecCounters] = {}
+    for r in results:
+        if r.counters.get("num_drafts"):
+            key = tuple(getattr(r, name) for name in POOL_KEYS)
+            pooled[key] = pooled.get(key, SpecCounters()) + SpecCounters.from_dict(r.counters)
+    return pooled
+
+
 def positions_frame(results: Sequence[Result]) -> pd.DataFrame:
     """Acceptance by draft position, vLLM's definition (accepted at position i / drafts), pooled over the
     prompts of each (pair, engine, method, k, temperature), for ours and vLLM's alike: columns pair, engine,
     method, k, temperature, position (1-based), acceptance."""
-    keys = ["pair", "engine", "method", "k", "temperature"]
-    pooled: dict[tuple, SpecCounters] = {}
-    for r in results:
-        if r.counters.get("num_drafts"):
-            key = (r.pair, r.engine, r.method, r.k, r.temperature)
-            pooled[key] = pooled.get(key, SpecCounters()) + SpecCounters.from_dict(r.counters)
-    rows = [dict(zip(keys, key)) | {"position": i + 1, "acceptance": rate}
-            for key, c in pooled.items() for i, rate in enumerate(c.acceptance_by_position)]
-    return pd.DataFrame(rows, columns=keys + ["position", "acceptance"])
+    rows = [dict(zip(POOL_KEYS, key)) | {"position": i + 1, "acceptance": rate}
+            for key, c in pooled_counters(results).items() for i, rate in enumerate(c.acceptance_by_position)]
+    return pd.DataFrame(rows, columns=list(POOL_KEYS) + ["position", "acceptance"])

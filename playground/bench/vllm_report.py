@@ -10,10 +10,9 @@ from playground.bench import hf
 from playground.bench.grid import Result
 from playground.bench.vllm import METHOD_LABELS
 from playground.bench.vllm_metrics import SpecCounters
-from playground.bench.vllm_peer import SERVER_TARGET
+from playground.bench.vllm_peer import SERVER_TARGET, TARGET_ALONE, pooled_counters
 from playground.numbers import fmt as _fmt
 
-TARGET_ALONE = "target alone"
 VLLM_TARGETS = (METHOD_LABELS["target"], SERVER_TARGET)
 ABOUT = (
     "vLLM ran the same pair (the same converted folders), at the same target precision, on the same prompt tokens "
@@ -26,7 +25,6 @@ ABOUT = (
     "the counters (vllm:spec_decode_*; ours from trace.vllm_metrics under the same names). Greedy columns: the "
     "first output position where a row differs from that reference (\"yes\": identical; near-ties as in the "
     "greedy column above). vLLM exposes no per-token verdicts: only these counters.")
-
 
 
 def _cell(x, digits: int = 2) -> str:
@@ -79,14 +77,9 @@ def _nll_cell(r: Result) -> str:
     return _cell(r.target_nll) + (" **off**" if r.off_distribution else "")
 
 
-
 def counters_table(results: Sequence[Result]) -> str:
     """vLLM's counters summed over the categories, per configuration, ours and vLLM's side by side."""
-    pooled: dict[tuple, SpecCounters] = {}
-    for r in results:
-        if r.engine in ("ours", "vllm") and r.counters.get("num_drafts"):
-            key = (r.pair, r.engine, r.method, r.k, r.temperature)
-            pooled[key] = pooled.get(key, SpecCounters()) + SpecCounters.from_dict(r.counters)
+    pooled = pooled_counters([r for r in results if r.engine in ("ours", "vllm")])
     if not pooled:
         return "No run drafted."
     lines = ["| engine | method | k | T | num_drafts | num_draft_tokens | num_accepted_tokens | "

@@ -18,13 +18,13 @@ from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
                                   status_html)
 from playground.ui.state import SessionState
-from playground.views.grid import sweep_figures
+from playground.views.grid import BASELINE, sweep_figures
 
 THIS_PROMPT, BUILT_IN = "this prompt", "the built-in set (6 categories)"
-BASELINE = "target alone"
+# the table shown; the CSV has every column of bench.grid_frame
 TABLE_COLUMNS = ["pair", "category", "engine", "method", "k", "temperature", "target_precision", "draft_precision",
                  "tokens", "tokens_per_s", "speedup", "alpha", "mean_accepted", "mean_acceptance_length", "c", "v",
-                 "theory_speedup", "calibrated_speedup", "greedy_equal", "near_tie"]  # the table shown; the CSV has every column of bench.grid_frame
+                 "theory_speedup", "calibrated_speedup", "greedy_equal", "near_tie"]
 
 
 def shown(grid: pd.DataFrame) -> pd.DataFrame:

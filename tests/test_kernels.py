@@ -38,6 +38,20 @@ def test_a_linear_row_is_bitwise_the_same_in_every_pass_size(n, k):
         assert torch.equal(alone[0], whole[m - 1]), m
 
 
+def test_a_linear_row_is_its_definition_in_every_pass_of_1_to_4096_rows():
+    """Every row count picks its own register blocks, cache blocks and remainders (bi_linear's shape()); each
+    must compute every element as the one-element definition does (bi_linear_ref), bitwise. 29 weight rows and
+    80 inputs leave a partial block of weight rows and a partial chunk of 32 inputs in every pass."""
+    w, b, x = bf16(29, 80, seed=21, scale=0.1), bf16(29, seed=22), bf16(4096, 80, seed=23)
+    resid = bf16(4096, 29, seed=24)
+    ref = kernels.linear(x, w, b, reference=True)
+    ref_resid = kernels.linear(x, w, b, resid, reference=True)
+    for m in range(1, 4097):
+        assert torch.equal(kernels.linear(x[:m], w, b), ref[:m]), m
+        if m <= 40 or m % 97 == 0:
+            assert torch.equal(kernels.linear(x[:m], w, b, resid[:m]), ref_resid[:m]), m
+
+
 def test_a_linear_row_does_not_depend_on_the_other_rows_values():
     w, x = bf16(64, 96, seed=4, scale=0.1), bf16(6, 96, seed=5)
     other = x.clone()
@@ -82,6 +96,26 @@ def test_attention_agrees_with_sdpa(d):
     float_mask = torch.zeros(1, 1, 5, 9, dtype=torch.bfloat16).masked_fill(~holes, torch.finfo(torch.bfloat16).min)
     assert (attend(q, k, v, float_mask).float() - sdpa(q, k, v, holes)).abs().max() < 2e-2
     assert torch.equal(attend(q, k, v, float_mask), attend(q, k, v, holes[None, None]))
+
+
+@pytest.mark.parametrize("heads,kv_heads,d", [(12, 2, 128), (14, 2, 64), (4, 2, 48), (2, 1, 256), (3, 3, 16)])
+def test_attention_is_its_definition_for_every_pass(heads, kv_heads, d):
+    """The blocked attention (a block of query rows sharing each key and value row) against the one-query-at-a-
+    time definition (bi_attention_ref), bitwise: causal passes of 1..40 queries and a few long ones, and masks
+    with holes, a row that sees nothing, and a batch of two."""
+    g = torch.Generator().manual_seed(heads * d)
+    for q_len in [*range(1, 41), 97, 300, 1000]:
+        context = q_len + int(torch.randint(0, 30, (1,), generator=g))
+        q, k, v = (bf16(1, n, length, d, seed=q_len + i) for i, (n, length) in
+                   enumerate([(heads, q_len), (kv_heads, context), (kv_heads, context)]))
+        assert torch.equal(kernels.attention(None, q, k, v, None)[0],
+                           kernels.attention(None, q, k, v, None, reference=True)[0]), q_len
+        if q_len <= 40:
+            mask = torch.rand(2, 1, q_len, context, generator=g) > 0.3
+            mask[1, 0, 0] = False
+            q2, k2, v2 = (torch.cat([t, t.flip(-1)]) for t in (q, k, v))
+            assert torch.equal(kernels.attention(None, q2, k2, v2, mask)[0],
+                               kernels.attention(None, q2, k2, v2, mask, reference=True)[0]), q_len
 
 
 def test_a_query_does_not_depend_on_the_other_queries_of_its_pass():
@@ -135,7 +169,7 @@ def logits_in_passes(model, ids: list[int], start: int, width: int) -> torch.Ten
 def test_a_positions_logits_are_bitwise_the_same_in_passes_of_every_size(bf16_target):
     ids = torch.randint(0, bf16_target.config.vocab_size, (40,), generator=torch.Generator().manual_seed(0)).tolist()
     one = logits_one_by_one(bf16_target, ids, 8)
-    for width in (2, 5, 9, 17):
+    for width in (2, 5, 9, 17, 31):
         assert torch.equal(logits_in_passes(bf16_target, ids, 8, width), one), width
 
 

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 
@@ -20,7 +21,9 @@
 /* Weight blocks are prefetched into L2 this many blocks ahead: the hardware prefetcher alone leaves the
  * loads waiting, and the multiply-adds of a multi-row pass then stop overlapping with the streaming. */
 #define AHEAD 2
-#define MC 32 /* input rows per cache block (x stays in L2 while W streams) */
+/* Input rows per cache block: a block of weight rows is read from memory once per MC rows and reused
+ * from cache by all of them. */
+#define MC 128
 
 static inline __m512bh load_bf16(const uint16_t *p, int64_t left) {
   if (left >= 32) return (__m512bh)_mm512_loadu_si512((const void *)p);
@@ -65,18 +68,18 @@ static inline __m512 pair1(__m512 u1, __m512 u2) { /* per 128-bit lane: [u1_0 + 
   return _mm512_add_ps(_mm512_shuffle_ps(u1, u2, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(u1, u2, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* v[0..15] -> out[0..15] = their horizontal sums. */
-static inline void reduce16(const __m512 *v, float *out) {
+/* v[0..15] -> lane i = the horizontal sum of v[i]. */
+static inline __m512 reduce16v(const __m512 *v) {
   __m512 s[8], t[4], u[2];
   for (int i = 0; i < 8; i++) s[i] = pair8(v[2 * i], v[2 * i + 1]);   /* s[i]: v[2i] | v[2i+1] */
   for (int i = 0; i < 4; i++) t[i] = pair4(s[2 * i], s[2 * i + 1]);   /* t[i] lanes: v[4i], v[4i+1], v[4i+2], v[4i+3] */
   for (int i = 0; i < 2; i++) u[i] = pair2(t[2 * i], t[2 * i + 1]);   /* u[i] lane l: t[2i] of v[4(2i)+l], t[2i+1] of v[4(2i+1)+l] */
-  __m512 r = pair1(u[0], u[1]);  /* lane l: [v[l], v[4 + l], v[8 + l], v[12 + l]] */
-  float tmp[16];
-  _mm512_storeu_ps(tmp, r);
-  for (int l = 0; l < 4; l++)
-    for (int j = 0; j < 4; j++) out[4 * j + l] = tmp[4 * l + j];
+  __m512 r = pair1(u[0], u[1]);  /* 128-bit lane l: [v[l], v[4 + l], v[8 + l], v[12 + l]] */
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, r);
 }
+
+static inline void reduce16(const __m512 *v, float *out) { _mm512_storeu_ps(out, reduce16v(v)); }
 
 static inline void reduce_many(const __m512 *v, int n, float *out) {
   int i = 0;
@@ -137,27 +140,42 @@ static inline __attribute__((always_inline)) void block(const uint16_t *x, int64
   }
 }
 
-/* Specialisations with compile-time sizes, so the accumulators live in registers. */
+/* Specialisations with compile-time sizes, so the accumulators live in registers: every (rows, weight rows)
+ * a pass can ask for, the remainders included (a remainder through the generic block spills to memory). */
+typedef void (*block_fn)(const uint16_t *, int64_t, const uint16_t *, int64_t, const uint16_t *, const uint16_t *,
+                         uint16_t *, int64_t);
 #define BLOCK(MBV, NBV)                                                                                       \
   static void block_##MBV##_##NBV(const uint16_t *x, int64_t ldx, const uint16_t *w, int64_t K,              \
                                   const uint16_t *bias, const uint16_t *resid, uint16_t *out, int64_t ldo) { \
     block(x, ldx, w, K, bias, resid, out, ldo, MBV, NBV);                                                    \
   }
-BLOCK(1, 6) BLOCK(2, 6) BLOCK(3, 6) BLOCK(4, 6) BLOCK(5, 4) BLOCK(6, 4) BLOCK(7, 3) BLOCK(8, 3)
+#define BLOCKS(NBV) BLOCK(1, NBV) BLOCK(2, NBV) BLOCK(3, NBV) BLOCK(4, NBV) BLOCK(5, NBV) BLOCK(6, NBV) BLOCK(7, NBV) BLOCK(8, NBV)
+BLOCKS(1) BLOCKS(2) BLOCKS(3) BLOCKS(4) BLOCKS(5) BLOCKS(6)
+#define ROW(NBV) {0, block_1_##NBV, block_2_##NBV, block_3_##NBV, block_4_##NBV, block_5_##NBV, block_6_##NBV, block_7_##NBV, block_8_##NBV}
+static const block_fn BLOCKS_[NB + 1][MB + 1] = {{0}, ROW(1), ROW(2), ROW(3), ROW(4), ROW(5), ROW(6)};
 
-typedef void (*block_fn)(const uint16_t *, int64_t, const uint16_t *, int64_t, const uint16_t *, const uint16_t *,
-                         uint16_t *, int64_t);
+/* The register block for a pass of M rows: up to 8 rows in one block (the weights stream once and are used
+ * from registers by every row), more rows in near-equal blocks of at most 6 (then each block of weight rows
+ * is read from memory once per cache block of rows and reused from L1/L2). */
+static void shape(int64_t M, int *rows, int *nbv) {
+  static const int nb_for_rows[MB + 1] = {0, 6, 6, 6, 6, 5, 4, 3, 3};
+  if (M <= MB) {
+    *rows = (int)M;
+  } else {
+    int64_t blocks = (M + 5) / 6;
+    *rows = (int)((M + blocks - 1) / blocks);
+  }
+  *nbv = nb_for_rows[*rows];
+}
 
 /* x: (M, K), w: (N, K), bias: (N,) or NULL, resid: (M, N) or NULL (added to the result), out: (M, N); all
  * bf16, row-major, contiguous.
- * The register block is chosen by the rows of the pass (up to 8 rows in one block, so the weights stream
- * once), but every block computes each element by the same sequence: the choice never changes a bit. */
+ * The register block is chosen by the rows of the pass, but every block computes each element by the same
+ * sequence (block() above): the choice never changes a bit. */
 void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
                const uint16_t *resid, uint16_t *out) {
-  static const block_fn wide[5] = {0, block_1_6, block_2_6, block_3_6, block_4_6};
-  int rows = M <= 4 ? (int)M : M <= 8 ? (int)M : 4; /* rows per block */
-  int nbv = rows <= 4 ? 6 : rows <= 6 ? 4 : 3;     /* weight rows per block */
-  block_fn fn = rows <= 4 ? wide[rows] : rows == 5 ? block_5_4 : rows == 6 ? block_6_4 : rows == 7 ? block_7_3 : block_8_3;
+  int rows, nbv;
+  shape(M, &rows, &nbv);
   int64_t nblocks = (N + nbv - 1) / nbv;
   for (int64_t m0 = 0; m0 < M; m0 += MC) {
     int64_t mc = M - m0 < MC ? M - m0 : MC;
@@ -169,14 +187,18 @@ void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64
       const uint16_t *bb = bias ? bias + n0 : NULL;
       for (int64_t m = m0; m < m0 + mc; m += rows) {
         int mb = m0 + mc - m < rows ? (int)(m0 + mc - m) : rows;
-        const uint16_t *xb = x + m * K;
-        uint16_t *ob = out + m * N + n0;
-        const uint16_t *rb = resid ? resid + m * N + n0 : NULL;
-        if (nb == nbv && mb == rows) fn(xb, K, wb, K, bb, rb, ob, N);
-        else block(xb, K, wb, K, bb, rb, ob, N, mb, nb);
+        BLOCKS_[nb][mb](x + m * K, K, wb, K, bb, resid ? resid + m * N + n0 : NULL, out + m * N + n0, N);
       }
     }
   }
+}
+
+/* The definition, one element at a time (tests compare bi_linear with it, bitwise). */
+void bi_linear_ref(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
+                   const uint16_t *resid, uint16_t *out) {
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++)
+      block(x + m * K, K, w + n * K, K, bias ? bias + n : NULL, resid ? resid + m * N + n : NULL, out + m * N + n, N, 1, 1);
 }
 
 /* Read bandwidth: sum a buffer of n floats with every thread, reps times; returns the sum (kept so the
@@ -228,10 +250,11 @@ static inline __m512 exp_le0(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-/* q: (B, H, Q, D) bf16 with strides sq (elements, per dim); k, v: (B, Hkv, T, D) bf16 with strides sk, sv;
+/* The definition, one query at a time (bi_attention below computes the same bits faster; tests compare them).
+ * q: (B, H, Q, D) bf16 with strides sq (elements, per dim); k, v: (B, Hkv, T, D) bf16 with strides sk, sv;
  * allowed: NULL, or uint8 (B, Q, T) with strides sm (0 for a broadcast dim); out: (B, Q, H, D) bf16,
  * contiguous. D is a multiple of 16, at most 256. scratch: per thread, 2 * T floats (scores, key ids). */
-void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
+void bi_attention_ref(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
                   const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
                   int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale, float *scratch) {
   int64_t groups = H / Hkv;
@@ -307,6 +330,213 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
       for (int64_t c = 0; c < chunks; c++)
         _mm256_storeu_si256((__m256i *)(o + 16 * c), (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(ov[c], inv)));
     }
+  }
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Attention for passes of many queries (a long prompt, a verification, a tree), computing bi_attention_ref's
+ * bits: each key and value row is read once for a block of query rows that share it (the heads of one
+ * key/value group at a few consecutive positions) instead of once per query. The block works over the union
+ * of its rows' keys, in order; a key that another row of the block sees and this row does not gets a weight of
+ * exactly 0, and adding 0 (or 0 * v) to a sum started at +0 leaves its bits as they were. So every row still
+ * computes over its own keys, in order, by the reference's operations.
+ */
+
+/* Scores of one or two query rows against n keys: per pair, the reference's sum over D in chunks of 32 and
+ * the fixed horizontal tree (reduce16 = reduce1), times scale. */
+static inline __attribute__((always_inline)) void qk_rows(int nr, const uint16_t *const *qr, const uint16_t *kb,
+                                                          int64_t skt, const int32_t *keys, int64_t n, int64_t D,
+                                                          float scale, float *const *dst) {
+  __m512bh qc[2][8];
+  int64_t nd = (D + 31) / 32;
+  for (int r = 0; r < nr; r++)
+    for (int64_t c = 0; c < nd; c++) qc[r][c] = load_bf16(qr[r] + 32 * c, D - 32 * c);
+  const int per = 16 / nr; /* keys per reduce16 */
+  const __m512 vscale = _mm512_set1_ps(scale);
+  __m512 acc[16];
+  for (int64_t j0 = 0; j0 < n; j0 += per) {
+    int live = n - j0 < per ? (int)(n - j0) : per;
+    for (int t = 0; t < per; t++) {
+      /* past the end: the last key again, its sums discarded (no branch in the full chunks) */
+      const uint16_t *kr = kb + keys[j0 + (t < live ? t : live - 1)] * skt;
+      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+      for (int64_t c = 0; c < nd; c++) {
+        __m512bh kv = load_bf16(kr + 32 * c, D - 32 * c);
+        a0 = _mm512_dpbf16_ps(a0, qc[0][c], kv);
+        if (nr == 2) a1 = _mm512_dpbf16_ps(a1, qc[1][c], kv);
+      }
+      acc[t] = a0;
+      if (nr == 2) acc[per + t] = a1;
+    }
+    __m512 sums = _mm512_mul_ps(reduce16v(acc), vscale);
+    if (nr == 1) {
+      _mm512_mask_storeu_ps(dst[0] + j0, (__mmask16)((1u << live) - 1u), sums);
+    } else {
+      __mmask16 m = (__mmask16)((1u << live) - 1u);
+      _mm512_mask_storeu_ps(dst[0] + j0, m, sums);
+      _mm512_mask_storeu_ps(dst[1] + j0 - 8, (__mmask16)(m << 8), sums);
+    }
+  }
+}
+
+/* The weighted sums of values of RP rows (their weights p, 0 where a row does not see a key), NC chunks of 16
+ * of D: the reference's fmadd per key in key order, and its sum of the weights. */
+#define PV_ROWS(RP, NC)                                                                                          \
+  static void pv_##RP##_##NC(int nr, float *const *pr, const uint16_t *vb, int64_t svt, const int32_t *keys,    \
+                             int64_t n, float *l, float *ov) {                                                  \
+    __m512 acc[RP][NC];                                                                                          \
+    float sum[RP];                                                                                               \
+    for (int r = 0; r < RP; r++) {                                                                               \
+      sum[r] = 0.0f;                                                                                             \
+      for (int c = 0; c < NC; c++) acc[r][c] = _mm512_setzero_ps();                                             \
+    }                                                                                                            \
+    for (int64_t j = 0; j < n; j++) {                                                                            \
+      const uint16_t *vr = vb + keys[j] * svt;                                                                   \
+      __m512 pv[RP] = {0};                                                                                       \
+      for (int r = 0; r < RP; r++)                                                                               \
+        if (r < nr) {                                                                                            \
+          sum[r] += pr[r][j];                                                                                    \
+          pv[r] = _mm512_set1_ps(pr[r][j]);                                                                      \
+        }                                                                                                        \
+      for (int c = 0; c < NC; c++) {                                                                             \
+        __m512 x = widen((__m256bh)_mm256_loadu_si256((const __m256i *)(vr + 16 * c)));                           \
+        for (int r = 0; r < RP; r++)                                                                             \
+          if (r < nr) acc[r][c] = _mm512_fmadd_ps(pv[r], x, acc[r][c]);                                          \
+      }                                                                                                          \
+    }                                                                                                            \
+    for (int r = 0; r < nr; r++) {                                                                               \
+      l[r] = sum[r];                                                                                             \
+      for (int c = 0; c < NC; c++) _mm512_storeu_ps(ov + (r * NC + c) * 16, acc[r][c]);                          \
+    }                                                                                                            \
+  }
+PV_ROWS(3, 8) PV_ROWS(6, 4)
+
+/* One row, any D (a multiple of 16 up to 256). */
+static void pv_any(float *p, const uint16_t *vb, int64_t svt, const int32_t *keys, int64_t n, int64_t D, float *l,
+                   float *ov) {
+  __m512 acc[16];
+  int64_t chunks = D / 16;
+  for (int64_t c = 0; c < chunks; c++) acc[c] = _mm512_setzero_ps();
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; j++) {
+    sum += p[j];
+    __m512 pv = _mm512_set1_ps(p[j]);
+    const uint16_t *vr = vb + keys[j] * svt;
+    for (int64_t c = 0; c < chunks; c++)
+      acc[c] = _mm512_fmadd_ps(pv, widen((__m256bh)_mm256_loadu_si256((const __m256i *)(vr + 16 * c))), acc[c]);
+  }
+  *l = sum;
+  for (int64_t c = 0; c < chunks; c++) _mm512_storeu_ps(ov + 16 * c, acc[c]);
+}
+
+/* As bi_attention_ref (same arguments but the scratch, which each thread allocates here). */
+void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
+                  const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
+                  int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale) {
+  int64_t G = H / Hkv, threads = omp_get_max_threads();
+  /* A task: the Gt heads of one group at P consecutive positions (about 24 rows); smaller tasks when the pass
+   * would not give every thread work. */
+  int64_t P = G >= 24 ? 1 : 24 / G, Gt = G;
+  if (P > Q) P = Q;
+  while (P > 1 && B * Hkv * ((Q + P - 1) / P) < 2 * threads) P = (P + 1) / 2;
+  while (Gt > 1 && B * Hkv * ((G + Gt - 1) / Gt) * ((Q + P - 1) / P) < threads) Gt = (Gt + 1) / 2;
+  int64_t hsplit = (G + Gt - 1) / Gt, pblocks = (Q + P - 1) / P, tasks = B * Hkv * hsplit * pblocks;
+  int64_t R = Gt * P, chunks = D / 16;
+#pragma omp parallel
+  {
+    float *scores = (float *)malloc(sizeof(float) * (size_t)(R * (T > 0 ? T : 1)));
+    float *ovs = (float *)malloc(sizeof(float) * (size_t)(R * D));
+    float *ls = (float *)malloc(sizeof(float) * (size_t)R);
+    int32_t *keys = (int32_t *)malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+    uint8_t *ok = (uint8_t *)malloc((size_t)(P * (T > 0 ? T : 1)));
+    int64_t *seen = (int64_t *)malloc(sizeof(int64_t) * (size_t)P);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; task++) {
+      int64_t pb = task % pblocks, rest = task / pblocks;
+      int64_t hs = rest % hsplit;
+      rest /= hsplit;
+      int64_t hk = rest % Hkv, b = rest / Hkv;
+      int64_t i0 = pb * P, np = Q - i0 < P ? Q - i0 : P;
+      int64_t g0 = hs * Gt, ng = G - g0 < Gt ? G - g0 : Gt, rows = np * ng;
+      /* the union of the positions' keys, in order, and which of them each position sees */
+      int64_t n = 0;
+      for (int64_t p = 0; p < np; p++) seen[p] = 0;
+      if (allowed) {
+        for (int64_t j = 0; j < T; j++) {
+          int any = 0;
+          for (int64_t p = 0; p < np; p++) {
+            uint8_t a = allowed[b * sm[0] + (i0 + p) * sm[1] + j * sm[2]] != 0;
+            ok[p * T + n] = a;
+            seen[p] += a;
+            any |= a;
+          }
+          if (any) keys[n++] = (int32_t)j;
+        }
+      } else {
+        int64_t last = T - Q + i0 + np - 1; /* the block's last position sees keys 0 .. last */
+        for (int64_t j = 0; j <= last; j++) keys[n++] = (int32_t)j;
+        for (int64_t p = 0; p < np; p++) {
+          int64_t upto = T - Q + i0 + p;
+          for (int64_t j = 0; j < n; j++) ok[p * T + j] = j <= upto;
+          seen[p] = upto + 1 > 0 ? upto + 1 : 0;
+        }
+      }
+      const uint16_t *kb = k + b * sk[0] + hk * sk[1], *vb = v + b * sv[0] + hk * sv[1];
+      /* row r: position i0 + r / ng, head hk * G + g0 + r % ng */
+      const uint16_t *qr[2];
+      float *dst[2];
+      for (int64_t r = 0; r < rows; r += 2) {
+        int nr = rows - r >= 2 ? 2 : 1;
+        for (int t = 0; t < nr; t++) {
+          int64_t rr = r + t, i = i0 + rr / ng, h = hk * G + g0 + rr % ng;
+          qr[t] = q + b * sq[0] + h * sq[1] + i * sq[2];
+          dst[t] = scores + rr * T;
+        }
+        if (nr == 2) qk_rows(2, qr, kb, sk[2], keys, n, D, scale, dst);
+        else qk_rows(1, qr, kb, sk[2], keys, n, D, scale, dst);
+      }
+      /* the softmax's numerators over each row's own keys (0 for the others) */
+      for (int64_t r = 0; r < rows; r++) {
+        float *s = scores + r * T;
+        const uint8_t *mine = ok + (r / ng) * T;
+        __m512 vmax = _mm512_set1_ps(-INFINITY);
+        for (int64_t j = 0; j < n; j += 16) {
+          __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+          __mmask16 sees = _mm512_mask_cmpneq_epi32_mask(m, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, mine + j)),
+                                                         _mm512_setzero_si512());
+          vmax = _mm512_mask_max_ps(vmax, sees, _mm512_maskz_loadu_ps(sees, s + j), vmax); /* a NaN score is passed over, as in the reference */
+        }
+        float mx = _mm512_reduce_max_ps(vmax); /* a max: the same whatever the order */
+        __m512 vmx = _mm512_set1_ps(mx);
+        for (int64_t j = 0; j < n; j += 16) {
+          __mmask16 m = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+          __m512 e = exp_le0(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + j), vmx));
+          __mmask16 sees = _mm512_mask_cmpneq_epi32_mask(m, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, mine + j)),
+                                                         _mm512_setzero_si512());
+          _mm512_mask_storeu_ps(s + j, m, _mm512_maskz_mov_ps(sees, e));
+        }
+      }
+      /* the weighted sums of values, RP rows at a time */
+      int rp = chunks == 8 ? 3 : chunks == 4 ? 6 : 1;
+      for (int64_t r = 0; r < rows; r += rp) {
+        int nr = rows - r >= rp ? rp : (int)(rows - r);
+        float *pr[6];
+        for (int t = 0; t < nr; t++) pr[t] = scores + (r + t) * T;
+        if (chunks == 8) pv_3_8(nr, pr, vb, sv[2], keys, n, ls + r, ovs + r * D);
+        else if (chunks == 4) pv_6_4(nr, pr, vb, sv[2], keys, n, ls + r, ovs + r * D);
+        else pv_any(pr[0], vb, sv[2], keys, n, D, ls + r, ovs + r * D);
+      }
+      for (int64_t r = 0; r < rows; r++) {
+        int64_t i = i0 + r / ng, h = hk * G + g0 + r % ng;
+        uint16_t *o = out + ((b * Q + i) * H + h) * D;
+        if (seen[r / ng] == 0) { memset(o, 0, D * sizeof(uint16_t)); continue; }
+        __m512 inv = _mm512_set1_ps(1.0f / ls[r]);
+        for (int64_t c = 0; c < chunks; c++)
+          _mm256_storeu_si256((__m256i *)(o + 16 * c),
+                              (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(ovs + r * D + 16 * c), inv)));
+      }
+    }
+    free(scores); free(ovs); free(ls); free(keys); free(ok); free(seen);
   }
 }
 

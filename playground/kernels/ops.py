@@ -71,8 +71,10 @@ def library() -> ctypes.CDLL | None:
         lib.bi_linear.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr]
         lib.bi_rotary_split.argtypes = [_ptr, _i64, _i64, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _ptr]
         lib.bi_silu_mul.argtypes = [_ptr, _i64, _i64, _ptr]
+        lib.bi_linear_ref.argtypes = lib.bi_linear.argtypes
         lib.bi_attention.argtypes = [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
-                                     _i64, _i64, _i64, _i64, _i64, _i64, ctypes.c_float, _ptr]
+                                     _i64, _i64, _i64, _i64, _i64, _i64, ctypes.c_float]
+        lib.bi_attention_ref.argtypes = [*lib.bi_attention.argtypes, _ptr]
         lib.bi_linear_i8.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr]
         lib.bi_rmsnorm.argtypes = [_ptr, _i64, _i64, _ptr, ctypes.c_float, _ptr]
         lib.read_sum.argtypes = [_ptr, _i64, ctypes.c_int]
@@ -99,16 +101,16 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           residual: torch.Tensor | None = None) -> torch.Tensor:
+           residual: torch.Tensor | None = None, reference: bool = False) -> torch.Tensor:
     """x @ weight.T + bias (+ residual, added to the rounded result), bf16, each output row a function of its
-    own input row only."""
+    own input row only. reference: the kernel's definition, one element at a time (slow; for the tests)."""
     K, N = x.shape[-1], weight.shape[0]
     flat = _rows(x)
     out = torch.empty((flat.shape[0], N), dtype=torch.bfloat16)
     resid = _rows(residual) if residual is not None else None
-    library().bi_linear(flat.data_ptr(), flat.shape[0], K, weight.data_ptr(), N,
-                        bias.data_ptr() if bias is not None else None,
-                        resid.data_ptr() if resid is not None else None, out.data_ptr())
+    fn = library().bi_linear_ref if reference else library().bi_linear
+    fn(flat.data_ptr(), flat.shape[0], K, weight.data_ptr(), N, bias.data_ptr() if bias is not None else None,
+       resid.data_ptr() if resid is not None else None, out.data_ptr())
     return out.view(*x.shape[:-1], N)
 
 
@@ -147,10 +149,10 @@ def _allowed(mask: torch.Tensor | None, B: int, Q: int, T: int) -> torch.Tensor 
 
 def attention(module: torch.nn.Module | None, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-              **kwargs) -> tuple[torch.Tensor, None]:
+              reference: bool = False, **kwargs) -> tuple[torch.Tensor, None]:
     """transformers' attention interface: query (B, H, Q, D), key / value (B, Hkv, T, D), a 4D mask (bool:
     True = seen; float: 0 = seen, the dtype's minimum = masked) or None (causal, queries last).
-    Returns (B, Q, H, D)."""
+    Returns (B, Q, H, D). reference: the kernel's definition, one query at a time (for the tests)."""
     if kwargs.get("softcap") or kwargs.get("s_aux") is not None:
         raise NotImplementedError("the invariant attention has no logit soft-capping and no attention sinks")
     B, H, Q, D = query.shape
@@ -159,12 +161,15 @@ def attention(module: torch.nn.Module | None, query: torch.Tensor, key: torch.Te
     key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (key, value))
     query = query if query.stride(-1) == 1 else query.contiguous()
     out = torch.empty((B, Q, H, D), dtype=torch.bfloat16)
-    scratch = torch.empty(2 * T * max(1, torch.get_num_threads()), dtype=torch.float32)
     scale = scaling if scaling is not None else D ** -0.5
-    library().bi_attention(query.data_ptr(), _strides(query), key.data_ptr(), _strides(key), value.data_ptr(),
-                           _strides(value), allowed.data_ptr() if allowed is not None else None,
-                           _strides(allowed) if allowed is not None else None, out.data_ptr(), B, H, Hkv, Q, T, D,
-                           float(scale), scratch.data_ptr())
+    args = [query.data_ptr(), _strides(query), key.data_ptr(), _strides(key), value.data_ptr(), _strides(value),
+            allowed.data_ptr() if allowed is not None else None, _strides(allowed) if allowed is not None else None,
+            out.data_ptr(), B, H, Hkv, Q, T, D, float(scale)]
+    if reference:
+        scratch = torch.empty(2 * T * max(1, torch.get_num_threads()), dtype=torch.float32)
+        library().bi_attention_ref(*args, scratch.data_ptr())
+    else:
+        library().bi_attention(*args)
     return out, None
 
 

@@ -14,6 +14,7 @@ Examples:
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
     python -m playground.bench --k theory --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
     python -m playground.bench --k 4 --temps 0 0.7 --compare-hf --compare-vllm --report docs/vllm.md   # vLLM's rows too
+    python -m playground.bench --ttft 74 800 2000 --compare-vllm --vllm-threads-bind 0-1   # time to first token
 """
 from __future__ import annotations
 
@@ -25,15 +26,16 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
 from playground import models
-from playground.bench import challenges_cli, likelihood, report, targets, vllm_peer
+from playground.bench import challenges_cli, likelihood, report, targets, ttft, vllm_peer
 from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_grid
 from playground.bench.prompts import load_prompts
+from playground.bench.vllm import VLLMRequest, run_worker
 from playground.errors import PlaygroundError
 from playground.numbers import json_safe
 from playground.progress import printer, quiet
@@ -95,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write every result, the targets and the environment to this file")
     p.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/benchmarks.md)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--ttft", nargs="+", type=int, metavar="TOKENS",
+                   help="instead of the grid: the time to the first token on prompts of about these many tokens (ours, "
+                        "HF generate on the same object, stock transformers, vLLM with --compare-vllm; bench/ttft.py)")
+    p.add_argument("--ttft-reps", type=int, default=3, help="timings per engine and prompt length for --ttft (median)")
     challenges_cli.add_arguments(p)  # --challenges batch context precision, --batch-sizes, --context-lengths
     return p
 
@@ -149,6 +155,32 @@ STDOUT_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_prec
                   "calibrated_speedup", "greedy"]
 
 
+def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress) -> int:
+    """--ttft: the time-to-first-token table (bench/ttft.py), printed, and written with --json."""
+    if any(n < 8 for n in args.ttft) or args.ttft_reps < 1:
+        raise PlaygroundError("--ttft takes prompt lengths of at least 8 tokens, --ttft-reps at least 1.")
+    vllm = None
+    if args.compare_vllm:
+        def vllm(ids: dict[str, list[int]]) -> dict[str, list[float]]:
+            precision = pair.target_precision or models.default_target_precision()
+            target = vllm_peer.model_folder(pair.target)
+            request = VLLMRequest(target=target, dtype=vllm_peer.VLLM_DTYPES[precision], max_tokens=1,
+                                  repeats=args.ttft_reps, cpu_threads_bind=args.vllm_threads_bind,
+                                  max_model_len=vllm_peer.max_model_len(target, ids, 1))
+            done = run_worker(request, ids)
+            return {key: [r.wall_s for r in done.results if r.id == key] for key in ids}
+    rows = ttft.run_ttft(runner, pair, sorted(set(args.ttft)), args.ttft_reps, vllm=vllm, progress=progress)
+    env = environment()
+    print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
+    print(ttft.markdown(rows))
+    if args.json:
+        doc = {"environment": env, "args": vars(args), "ttft": [asdict(r) | {"median_s": r.median_s} for r in rows]}
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(json_safe(doc), indent=1))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     progress = quiet if args.quiet else printer(sys.stderr)
@@ -175,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.compare_vllm:
             vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
+        if args.ttft:
+            return ttft_main(args, runner, pairs[0], progress)
         results = run_grid(runner, pairs, prompts, decodes, drafters, compare_hf=args.compare_hf, progress=progress,
                            max_cells=None, stock_kernels=args.stock_kernels)
     except PlaygroundError as exc:

@@ -1,0 +1,150 @@
+"""Time to the first token on long prompts: `python -m playground.bench --ttft 74 800 2000 [--compare-vllm]`.
+
+The prompt pass (prefill) dominates the first token of a long prompt. Each row is the median of --ttft-reps
+timings of one prompt of about N tokens (the start of the bench's long document under a one-line request,
+through the target's chat template), greedy, one new token:
+
+- "ours, target alone": the Runner's first round of the target alone (the prompt pass and its token).
+- "ours, speculative": the default configuration's first round: the draft's prompt pass, its draft, and the
+  target's pass over the prompt and the draft (the first round's tokens arrive together).
+- "hf generate (same object)": `generate(max_new_tokens=1)` on the very same target object (its kernels).
+- "stock transformers": a fresh load of the same folder at the same precision with torch's kernels, then
+  `generate(max_new_tokens=1)`.
+- "vllm" (--compare-vllm): vLLM's engine on the same folder, precision and prompt token ids, max_tokens=1;
+  its wall time per request (started here, one engine for all lengths).
+
+Ours, HF and stock run in this process, in rotated order within each repeat; vLLM runs in its own process
+between the first and the second half of the repeats. Speed is reported, never asserted.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from playground import models
+from playground.engine import clock
+from playground.models import LoadedPair
+from playground.progress import Progress, quiet
+from playground.runner import Runner, encode_prompt
+from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+
+DOCUMENT = Path(__file__).with_name("long_document.txt")
+REQUEST = "Summarise the following text in one sentence.\n\n"
+OURS, OURS_SPEC, HF_SAME, STOCK, VLLM = ("ours, target alone", "ours, speculative", "hf generate (same object)",
+                                         "stock transformers", "vllm")
+
+
+@dataclass
+class TTFTRow:
+    engine: str
+    tokens: int  # the prompt's length in target tokens
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds) if self.seconds else float("nan")
+
+
+def prompt_of(tokenizer, tokens: int) -> tuple[str, list[int]]:
+    """A prompt of about `tokens` tokens (chat template included): the request and the start of the document,
+    cut by bisection on its length in characters."""
+    text = DOCUMENT.read_text(encoding="utf-8")
+    while len(text) < 8 * tokens:  # the document repeated when a longer prompt is asked for
+        text += "\n\n" + text
+    lo, hi = 1, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if encode_prompt(tokenizer, REQUEST + text[:mid]).shape[1] <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    prompt = REQUEST + text[:lo]
+    return prompt, encode_prompt(tokenizer, prompt)[0].tolist()
+
+
+def _first_round(runner: Runner, spec: RunSpec, pair: LoadedPair) -> float:
+    decoder = runner.decoder(spec, pair)
+    start = clock(pair.target.device)
+    decoder.step()
+    return clock(pair.target.device) - start
+
+
+@torch.inference_mode()
+def _generate_one(model: torch.nn.Module, ids: list[int]) -> float:
+    feed = torch.tensor([ids], device=model.device)
+    start = clock(model.device)
+    model.generate(feed, attention_mask=torch.ones_like(feed), max_new_tokens=1, do_sample=False)
+    return clock(model.device) - start
+
+
+def stock_model(pair_spec: PairSpec, pair: LoadedPair) -> torch.nn.Module:
+    """A fresh load of the target's folder at the target's precision, on torch's kernels (transformers' defaults)."""
+    from transformers import AutoModelForCausalLM
+
+    from playground.bench.vllm_peer import model_folder
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pair.target_precision.value, torch.float32)
+    return AutoModelForCausalLM.from_pretrained(model_folder(pair_spec.target), dtype=dtype).to(pair.target.device).eval()
+
+
+def run_ttft(runner: Runner, pair_spec: PairSpec, lengths: list[int], reps: int = 3, stock: bool = True,
+             vllm: Callable[[dict[str, list[int]]], dict[str, list[float]]] | None = None,
+             progress: Progress = quiet) -> list[TTFTRow]:
+    """The rows for each prompt length. vllm: given {length: token ids}, vLLM's seconds per length (its repeats)."""
+    target_alone = DrafterSpec(DrafterKind.TARGET_ALONE)
+    default = DrafterSpec()
+    pair = runner.load(RunSpec(pair_spec, default, prompt="x"), progress)
+    with pair.in_use():
+        prompts = {n: prompt_of(pair.tokenizer, n) for n in lengths}
+        specs = {name: {n: RunSpec(pair_spec, drafter, DecodeConfig(max_new_tokens=k), prompts[n][0])
+                        for n in lengths}
+                 for name, drafter, k in ((OURS, target_alone, 1), (OURS_SPEC, default, 8))}
+        for spec in (specs[OURS][lengths[0]], specs[OURS_SPEC][lengths[0]]):
+            runner.warm_up(spec, pair, progress)
+        other = stock_model(pair_spec, pair) if stock else None
+        rows = {(e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (OURS, OURS_SPEC, HF_SAME, STOCK, VLLM)}
+        engines: list[tuple[str, Callable[[int], float]]] = [
+            (OURS, lambda n: _first_round(runner, specs[OURS][n], pair)),
+            (OURS_SPEC, lambda n: _first_round(runner, specs[OURS_SPEC][n], pair)),
+            (HF_SAME, lambda n: (pair.use_kernels(pair_spec.invariant), _generate_one(pair.target, prompts[n][1]))[1])]
+        if other is not None:
+            _generate_one(other, prompts[lengths[0]][1][:16])  # its first-call costs, outside the timing
+            engines.append((STOCK, lambda n: _generate_one(other, prompts[n][1])))
+        for rep in range(reps):
+            if vllm is not None and rep == reps // 2:
+                progress("TTFT: vLLM on the same prompt token ids", 0.5)
+                for n, seconds in vllm({str(n): prompts[n][1] for n in lengths}).items():
+                    rows[(VLLM, int(n))].seconds += seconds
+            for n in lengths:
+                order = engines[rep % len(engines):] + engines[: rep % len(engines)]
+                for name, time_it in order:
+                    progress(f"TTFT: {name}, {rows[(name, n)].tokens} prompt tokens, repeat {rep + 1} of {reps}",
+                             rep / reps)
+                    rows[(name, n)].seconds.append(time_it(n))
+        del other
+    return [row for row in rows.values() if row.seconds]
+
+
+def markdown(rows: list[TTFTRow]) -> str:
+    """One line per engine, a column per prompt length: median seconds, and ours over each other engine."""
+    lengths = sorted({r.tokens for r in rows})
+    by = {(r.engine, r.tokens): r.median_s for r in rows}
+    names = [e for e in (OURS, OURS_SPEC, HF_SAME, STOCK, VLLM) if any(r.engine == e for r in rows)]
+    head = "| engine | " + " | ".join(f"{n} tokens" for n in lengths) + " |"
+    lines = [head, "|" + "---|" * (len(lengths) + 1)]
+    for name in names:
+        cells = []
+        for n in lengths:
+            s, ours = by.get((name, n)), by.get((OURS, n))
+            if s is None:
+                cells.append("–")
+            elif name in (OURS, OURS_SPEC) or ours is None:
+                cells.append(f"{s:.2f} s")
+            else:
+                cells.append(f"{s:.2f} s ({s / ours:.2f}x ours)")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

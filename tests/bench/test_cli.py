@@ -155,3 +155,24 @@ def test_drafter_names_and_precisions_make_a_grid(monkeypatch):
         (DrafterKind.DRAFT_MODEL, Precision.BF16, None), (DrafterKind.EARLY_EXIT, None, 7),
         (DrafterKind.PROMPT_LOOKUP, None, None)]
     assert drafter_specs(["draft model"], None)[0].precision is None  # the device default, at load time
+
+
+def test_cli_ttft_times_the_first_token_of_every_engine_on_prompts_of_the_asked_lengths(catalog, tmp_path, capsys):
+    out = tmp_path / "ttft.json"
+    rc = bench.main(["--pairs", "tiny (test)", "--target-precision", "fp32", "--ttft", "160", "80", "--ttft-reps", "2",
+                     "--json", str(out), "--quiet"])
+    assert rc == 0
+    rows = json.loads(out.read_text())["ttft"]
+    engines = {"ours, target alone", "ours, speculative", "hf generate (same object)", "stock transformers"}
+    assert {r["engine"] for r in rows} == engines
+    lengths = sorted({r["tokens"] for r in rows})
+    assert len(lengths) == 2 and 70 < lengths[0] <= 80 and 150 < lengths[1] <= 160  # the prompts' real lengths
+    assert all(len(r["seconds"]) == 2 and all(s > 0 for s in r["seconds"]) for r in rows)
+    table = capsys.readouterr().out
+    assert f"| engine | {lengths[0]} tokens | {lengths[1]} tokens |" in table
+    assert "x ours)" in table.split("| hf generate (same object) |")[1].splitlines()[0]
+
+
+def test_cli_ttft_refuses_a_prompt_too_short_to_time(catalog, capsys):
+    assert bench.main(["--pairs", "tiny (test)", "--ttft", "3", "--quiet"]) == 2
+    assert "--ttft takes prompt lengths of at least 8 tokens" in capsys.readouterr().err

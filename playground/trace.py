@@ -101,6 +101,8 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
 
     - tokens/s = new tokens / the run's engine time (the sum of its rounds' draft and verify seconds;
       the first round's pass includes the prompt). The same definition for the target-alone baseline.
+    - time to first token (ttft_s) = the first round's draft and verify seconds: the prompt passes (the
+      draft's and the target's) and the first draft, after which the first round's tokens appear together.
     - speedup = tokens/s / the baseline's tokens/s (same prompt, target, precision, sampling); only when
       a baseline ran.
     - alpha = accepted / drafted; alpha_eval = accepted / evaluated (drafts after a rejection are never
@@ -131,7 +133,7 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
     return {key: summary[key] for key in SUMMARY_KEYS}
 
 
-SUMMARY_KEYS = ("rounds", "tokens", "wall_s", "tokens_per_s", "drafted", "accepted", "alpha", "alpha_eval", "mean_k",
+SUMMARY_KEYS = ("rounds", "tokens", "wall_s", "ttft_s", "tokens_per_s", "drafted", "accepted", "alpha", "alpha_eval", "mean_k",
                 "mean_accepted", "tokens_per_round", "draft_s", "verify_s", "step_s", "step_source", "c", "v",
                 "position_acceptance", *counts(None),
                 "theory_speedup", "calibrated_speedup", "best_k", "best_k_calibrated", "baseline_tokens_per_s", "speedup")
@@ -147,6 +149,7 @@ def _totals(rounds: list[RoundRecord]) -> dict:
     draft_rounds = sum(1 for r in rounds if r.k > 0)
     return {
         "rounds": len(rounds), "tokens": tokens, "wall_s": seconds,
+        "ttft_s": rounds[0].draft_s + rounds[0].verify_s if rounds else NAN,
         "tokens_per_s": tokens / seconds if seconds > 0 else NAN, "drafted": drafted, "accepted": accepted,
         "alpha": accepted / drafted if drafted else NAN, "alpha_eval": accepted / evaluated if evaluated else NAN,
         "mean_k": drafted / draft_rounds if draft_rounds else 0.0,

@@ -49,6 +49,12 @@ def test_summary_numbers_by_hand():
     assert s["position_acceptance"] == [2 / 3, 1 / 2, 1.0, 1.0]
 
 
+def test_time_to_first_token_is_the_first_rounds_draft_and_verify_seconds():
+    rounds = [replace(ROUNDS[0], draft_s=0.3, verify_s=1.2), *ROUNDS[1:]]
+    assert math.isclose(trace.summarize(rounds)["ttft_s"], 1.5)
+    assert math.isnan(trace.summarize([])["ttft_s"])
+
+
 def test_c_and_the_calibrated_prediction_do_not_depend_on_the_baseline():
     with_base, alone = trace.summarize(ROUNDS, BASELINE, PROFILE), trace.summarize(ROUNDS, None, PROFILE)
     for figure in ("c", "v", "calibrated_speedup", "theory_speedup", "best_k_calibrated", "tokens_per_s"):

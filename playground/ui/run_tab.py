@@ -207,6 +207,7 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
     source = "V(1) measured by the runner on this machine" if s["step_source"] == "measured" else s["step_source"]
     rows = [
         ("tokens/s", fmt(s["tokens_per_s"], 1) + base),
+        ("time to first token (the prompt's passes and the first round)", fmt(s["ttft_s"], 2, " s")),
         ("precisions that ran", precisions(run)),
         ("α acceptance (accepted / drafted)", fmt(s["alpha"], 3)),
         ("mean accepted tokens per round", fmt(s["mean_accepted"], 2)),

@@ -7,21 +7,26 @@ from transformers import PreTrainedModel
 from playground.decoding import DrafterKind
 from playground.decoding.base import Draft, Drafter
 from playground.decoding.cache import crop_cache, draft_cache
+from playground.decoding.vocab import SubsetHead
 from playground.sampling import SamplingParams, choose
 
 
 class ModelDrafter(Drafter):
     """A draft model on its own KV cache. confidence > 0 stops a draft early when the draft's top probability
-    falls under it (the draft is likely to be rejected there anyway)."""
+    falls under it (the draft is likely to be rejected there anyway). vocab > 0: the draft proposes from its
+    `vocab` most frequent tokens and the sequence's own (decoding/vocab.py; lossless, a cheaper head)."""
 
     name = DrafterKind.DRAFT_MODEL.value
 
-    def __init__(self, model: PreTrainedModel, confidence: float = 0.0):
+    def __init__(self, model: PreTrainedModel, confidence: float = 0.0, vocab: int = 0):
         self.model = model
         self.confidence = confidence
+        self.head = SubsetHead(model, vocab) if vocab else None
         self.reset()
 
     def reset(self) -> None:
+        if self.head is not None:
+            self.head.reset()
         self.cache = draft_cache(self.model)
         self.cached = 0  # positions of the sequence held in the cache
         self.proposal_start = 0
@@ -34,9 +39,10 @@ class ModelDrafter(Drafter):
         length = ids.shape[1]
         feed = ids[:, self.cached :]
         tokens, logits = [], []
+        if self.head is not None:
+            self.head.add(ids)
         for _ in range(k):
-            out = self.model(input_ids=feed, cache=self.cache, use_cache=True, logits_to_keep=1)
-            step_logits = out.logits[0, -1]
+            step_logits = self._logits(feed)
             token = choose(step_logits, params, generator)
             tokens.append(token)
             logits.append(step_logits)
@@ -49,6 +55,13 @@ class ModelDrafter(Drafter):
         self.cached = length + len(tokens) - 1
         self.proposal_start = length
         return Draft(torch.stack(tokens), torch.stack(logits))
+
+    def _logits(self, feed: torch.Tensor) -> torch.Tensor:
+        """The draft's logits after `feed` (its cache extended by it): the whole head's, or the subset's."""
+        if self.head is None:
+            return self.model(input_ids=feed, cache=self.cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+        hidden = self.model.model(input_ids=feed, cache=self.cache, use_cache=True).last_hidden_state[0, -1]
+        return self.head.full_logits(hidden)
 
     def observe(self, num_accepted: int) -> None:
         keep = min(self.cached, self.proposal_start + num_accepted)

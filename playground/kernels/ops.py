@@ -204,6 +204,23 @@ class Proj:
                                resid.data_ptr() if resid is not None else None, out.data_ptr(), scratch.data_ptr())
         return out.view(*x.shape[:-1], self.n)
 
+    def rows(self, n: int) -> "Proj":
+        """The first n output rows, as views of this one's storage (no copy)."""
+        part = Proj.__new__(Proj)
+        part.n, part.k = n, self.k
+        part.bias = None if self.bias is None else self.bias[:n]
+        part.weight = None if self.weight is None else self.weight[:n]
+        part.q = None if self.q is None else self.q[:n]
+        if self.q is not None:
+            part.scale, part.rowsum = self.scale[:n], self.rowsum[:n]
+        return part
+
+    def dequantized(self, ids: torch.Tensor) -> torch.Tensor:
+        """The weight's rows `ids` in fp32 (the int8 rows times their scales)."""
+        if self.q is None:
+            return self.weight[ids].float()
+        return self.q[ids].float() * self.scale[ids, None]
+
     def nbytes(self) -> int:
         parts = [self.weight, self.bias] if self.q is None else [self.q, self.scale, self.rowsum, self.bias]
         return sum(t.numel() * t.element_size() for t in parts if t is not None)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from playground.errors import PlaygroundError
+from playground.outbound import ANY_PUBLIC, parse_url
 
 QUEUE_SIZE = 32  # the device queue's places (ui/layout.py's demo.queue): no client or address may hold more
 
@@ -46,6 +47,8 @@ VARIABLES = {
                                 "start-up (it is then prepared on the first Generate)"),
     "PLAYGROUND_VLLM_VENV": ("$PLAYGROUND_CACHE/vllm-venv", "the virtual environment with vLLM, for the vLLM peer "
                                                             "(scripts/install_vllm.sh)"),
+    "PLAYGROUND_VLLM_URLS": ("", "vLLM servers the Compare pairs tab may reach by URL (comma-separated http(s)://host:port; "
+                                 "* adds any public server); empty: only vLLM started here (docs/reliability.md)"),
 }
 
 
@@ -72,6 +75,7 @@ class Settings:
     session_idle_s: int = 900
     on_spaces: bool = False  # Hugging Face Spaces sets SPACE_ID
     preload: bool = True
+    vllm_urls: tuple[str, ...] = ()  # origins as outbound.Origin writes them, and "*"
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -103,6 +107,11 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
                                   f"got {value[:40]!r}.")
         return int(value)
 
+    def origins(name: str) -> tuple[str, ...]:
+        """A comma-separated list of http(s)://host:port (or *), each checked as the URL field checks one."""
+        entries = [e.strip() for e in (text(name) or "").split(",") if e.strip()]
+        return tuple(dict.fromkeys(e if e == ANY_PUBLIC else str(parse_url(e, name)) for e in entries))
+
     roots = text("PLAYGROUND_MODEL_ROOTS")
     pairs_file, venv = text("PLAYGROUND_PAIRS_FILE"), text("PLAYGROUND_VLLM_VENV")
     on_spaces = text("SPACE_ID") is not None
@@ -126,4 +135,5 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         session_idle_s=whole("PLAYGROUND_SESSION_IDLE_S", 900, 60, 7 * 86_400),
         on_spaces=on_spaces,
         preload=text("PLAYGROUND_PRELOAD") != "0",
+        vllm_urls=origins("PLAYGROUND_VLLM_URLS"),
     )

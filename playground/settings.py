@@ -49,7 +49,10 @@ VARIABLES = {
                                                             "(scripts/install_vllm.sh)"),
     "PLAYGROUND_VLLM_URLS": ("", "vLLM servers the Compare pairs tab may reach by URL (comma-separated http(s)://host:port; "
                                  "* adds any public server); empty: only vLLM started here (docs/reliability.md)"),
+    "PLAYGROUND_KERNELS": ("auto", "off: report the batch-invariant kernels unavailable (torch's kernels run, their tests "
+                                   "skip); auto: they run where the CPU has AVX512-BF16 and a C compiler"),
 }
+KERNELS = ("auto", "off")
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class Settings:
     on_spaces: bool = False  # Hugging Face Spaces sets SPACE_ID
     preload: bool = True
     vllm_urls: tuple[str, ...] = ()  # origins as outbound.Origin writes them, and "*"
+    kernels: bool = True  # False: PLAYGROUND_KERNELS=off
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -112,6 +116,9 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         entries = [e.strip() for e in (text(name) or "").split(",") if e.strip()]
         return tuple(dict.fromkeys(e if e == ANY_PUBLIC else str(parse_url(e, name)) for e in entries))
 
+    kernels = (text("PLAYGROUND_KERNELS") or "auto").lower()
+    if kernels not in KERNELS:
+        raise PlaygroundError(f"PLAYGROUND_KERNELS must be one of {', '.join(KERNELS)} (unset: auto), got {kernels[:40]!r}.")
     roots = text("PLAYGROUND_MODEL_ROOTS")
     pairs_file, venv = text("PLAYGROUND_PAIRS_FILE"), text("PLAYGROUND_VLLM_VENV")
     on_spaces = text("SPACE_ID") is not None
@@ -136,4 +143,5 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         on_spaces=on_spaces,
         preload=text("PLAYGROUND_PRELOAD") != "0",
         vllm_urls=origins("PLAYGROUND_VLLM_URLS"),
+        kernels=kernels != "off",
     )

@@ -119,7 +119,7 @@ class Policy:
 
     @classmethod
     def from_settings(cls) -> "Policy":
-        from playground import settings  # read when a request is made: a changed environment takes effect
+        from playground import settings  # here, not at the top: settings imports this module (parse_url)
 
         entries = settings.read().vllm_urls
         return cls((parse_url(e, "PLAYGROUND_VLLM_URLS") for e in entries if e != ANY_PUBLIC), ANY_PUBLIC in entries)
@@ -139,7 +139,7 @@ class Policy:
         raise Refused(f"{origin} is not one of the vLLM servers this app may reach: "
                       f"{', '.join(sorted(map(str, self.listed)))} (PLAYGROUND_VLLM_URLS).")
 
-    def addresses(self, origin: Origin, deadline_s: float = 10.0) -> list[tuple]:
+    def addresses(self, origin: Origin) -> list[tuple]:
         """The addresses to connect to (getaddrinfo's sockaddrs), every one checked; Refused when any is not allowed."""
         self.admit(origin)
         try:
@@ -218,7 +218,14 @@ def _connect(addresses: list[tuple], origin: Origin, clock: _Clock) -> socket.so
         if origin.scheme == "https":
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=origin.host,
                                                             do_handshake_on_connect=False)
-            _io(sock, clock, False, sock.do_handshake)
+            try:
+                _io(sock, clock, False, sock.do_handshake)
+            except OSError as exc:  # ssl.SSLError is one: a certificate refused, a server that is not TLS
+                sock.close()
+                raise Unreachable(origin, f"TLS: {getattr(exc, 'reason', None) or exc.strerror or 'handshake failed'}")
+            except BaseException:
+                sock.close()
+                raise
         return sock
     raise Unreachable(origin, reason)
 

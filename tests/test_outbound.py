@@ -144,3 +144,11 @@ def test_the_allow_list_is_read_and_checked():
     for bad in ("http://a:1/x", "http://u:p@a:1", "http://a:1#", "gpu-box:8000"):
         with pytest.raises(PlaygroundError, match="PLAYGROUND_VLLM_URLS"):
             settings.read({"PLAYGROUND_VLLM_URLS": bad})
+
+
+def test_a_tls_handshake_that_fails_is_named(monkeypatch):
+    with listener("vllm") as (url, seen):
+        https = url.replace("http://", "https://")
+        allow(monkeypatch, https)
+        with pytest.raises(PlaygroundError, match=r"Cannot reach a vLLM server at https://.* \(TLS: "):
+            VLLMServer(https, connect_timeout_s=5).check()

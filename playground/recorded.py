@@ -25,6 +25,8 @@ MAX_ROUNDS = 4_096
 MAX_DECODED = 100_000  # entries of the decode table
 MAX_LIST = 4_096  # the longest list inside a round (a tree's nodes, a context's ids)
 MAX_TEXT = 20_000  # characters of one text inside a round or the decode table
+MAX_SECONDS = 86_400.0  # a round, a pass or a drafted token longer than a day is no measurement
+PROB_SLACK = 1e-4  # probabilities written from fp32 or bf16 may round a hair past 1
 KINDS = ("correction", "bonus", "target")
 STOPS = ("", "eos", "length")
 
@@ -152,10 +154,17 @@ def _recorded(doc: dict) -> Recorded:
         if len(verify) > 64 or not all(isinstance(n, str) and n.isdigit() and 1 <= int(n) <= MAX_LIST for n in verify):
             raise BadRecording("The trace's 'profile_verify_s' must map n (1 to 4,096) to seconds, at most 64 of them.")
         try:
-            profile = theory.CostProfile({int(n): _real(s) for n, s in verify.items()},
-                                         _real(doc.get("profile_draft_s") or 0.0))
-        except (TypeError, ValueError, OverflowError):
-            raise BadRecording("The trace's 'profile_verify_s' must map n (1, 2, ...) to positive seconds.") from None
+            seconds = {int(n): _real(s) for n, s in verify.items()}
+        except (TypeError, ValueError):
+            seconds = {0: math.nan}
+        if not all(0 < s <= MAX_SECONDS for s in seconds.values()):
+            raise BadRecording(f"The trace's 'profile_verify_s' must map n (1, 2, ...) to seconds above 0 and at most "
+                               f"{MAX_SECONDS:,.0f}.")
+        draft_s = doc.get("profile_draft_s") or 0.0
+        if isinstance(draft_s, bool) or not isinstance(draft_s, (int, float)) or not 0 <= draft_s <= MAX_SECONDS:
+            raise BadRecording(f"The trace's 'profile_draft_s' (the draft's seconds per token) must be from 0 to "
+                               f"{MAX_SECONDS:,.0f}, got {shown(draft_s)}.")
+        profile = theory.CostProfile(seconds, float(draft_s))
     return Recorded(spec, target_precision, draft_precision, rounds, baseline, profile,
                     ReplayTokenizer(_decoded(doc.get("decoded"))),
                     _text(doc.get("recorded_at") or "", "recorded_at")[:40])
@@ -222,14 +231,31 @@ def _rounds(items: Any, key: str) -> list[RoundRecord]:
     if not isinstance(items, list) or len(items) > MAX_ROUNDS:
         raise BadRecording(f"The trace's {key!r} must be a list of at most {MAX_ROUNDS:,} rounds.")
     rows = []
+    total = 0
     for i, item in enumerate(items):
         try:
-            rows.append(_round(item))
-        except (TypeError, ValueError, KeyError, AttributeError):
+            row = _round(item)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            field = f": {exc.args[0]}" if isinstance(exc, _Impossible) else ""
             raise BadRecording(f"The trace's {key!r}: round {i} is not a round this app wrote (a field is missing, of "
-                               f"the wrong type or out of range).") from None
+                               f"the wrong type or out of range{field}).") from None
+        total += len(row["new_tokens"])
+        if row["round"] != i or row["total_new"] != total:  # rounds in order, the output growing by what each added
+            raise BadRecording(f"The trace's {key!r}: round {i} is not a round this app wrote (its 'round' must be {i} "
+                               f"and its 'total_new' {total}, the tokens of the rounds so far).")
+        rows.append(row)
     used = [cls for cls in EXTRAS if any(extra(row, cls) != cls() for row in rows)]  # the strategy that ran
     return [_record(row, used[0] if used else None) for row in rows]
+
+
+class _Impossible(ValueError):
+    """A field whose value no run can have; its message names the field and the range."""
+
+
+def _within(name: str, values: list[float], low: float, high: float, slack: float = 0.0) -> None:
+    """Each value from low to high (give or take `slack` for rounding), or nan (not recorded)."""
+    if not all(math.isnan(v) or low <= v <= high + slack for v in values):
+        raise _Impossible(f"{name!r} must be from {low:g} to {high:g}")
 
 
 def _round(item: dict) -> dict:
@@ -243,12 +269,17 @@ def _round(item: dict) -> dict:
         if not _ints(item[name]):
             raise ValueError(name)
         row[name] = list(item[name])
-    row["draft_s"], row["verify_s"] = _real(item["draft_s"]), _real(item["verify_s"])
-    if not (row["draft_s"] >= 0 and row["verify_s"] >= 0 and math.isfinite(row["draft_s"] + row["verify_s"])):
-        raise ValueError("seconds")
+    for name in ("draft_s", "verify_s"):
+        seconds = item[name]  # a round's time is always measured: never null, NaN or infinite
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_SECONDS:
+            raise _Impossible(f"{name!r} must be seconds from 0 to {MAX_SECONDS:,.0f}")
+        row[name] = float(seconds)
     for name in ("p", "q", "u", "margins"):
         row[name] = _reals(item.get(name, []))
     row["token_q"] = _real(item.get("token_q"))
+    for name in ("p", "q", "u", "token_q"):  # probabilities and uniform draws
+        _within(name, row[name] if isinstance(row[name], list) else [row[name]], 0.0, 1.0, PROB_SLACK)
+    _within("margins", row["margins"], 0.0, math.inf)  # the top logit minus the second: never below 0
     if item["token_kind"] not in KINDS or item.get("stop", "") not in STOPS:
         raise ValueError("kind")
     row["token_kind"], row["stop"] = item["token_kind"], item.get("stop", "")

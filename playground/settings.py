@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from playground.errors import PlaygroundError
+from playground.outbound import ANY_PUBLIC, parse_url
 
 QUEUE_SIZE = 32  # the device queue's places (ui/layout.py's demo.queue): no client or address may hold more
 
@@ -46,7 +47,12 @@ VARIABLES = {
                                 "start-up (it is then prepared on the first Generate)"),
     "PLAYGROUND_VLLM_VENV": ("$PLAYGROUND_CACHE/vllm-venv", "the virtual environment with vLLM, for the vLLM peer "
                                                             "(scripts/install_vllm.sh)"),
+    "PLAYGROUND_VLLM_URLS": ("", "vLLM servers the Compare pairs tab may reach by URL (comma-separated http(s)://host:port; "
+                                 "* adds any public server); empty: only vLLM started here (docs/reliability.md)"),
+    "PLAYGROUND_KERNELS": ("auto", "off: report the batch-invariant kernels unavailable (torch's kernels run, their tests "
+                                   "skip); auto: they run where the CPU has AVX512-BF16 and a C compiler"),
 }
+KERNELS = ("auto", "off")
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,8 @@ class Settings:
     session_idle_s: int = 900
     on_spaces: bool = False  # Hugging Face Spaces sets SPACE_ID
     preload: bool = True
+    vllm_urls: tuple[str, ...] = ()  # origins as outbound.Origin writes them, and "*"
+    kernels: bool = True  # False: PLAYGROUND_KERNELS=off
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -103,6 +111,14 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
                                   f"got {value[:40]!r}.")
         return int(value)
 
+    def origins(name: str) -> tuple[str, ...]:
+        """A comma-separated list of http(s)://host:port (or *), each checked as the URL field checks one."""
+        entries = [e.strip() for e in (text(name) or "").split(",") if e.strip()]
+        return tuple(dict.fromkeys(e if e == ANY_PUBLIC else str(parse_url(e, name)) for e in entries))
+
+    kernels = (text("PLAYGROUND_KERNELS") or "auto").lower()
+    if kernels not in KERNELS:
+        raise PlaygroundError(f"PLAYGROUND_KERNELS must be one of {', '.join(KERNELS)} (unset: auto), got {kernels[:40]!r}.")
     roots = text("PLAYGROUND_MODEL_ROOTS")
     pairs_file, venv = text("PLAYGROUND_PAIRS_FILE"), text("PLAYGROUND_VLLM_VENV")
     on_spaces = text("SPACE_ID") is not None
@@ -126,4 +142,6 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         session_idle_s=whole("PLAYGROUND_SESSION_IDLE_S", 900, 60, 7 * 86_400),
         on_spaces=on_spaces,
         preload=text("PLAYGROUND_PRELOAD") != "0",
+        vllm_urls=origins("PLAYGROUND_VLLM_URLS"),
+        kernels=kernels != "off",
     )

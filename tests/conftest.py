@@ -101,10 +101,34 @@ def app_models(app_process):
     return app_process[1]
 
 
+DOWN_URL = "http://127.0.0.1:9"  # an allowed vLLM URL where nothing listens (the discard port)
+
+
 @pytest.fixture(scope="session")
-def app_process(tmp_path_factory, vllm_pair):
+def vllm_port() -> int:
+    """The port of the session's vLLM server, chosen before it starts: the app's allow-list names it."""
+    return free_port()
+
+
+@pytest.fixture(scope="session")
+def vllm_urls(vllm_port) -> str:
+    """PLAYGROUND_VLLM_URLS for the tests that reach the session's vLLM server by URL (and the allowed URL where
+    nothing listens): the allow-list is empty by default, and loopback is refused unless listed."""
+    return f"http://127.0.0.1:{vllm_port},{DOWN_URL}"
+
+
+@pytest.fixture
+def allow_vllm(vllm_urls, monkeypatch) -> str:
+    """This test may reach the session's vLLM server by URL (PLAYGROUND_VLLM_URLS)."""
+    monkeypatch.setenv("PLAYGROUND_VLLM_URLS", vllm_urls)
+    return vllm_urls
+
+
+@pytest.fixture(scope="session")
+def app_process(tmp_path_factory, vllm_pair, vllm_urls):
     """`python app.py` on the tiny pairs, on a free localhost port: (url, model folder). Its catalog also has
-    "tiny vllm (test)", the vLLM-loadable tiny pair that the session's vLLM server serves (the same folders)."""
+    "tiny vllm (test)", the vLLM-loadable tiny pair that the session's vLLM server serves (the same folders), and its
+    allow-list names that server (PLAYGROUND_VLLM_URLS)."""
     import json
     import subprocess
     import sys
@@ -121,7 +145,7 @@ def app_process(tmp_path_factory, vllm_pair):
     roots = os.pathsep.join([str(root), str(vllm_pair["target"].parent)])
     env = dict(os.environ, PLAYGROUND_PAIRS_FILE=str(pairs), PLAYGROUND_MODEL_ROOTS=roots,
                PLAYGROUND_DEFAULT_PAIR="tiny (test)", GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
-               HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
+               HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1", PLAYGROUND_VLLM_URLS=vllm_urls)
     log = open(root / "app.log", "w")
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=root_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     (root / "app.pid").write_text(str(proc.pid))  # for the memory load test
@@ -189,12 +213,14 @@ def vllm_pair(tiny_models) -> dict:
 
 
 @pytest.fixture(scope="session")
-def vllm_server(vllm_pair):
+def vllm_server(vllm_pair, vllm_port):
     """vLLM's OpenAI-compatible server on the tiny vLLM pair with draft-model speculation (k = 3), served as
-    "tiny" on a free localhost port: one for the whole session (the bench, UI and load tests share it)."""
+    "tiny" on localhost (vllm_port): one for the whole session (the bench, UI and load tests share it). A test that
+    reaches it by URL allow-lists it (allow_vllm; app_process does)."""
     from playground.bench import vllm_server as server_module
     from tests.vllm_support import fast_request, require_vllm
 
     require_vllm()
-    with server_module.start_server(fast_request(vllm_pair, "draft_model"), served_name="tiny", timeout_s=300) as s:
+    with server_module.start_server(fast_request(vllm_pair, "draft_model"), port=vllm_port, served_name="tiny",
+                                    timeout_s=300) as s:
         yield s

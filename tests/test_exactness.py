@@ -3,11 +3,9 @@ decoding equals the target alone and HF generate on the same model object, for e
 
 The tiny random models decide many near-ties (their logits are close), which makes them a hard case: with
 torch's stock bf16 kernels these comparisons are allowed to differ after a near-tie; with the kernels they may
-not differ at all. Skipped where the kernels cannot run, unless PLAYGROUND_REQUIRE_KERNELS=1 (CI).
+not differ at all. Skipped where the kernels cannot run (tests/kernel_support.py).
 """
 from __future__ import annotations
-
-import os
 
 import pytest
 import torch
@@ -16,11 +14,9 @@ from playground import kernels, models, trace
 from playground.batch import decode_batch
 from playground.runner import encode_prompt, new_tokens
 from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec
+from tests.kernel_support import require_kernels
 
-if kernels.why_not():
-    if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1":
-        raise RuntimeError(f"PLAYGROUND_REQUIRE_KERNELS=1 but the kernels cannot run here: {kernels.why_not()}")
-    pytest.skip(f"batch-invariant kernels unavailable: {kernels.why_not()}", allow_module_level=True)
+require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)
 
 PROMPTS = ["Once upon a time", "def fibonacci(n):", "The quick brown fox", "Question: what is the capital"]
 

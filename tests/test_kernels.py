@@ -1,23 +1,19 @@
 """The batch-invariant kernels (playground/kernels.py): a row's result never depends on the pass it is in.
 
 Every test compares a computation inside a larger pass with the same computation alone, bitwise.
-They need a CPU with AVX512-BF16 and a C compiler; elsewhere they are skipped with the reason, unless
-PLAYGROUND_REQUIRE_KERNELS=1 (CI sets it), which turns a missing kernel into a failure.
+They need a CPU with AVX512-BF16 and a C compiler; elsewhere they are skipped with the reason. Under
+PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) kernels that did not load on such a machine are a failure.
 """
 from __future__ import annotations
-
-import os
 
 import pytest
 import torch
 from transformers import DynamicCache
 
 from playground import kernels
+from tests.kernel_support import require_kernels
 
-if kernels.why_not():
-    if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1":
-        raise RuntimeError(f"PLAYGROUND_REQUIRE_KERNELS=1 but the kernels cannot run here: {kernels.why_not()}")
-    pytest.skip(f"batch-invariant kernels unavailable: {kernels.why_not()}", allow_module_level=True)
+require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)
 
 
 def bf16(*shape: int, seed: int = 0, scale: float = 1.0) -> torch.Tensor:

@@ -22,7 +22,8 @@ VIEWS = ["playground.views"] + sorted(f"playground.views.{p.stem}" for p in (PAC
 STRATEGIES = sorted(f"playground.decoding.{p.stem}" for p in (PACKAGE / "decoding").glob("*.py") if p.stem != "__init__")
 PURE = VIEWS + ["playground.trace", "playground.recorded", "playground.theory", "playground.records", "playground.spec", "playground.treeshape",
                 "playground.inputs", "playground.errors",
-                "playground.decoding", "playground.numbers", "playground.progress", "playground.settings"]
+                "playground.decoding", "playground.numbers", "playground.progress", "playground.settings",
+                "playground.outbound"]
 ENGINE = ["playground.engine", "playground.sampling", "playground.runner", "playground.batch"] + STRATEGIES
 LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
 

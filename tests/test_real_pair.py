@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from playground import models, trace
+from playground import kernels, models, trace
 from playground.bench import prompts as bench_prompts
 from playground.progress import printer
 from playground.runner import Runner, encode_prompt, new_tokens
@@ -54,7 +54,9 @@ def test_default_pair_is_lossless_against_the_target_alone_and_hf_generate(real)
         s = spec.with_decode(policy=policy)
         rounds, base = runner.run_all(s), runner.run_all(s.baseline())
         verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value)
-        assert verdict["equal"], (policy, verdict)  # exact: the batch-invariant kernels allow no near-tie
+        # exact on the batch-invariant kernels (they allow no near-tie); on torch's bf16 kernels (a CPU without them,
+        # PLAYGROUND_KERNELS=off) identical, or a near-tie flip the comparison names (docs/exactness.md)
+        assert verdict["equal"] or (not loaded.invariant and verdict["near_tie"]), (policy, verdict)
     ids = encode_prompt(loaded.tokenizer, PROMPT)
     with torch.inference_mode():
         ref = loaded.target.generate(ids, do_sample=False, max_new_tokens=24, pad_token_id=loaded.tokenizer.eos_token_id)
@@ -70,6 +72,9 @@ def test_default_pair_is_exact_where_stock_bf16_flips_a_near_tie(real):
     target alone part at token 62 (a near-tie, top-2 gap 0.000 in the 5-token pass; PLAYGROUND_INVARIANT=0 makes
     this test fail there). With the batch-invariant kernels: the same tokens as the target alone and HF generate."""
     runner, spec, loaded = real
+    if loaded.target_precision.value == "bf16" and not loaded.invariant:  # the claim is the kernels'
+        pytest.skip(f"batch-invariant kernels unavailable: {kernels.why_not()} (torch's bf16 kernels may flip this "
+                    "near-tie)")
     s = replace(spec.with_decode(max_new_tokens=64), prompt=bench_prompts.PROMPTS["code"])
     rounds, base = runner.run_all(s), runner.run_all(s.baseline())
     verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value, exact=loaded.invariant)

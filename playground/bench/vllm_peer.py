@@ -23,13 +23,13 @@ vLLM's draft runs at the target's dtype (it has no int8 draft): its rows say so 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
 
-from playground import decoding, models, trace
+from playground import decoding, models, outbound, trace
 from playground.bench.grid import Result
 from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.bench.vllm_metrics import SpecCounters
@@ -60,6 +60,7 @@ class VLLMEngine:
     draft_sample_method: str | None = None  # None: vLLM's default, "greedy"; "probabilistic": drafts sampled from p
     fast_start: bool = False  # no torch.compile, one process: starts in seconds (tests), not vLLM's layout
     timeout_s: float | None = None  # per engine (None: bench.vllm.default_timeout), or per server request
+    api_key: str | None = field(default=None, repr=False)  # the user's, for the servers they gave: never shown
 
     @property
     def where(self) -> str:
@@ -72,9 +73,17 @@ VLLM_SOURCES = (NO_VLLM, VLLM_HERE, VLLM_URL)
 HERE = VLLMEngine()  # vLLM's own defaults (torch.compile, its process layout): what a deployment runs
 
 
-def engine_choice(source: str | None, url: str = "", model: str = "", target_url: str = "") -> VLLMEngine | None:
-    """The tab's vLLM choice as a VLLMEngine (None: no vLLM row); a bad value raises PlaygroundError naming it."""
-    url, model, target_url = ((v or "").strip() for v in (url, model, target_url))
+def engine_choice(source: str | None, url: str = "", model: str = "", target_url: str = "",
+                  api_key: str = "") -> VLLMEngine | None:
+    """The tab's vLLM choice as a VLLMEngine (None: no vLLM row); a bad value raises PlaygroundError naming it. A URL
+    must be one PLAYGROUND_VLLM_URLS allows (outbound.Policy); `api_key`, the user's for those servers, is sent to
+    them alone."""
+    url, model, target_url, api_key = ("" if v is None else v for v in (url, model, target_url, api_key))
+    for text in (url, target_url, model, api_key):
+        if not isinstance(text, str) or len(text) > 500:
+            raise PlaygroundError("vLLM server: a URL, model name or key is too long or not text (500 characters "
+                                  "at most).")
+    url, model, target_url, api_key = (v.strip() for v in (url, model, target_url, api_key))
     if source in (None, "", NO_VLLM):
         return None
     if source == VLLM_HERE:
@@ -83,24 +92,26 @@ def engine_choice(source: str | None, url: str = "", model: str = "", target_url
         raise PlaygroundError(f"Unknown vLLM engine choice {source!r}; one of {list(VLLM_SOURCES)}.")
     if not url:
         raise PlaygroundError("vLLM server: give its URL (http://host:port), or choose no vLLM row.")
-    for text in (url, target_url, model):
-        if len(text) > 500:
-            raise PlaygroundError("vLLM server: a URL or model name is too long (500 characters at most).")
-    VLLMServer(url)  # its form, checked now
-    if target_url:
-        VLLMServer(target_url)
-    return VLLMEngine(url=url, model=model or None, target_url=target_url or None)
+    base = VLLMServer(url).base  # its form and the allow-list, checked now (nothing is sent yet)
+    target_base = VLLMServer(target_url).base if target_url else None
+    return VLLMEngine(url=base, model=model or None, target_url=target_base, api_key=api_key or None)
 
 
-def check(engine: VLLMEngine) -> None:
+def url_allowed() -> bool:
+    """Whether this app reaches any vLLM server by URL (PLAYGROUND_VLLM_URLS is not empty)."""
+    return outbound.Policy.from_settings().open
+
+
+def check(engine: VLLMEngine, should_stop: Callable[[], bool] | None = None) -> None:
     """Before any run of ours: vLLM's environment is here, or each server answers as vLLM and serves the model
-    (seconds: connect timeouts of 10 s)."""
+    (seconds: a deadline of 10 s per request)."""
     if engine.url is None:
         vllm_python()
         return
     for url in (engine.url, engine.target_url):
         if url:
-            VLLMServer(url, engine.model, connect_timeout_s=10.0).check()
+            VLLMServer(url, engine.model, connect_timeout_s=10.0, api_key=engine.api_key,
+                       should_stop=should_stop).check()
 
 
 def methods_for(drafters: Sequence[DrafterSpec]) -> list[str]:
@@ -265,7 +276,8 @@ def _run_server(ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, pro
     for url, baseline in ((engine.url, False), (engine.target_url, True)):
         if not url:
             continue
-        server = VLLMServer(url, engine.model, timeout_s=engine.timeout_s or 300.0)
+        server = VLLMServer(url, engine.model, timeout_s=engine.timeout_s or 300.0, api_key=engine.api_key,
+                            should_stop=should_stop)
         info = server.check()
         theirs = server.tokenize(PROBE)
         if theirs is not None and theirs != tokenizer(PROBE, add_special_tokens=False).input_ids:

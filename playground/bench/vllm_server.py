@@ -3,27 +3,25 @@ its completions endpoint and its Prometheus `/metrics` (`vllm:spec_decode_*`), a
 from vLLM's environment on localhost (tests, local runs). Imports nothing of vllm; the results are
 bench.vllm's (VLLMRun, SpecCounters), as from the worker.
 
-Every request has a timeout; an unreachable URL, a server that is not vLLM and a model it does not
-serve each get a PlaygroundError that says so.
+Every request goes through playground.outbound (the allow-list, checked addresses, no redirect, one deadline per
+call, Stop); an unreachable URL, a server that is not vLLM and a model it does not serve each get a PlaygroundError
+that says so, never quoting what the server answered.
 """
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import socket
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
 from playground.bench.vllm import (Prompt, SpecCounters, Stopped, VLLMPromptResult, VLLMRequest, VLLMRun,
                                    has_vllm_metrics, parse_prometheus, stop_group, tail, vllm_env, vllm_python)
+from playground import outbound
 from playground.errors import PlaygroundError
 
 # ---------------------------------------------------------------------------------- a server
@@ -39,41 +37,53 @@ class ServerInfo:
 
 
 class VLLMServer:
-    """An OpenAI-compatible vLLM server given by URL (http://host:port, with or without /v1)."""
+    """An OpenAI-compatible vLLM server given by URL (http://host:port, with or without /v1), reached only as
+    playground.outbound allows: a server of PLAYGROUND_VLLM_URLS (or `policy`'s), no redirect, one deadline per call
+    (timeout_s for a completion, connect_timeout_s for the checks), Stop read during it. `api_key`: one the user gave
+    for this server (sent to it alone, never shown); no key from the environment is ever sent."""
 
     def __init__(self, url: str, model: str | None = None, timeout_s: float = 120.0,
-                 connect_timeout_s: float = 10.0, api_key: str | None = None) -> None:
-        url = (url or "").strip().rstrip("/")
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise PlaygroundError(f"vLLM server URL {url!r}: give it as http://host:port.")
-        self.base = url[:-3] if url.endswith("/v1") else url
+                 connect_timeout_s: float = 10.0, api_key: str | None = None,
+                 should_stop: Callable[[], bool] | None = None, policy: outbound.Policy | None = None) -> None:
+        self.origin = outbound.parse_url(url)
+        self.policy = policy if policy is not None else outbound.Policy.from_settings()
+        self.policy.admit(self.origin)  # the allow-list now; the addresses at the first request
+        self.base = str(self.origin)
         self.wanted = model
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
-        self.api_key = api_key or os.environ.get("VLLM_API_KEY") or None
+        self._key = api_key or None
+        self.should_stop = should_stop
+        self._addresses: list[tuple] | None = None  # resolved and checked once: every request goes there
         self._info: ServerInfo | None = None
 
+    def __repr__(self) -> str:  # never the key
+        return f"VLLMServer({self.base!r}, model={self.wanted!r})"
+
     # -- HTTP
-    def _open(self, path: str, body: dict | None = None, timeout: float | None = None):
+    def _request(self, path: str, body: dict | None = None, deadline_s: float | None = None) -> tuple[int, str]:
+        """(status, text) of one request within its deadline; the messages say what failed, never what it answered."""
         headers = {"Content-Type": "application/json"} if body is not None else {}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, headers=headers)
-        return urllib.request.urlopen(req, timeout=timeout or self.timeout_s)  # noqa: S310 - user's own URL
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        deadline_s = deadline_s or self.timeout_s
+        try:
+            if self._addresses is None:
+                self._addresses = self.policy.addresses(self.origin)
+            answer = outbound.request(self.policy, self.origin, "POST" if body is not None else "GET", path,
+                                      json.dumps(body).encode() if body is not None else None, headers, deadline_s,
+                                      self.should_stop, self._addresses)
+        except outbound.Stopped:
+            raise Stopped("Stopped: the vLLM run was ended.") from None
+        except outbound.TimedOut:
+            raise PlaygroundError(f"The vLLM server at {self.base} did not answer {path} within {deadline_s:.0f} s "
+                                  "(the whole answer, however slowly it came).") from None
+        except outbound.Unreachable as exc:
+            raise PlaygroundError(f"Cannot reach a vLLM server at {self.base} ({exc.reason}). Is it running? "
+                                  "Start one with: vllm serve MODEL --port PORT") from None
+        return answer.status, answer.body.decode(errors="replace")
 
     def _get(self, path: str, timeout: float | None = None) -> tuple[int, str]:
-        try:
-            with self._open(path, timeout=timeout) as response:
-                return response.status, response.read().decode(errors="replace")
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(errors="replace")
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            if isinstance(reason, (socket.timeout, TimeoutError)) or isinstance(exc, (socket.timeout, TimeoutError)):
-                raise PlaygroundError(f"The vLLM server at {self.base} did not answer {path} within "
-                                      f"{timeout or self.timeout_s:.0f} s.") from None
-            raise PlaygroundError(f"Cannot reach a vLLM server at {self.base} ({reason}). Is it running? "
-                                  "Start one with: vllm serve MODEL --port PORT") from None
+        return self._request(path, None, timeout)
 
     # -- checks
     def check(self) -> ServerInfo:
@@ -86,8 +96,8 @@ class VLLMServer:
         except (ValueError, KeyError, TypeError):
             models = None
         if models is None:
-            raise PlaygroundError(f"The server at {self.base} is not a vLLM server: GET /v1/models answered "
-                                  f"{status} {text[:120]!r} (an OpenAI-compatible vLLM server lists its models there).")
+            raise PlaygroundError(f"The server at {self.base} is not a vLLM server: GET /v1/models answered HTTP "
+                                  f"{status} without a list of models (an OpenAI-compatible vLLM server lists them there).")
         status, metrics = self._get("/metrics", timeout=self.connect_timeout_s)
         if status != 200 or not has_vllm_metrics(metrics):
             raise PlaygroundError(f"The server at {self.base} is OpenAI-compatible but not vLLM: its /metrics "
@@ -124,14 +134,11 @@ class VLLMServer:
         /tokenize (not every vLLM version or proxy exposes it)."""
         info = self.check()
         body = {"model": info.model, "prompt": text, "add_special_tokens": False}
-        try:
-            with self._open("/tokenize", body, timeout=self.connect_timeout_s) as response:
-                return [int(t) for t in json.loads(response.read().decode())["tokens"]]
-        except urllib.error.HTTPError:
+        status, answer = self._request("/tokenize", body, self.connect_timeout_s)
+        if status != 200:
             return None
-        except (urllib.error.URLError, OSError) as exc:
-            raise PlaygroundError(f"The vLLM server at {self.base} did not answer /tokenize within "
-                                  f"{self.connect_timeout_s:.0f} s ({getattr(exc, 'reason', exc)}).") from None
+        try:
+            return [int(t) for t in json.loads(answer)["tokens"]]
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -154,16 +161,11 @@ class VLLMServer:
             body["prompt"] = [int(t) for t in prompt]
         before = self.metrics()
         start = time.perf_counter()
+        status, answer = self._request(path, body)
+        if status != 200:  # its answer is not quoted: the server's own log says why
+            raise PlaygroundError(f"The vLLM server at {self.base} refused the request (HTTP {status}).")
         try:
-            with self._open(path, body) as response:
-                data = json.loads(response.read().decode())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:300]
-            raise PlaygroundError(f"The vLLM server at {self.base} refused the request ({exc.code}): "
-                                  f"{detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise PlaygroundError(f"The vLLM server at {self.base} did not complete the request within "
-                                  f"{self.timeout_s:.0f} s, or dropped it ({getattr(exc, 'reason', exc)}).") from None
+            data = json.loads(answer)
         except ValueError:
             raise PlaygroundError(f"The vLLM server at {self.base} answered {path} with something not JSON.") from None
         wall_s = time.perf_counter() - start
@@ -175,8 +177,7 @@ class VLLMServer:
             prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or (
                 [] if isinstance(prompt, str) else list(prompt))
         except (KeyError, IndexError, TypeError):
-            raise PlaygroundError(f"The vLLM server at {self.base} answered {path} without a completion: "
-                                  f"{str(data)[:200]}") from None
+            raise PlaygroundError(f"The vLLM server at {self.base} answered {path} without a completion.") from None
         return VLLMPromptResult("", float(temperature), 0, [int(t) for t in prompt_ids], token_ids, text or "",
                                 choice.get("finish_reason"), wall_s, None, counters)
 
@@ -184,7 +185,10 @@ class VLLMServer:
             seed: int = 0, repeats: int = 1, warmup: bool = True, top_p: float = 1.0, top_k: int = 0,
             ignore_eos: bool = False, should_stop: Callable[[], bool] | None = None,
             label: str = "vllm server") -> VLLMRun:
-        """The worker's protocol against this server: a warm-up, then every prompt alone at every temperature."""
+        """The worker's protocol against this server: a warm-up, then every prompt alone at every temperature; Stop
+        (should_stop) ends it within a request."""
+        if should_stop is not None:
+            self.should_stop = should_stop
         info = self.check()
         items = list(prompts.items())
         if not items:
@@ -257,8 +261,9 @@ def start_server(request: VLLMRequest, port: int | None = None, served_name: str
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 env=vllm_env(env), start_new_session=True)
     try:
-        server = VLLMServer(f"http://127.0.0.1:{port}", served_name or str(request.target), timeout_s=timeout_s,
-                            connect_timeout_s=5.0)
+        url = f"http://127.0.0.1:{port}"  # started here: reached whatever the allow-list says
+        server = VLLMServer(url, served_name or str(request.target), timeout_s=timeout_s, connect_timeout_s=5.0,
+                            policy=outbound.Policy([outbound.parse_url(url)]))
         deadline = time.monotonic() + timeout_s
         while True:
             if proc.poll() is not None:

@@ -26,6 +26,9 @@ def cpu_supported() -> str | None:
     """None when this CPU can run the kernels, else why not."""
     import platform
 
+    from playground import settings
+    if not settings.read().kernels:  # the switch: kernels reported unavailable, as on a CPU without AVX512-BF16
+        return "PLAYGROUND_KERNELS=off"
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return f"the kernels are written for x86-64 with AVX512-BF16; this CPU is {platform.machine()}"
     try:

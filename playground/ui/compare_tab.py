@@ -52,7 +52,7 @@ def run_compare(runner: Runner, state: SessionState, pair_names: list[str], draf
         first = specs[0]
         engine = vllm_peer.engine_choice(*vllm) if vllm else None
         if engine is not None:
-            vllm_peer.check(engine)  # a missing environment or a bad server is said before our runs
+            vllm_peer.check(engine, should_stop)  # a missing environment or a bad server is said before our runs
         prompts = {"prompt": first.prompt}
         results = bench.run_grid(runner, pairs, prompts, [first.decode], drafters,
                                  max_cells=bench.MAX_CELLS, progress=progress)  # the cap counts the whole request
@@ -81,15 +81,19 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
     pairs = checked_by_us(gr.CheckboxGroup(catalog, value=[controls.pair.value], label="Pairs", elem_id="cmp-pairs"))
     drafters = checked_by_us(gr.CheckboxGroup([d.value for d in DRAFTERS], value=[d.value for d in DRAFTERS[:2]],
                                               label="Drafters", elem_id="cmp-drafters"))
+    by_url = vllm_peer.url_allowed()  # PLAYGROUND_VLLM_URLS empty: only vLLM started here is offered
     with gr.Accordion("vLLM engine row", open=False, elem_id="cmp-vllm-box"):
         gr.Markdown(VLLM_NOTE, elem_id="cmp-vllm-note")
-        source = checked_by_us(gr.Radio(list(vllm_peer.VLLM_SOURCES), value=vllm_peer.NO_VLLM, label="vLLM engine",
-                                        elem_id="cmp-vllm"))
-        with gr.Row():
-            url = gr.Textbox(label="vLLM server URL", placeholder="http://host:8000", elem_id="cmp-vllm-url")
+        sources = [s for s in vllm_peer.VLLM_SOURCES if by_url or s != vllm_peer.VLLM_URL]
+        source = checked_by_us(gr.Radio(sources, value=vllm_peer.NO_VLLM, label="vLLM engine", elem_id="cmp-vllm"))
+        with gr.Row(visible=by_url, elem_id="cmp-vllm-server"):
+            url = gr.Textbox(label="vLLM server URL (one this app's operator allows)", placeholder="http://host:8000",
+                             elem_id="cmp-vllm-url")
             model = gr.Textbox(label="Served model name (when it serves several)", elem_id="cmp-vllm-model")
             target_url = gr.Textbox(label="Its target alone: a server of the same model without speculation (optional)",
                                     placeholder="http://host:8001", elem_id="cmp-vllm-target-url")
+            key = gr.Textbox(label="API key of these servers (optional; sent to them only, never shown)", type="password",
+                             elem_id="cmp-vllm-key")
     with gr.Row():
         run_btn = gr.Button("Compare", variant="primary", elem_id="cmp-run")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="cmp-stop")
@@ -101,13 +105,14 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
     csv = gr.DownloadButton("Comparison as CSV", interactive=False, elem_id="cmp-csv")
 
     def on_compare(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
-        chosen_pairs, chosen_drafters, *shared, vllm_source, vllm_url, vllm_model, vllm_target, session = values
+        chosen_pairs, chosen_drafters, *shared, vllm_source, vllm_url, vllm_model, vllm_target, vllm_key, session = values
         listener = jobs.Listener(request, state=session, tab="compare")  # Stop, or a client that left: the next round
         return run_compare(jobs.Watched(runner, listener), session, chosen_pairs, chosen_drafters, Controls(*shared),
-                           (vllm_source, vllm_url, vllm_model, vllm_target), gradio_progress(progress, listener.check),
+                           (vllm_source, vllm_url, vllm_model, vllm_target, vllm_key),
+                           gradio_progress(progress, listener.check),
                            should_stop=lambda: listener.stopped or listener.gone)  # ends vLLM's engine too
 
-    inputs = [pairs, drafters] + controls.as_inputs() + [source, url, model, target_url, state]
+    inputs = [pairs, drafters] + controls.as_inputs() + [source, url, model, target_url, key, state]
     outputs = [status, plot, positions, table, csv]
     running = run_btn.click(gpu(on_compare), inputs=inputs, outputs=outputs, api_name="compare",
                             validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,

@@ -91,7 +91,9 @@ def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> 
 
         demo.load(on_load, inputs=state, outputs=run_outputs + controls.as_inputs() + [compare, projector],
                   show_progress="hidden", api_visibility="private")
-    demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE)
+    # api_open=False: Gradio's direct routes (POST /gradio_api/run/<api>, /api/<api>) would run an event outside the
+    # queue and its caps; they now refuse every queued event, and /call/<api> joins the queue like the page
+    demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE, api_open=False)
     return demo
 
 

@@ -108,12 +108,14 @@ def wire(upload: gr.UploadButton, buttons: list[tuple[str, gr.Button]], controls
             return list(view) + nothing
         return list(view) + control_updates(values) + [bool(session.run.baseline) if session and session.run else gr.skip()]
 
-    def on_upload(path: str | None, session: SessionState | None) -> list:
+    def on_upload(path: str | None, session: SessionState | None, request: gr.Request = None) -> list:
         if not path:
             return list(unchanged()) + nothing
         try:
-            data = sessions.take_upload(path)  # read once, then removed (the uploads an address holds are bounded)
-        except (OSError, PermissionError) as exc:
+            data = sessions.take_upload(path, request)  # this page's upload only; read once, then removed
+        except PermissionError as exc:
+            return list(unchanged(status=status_html(f"{exc} Nothing else was changed.", "error"))) + nothing
+        except OSError as exc:
             return list(unchanged(status=unexpected(exc))) + nothing
         return show(data, session, "the file")
 

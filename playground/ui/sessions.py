@@ -12,7 +12,9 @@
   (ui/layout.py), and clean_files the empty folders they leave and the records of removed files.
 - Uploads (POST /gradio_api/upload) are bounded per network address in count (MAX_UPLOADS held at once) and size
   (one request at most UPLOAD_BYTES, so an address holds at most MAX_UPLOADS x 1 MB), and removed when used
-  (take_upload: the way a tab reads one) or UPLOAD_TTL_S after they came.
+  (take_upload: the way a tab reads one) or UPLOAD_TTL_S after they came. Each is bound to who uploaded it: the
+  address and the page's cookie (CLIENT_COOKIE, set by ClientCookie); take_upload gives an upload to that page
+  alone, never another session's upload or download, nor any other file of Gradio's cache.
 
 launch_kwargs() (ui/layout.py's launch_options) runs the reaper and the upload limit; like jobs.py, this module
 reads Gradio's internals (INTERNALS), each with its test in tests/ui/test_gradio_internals.py.
@@ -22,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import secrets
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -47,6 +51,8 @@ MAX_UPLOADS = 8
 UPLOAD_BYTES = 1_000_000 + 64 * 1024  # the app's max_file_size (1 MB, layout.MAX_FILE_SIZE) and the form's overhead
 UPLOAD_TTL_S = 600.0
 EMPTY_FOLDER_S = 60.0  # an empty folder in the cache this old is left over (Gradio writes a new one's file at once)
+CLIENT_COOKIE = "playground_client"  # a page's random id: binds an upload to the page that made it
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
 
 
 def downloads_root() -> Path:
@@ -147,10 +153,12 @@ def _remove(path: Path) -> None:
 # ---------------------------------------------------------------- uploads
 
 class Uploads:
-    """The uploads each address holds (paths in Gradio's cache), forgotten once removed. One per app (uploads())."""
+    """The uploads each address holds (paths in Gradio's cache), and who uploaded each (owner()), forgotten once
+    removed. One per app (uploads())."""
 
     def __init__(self) -> None:
         self._held: dict[str, list[str]] = {}
+        self._owners: dict[str, set[str]] = {}  # path -> owners (Gradio names an upload's folder by its content)
         self._lock = threading.Lock()
 
     def held(self, address: str) -> list[str]:
@@ -161,18 +169,39 @@ class Uploads:
                 self._held[address] = paths
             else:
                 self._held.pop(address, None)
+            for path in [p for p in self._owners if not os.path.lexists(p)]:
+                del self._owners[path]
             return list(paths)
 
-    def add(self, address: str, paths: list[str]) -> list[str]:
-        """Record an upload's files; those beyond MAX_UPLOADS (several files in one request) are removed at once.
-        Returns the paths removed."""
+    def add(self, address: str, paths: list[str], owner: str = "") -> list[str]:
+        """Record an upload's files for `owner`; those beyond MAX_UPLOADS (several files in one request) are removed
+        at once. Returns the paths removed."""
         with self._lock:
             held = self._held.setdefault(address, [])
             room = max(0, MAX_UPLOADS - len(held))
             held.extend(paths[:room])
+            for path in paths[:room]:
+                self._owners.setdefault(os.path.realpath(path), set()).add(owner)
         for path in paths[room:]:
             _remove(Path(path))
         return paths[room:]
+
+    def take(self, path: str, owner: str) -> bool:
+        """Whether `owner` uploaded `path`; its claim is then used up (shared() says whether another's remains)."""
+        key = os.path.realpath(path)
+        with self._lock:
+            owners = self._owners.get(key, set())
+            if owner not in owners:
+                return False
+            owners.discard(owner)
+            if not owners:
+                self._owners.pop(key, None)
+            return True
+
+    def shared(self, path: str) -> bool:
+        """Whether another owner still holds the same file (the same bytes uploaded twice share one path)."""
+        with self._lock:
+            return bool(self._owners.get(os.path.realpath(path)))
 
     def prune(self) -> None:
         """Forget the addresses whose uploads are all gone (used or expired)."""
@@ -189,16 +218,30 @@ def uploads(app: Any) -> Uploads:
     return app.state.playground_uploads
 
 
-def take_upload(path: str | Path) -> bytes:
+def owner(http_request: Any) -> str:
+    """Who a request comes from, for uploads: its network address and the page's CLIENT_COOKIE (the browser sends
+    it with the upload and with the event that takes it; a client without cookies is its address alone)."""
+    cookies = getattr(http_request, "cookies", None) or {}
+    token = cookies.get(CLIENT_COOKIE, "")
+    return f"{jobs.client_address(http_request)} {token if _TOKEN.fullmatch(token) else ''}"
+
+
+def take_upload(path: str | Path, request: Any) -> bytes:
     """An upload's bytes, the file then removed (used): the way a tab that takes an upload reads it (a gr.File's
-    value is the path of the upload in Gradio's cache). A path outside the cache is refused."""
+    value is the path of the upload in Gradio's cache). Only the file this client uploaded, from this request's
+    address and page (owner()): another session's upload or download, any other file of the cache, or a path
+    outside it is refused (PermissionError) and left as it was. `request`: the event's gr.Request."""
     path = Path(path)
-    if not path.resolve().is_relative_to(downloads_root().resolve()):
-        raise PermissionError("Only an upload can be taken.")
+    http_request = getattr(request, "request", None)
+    app = getattr(http_request, "app", None)
+    if app is None or not path.resolve().is_relative_to(downloads_root().resolve()) or \
+            not uploads(app).take(str(path), owner(http_request)):
+        raise PermissionError("Only a file uploaded from this page can be opened: upload it again.")
     try:
         return path.read_bytes()
     finally:
-        _remove(path)
+        if not uploads(app).shared(str(path)):
+            _remove(path)
 
 
 class UploadLimit:
@@ -237,10 +280,31 @@ class UploadLimit:
                         paths = json.loads(b"".join(body))
                     except ValueError:
                         paths = []
-                    record.add(address, [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else [])
+                    record.add(address, [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else [],
+                               owner(request))
             await send(message)
 
         await self.app(scope, receive, watching)
+
+
+class ClientCookie:
+    """ASGI middleware: a response to a request without a CLIENT_COOKIE sets one (random, HttpOnly), so that the
+    page's upload and the event that takes it can be told from another page's at the same address (owner())."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or _TOKEN.fullmatch(Request(scope).cookies.get(CLIENT_COOKIE, "")):
+            return await self.app(scope, receive, send)
+        cookie = f"{CLIENT_COOKIE}={secrets.token_urlsafe(24)}; Path=/; HttpOnly; SameSite=Lax".encode()
+
+        async def with_cookie(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=list(message.get("headers", [])) + [(b"set-cookie", cookie)])
+            await send(message)
+
+        await self.app(scope, receive, with_cookie)
 
 
 # ---------------------------------------------------------------- running it
@@ -267,7 +331,8 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
 
 
 def launch_kwargs() -> dict:
-    """What launch() takes for this: the reaper in the app's lifespan, the upload limit as middleware."""
+    """What launch() takes for this: the reaper in the app's lifespan, the upload limit and the page's cookie as
+    middleware (the cookie's outside: an upload's request already holds it)."""
     from starlette.middleware import Middleware
 
-    return {"app_kwargs": {"lifespan": lifespan, "middleware": [Middleware(UploadLimit)]}}
+    return {"app_kwargs": {"lifespan": lifespan, "middleware": [Middleware(ClientCookie), Middleware(UploadLimit)]}}

@@ -157,13 +157,14 @@ def test_the_server_client_reads_tokens_and_counters(server, ours, worker_runs):
     check_counters(run, "draft_model")
 
 
-def test_a_server_serving_another_model_is_named(server):
+def test_a_server_serving_another_model_is_named(server, allow_vllm):
     with pytest.raises(PlaygroundError, match=r"serves \['tiny'\], not 'qwen'"):
         vllm_server.VLLMServer(server.base, "qwen").check()
 
 
-def test_an_unreachable_url_says_so():
+def test_an_unreachable_url_says_so(monkeypatch):
     url = f"http://127.0.0.1:{vllm_server.free_port()}"  # nothing listens there
+    monkeypatch.setenv("PLAYGROUND_VLLM_URLS", url)  # loopback: reached only when allow-listed
     with pytest.raises(PlaygroundError, match="Cannot reach a vLLM server at .* Is it running"):
         vllm_server.VLLMServer(url, connect_timeout_s=2).check()
     with pytest.raises(PlaygroundError, match="give it as http://host:port"):
@@ -171,9 +172,10 @@ def test_an_unreachable_url_says_so():
 
 
 @pytest.mark.parametrize("openai", [False, True], ids=["plain http", "openai-compatible"])
-def test_a_server_that_is_not_vllm_says_so(openai):
+def test_a_server_that_is_not_vllm_says_so(openai, monkeypatch):
     with not_vllm_server(openai) as url:
-        match = "OpenAI-compatible but not vLLM" if openai else "is not a vLLM server: GET /v1/models answered 404"
+        monkeypatch.setenv("PLAYGROUND_VLLM_URLS", url)
+        match = "OpenAI-compatible but not vLLM" if openai else "is not a vLLM server: GET /v1/models answered HTTP 404"
         with pytest.raises(PlaygroundError, match=match):
             vllm_server.VLLMServer(url, connect_timeout_s=5).check()
 

@@ -84,7 +84,7 @@ def test_compare_vllm_without_its_environment_says_so_before_running_anything(vl
     assert time.monotonic() - start < 30  # before our grid ran
 
 
-def test_a_server_gives_its_rows_on_our_prompt_tokens(vllm_server, vllm_pair, runner):
+def test_a_server_gives_its_rows_on_our_prompt_tokens(vllm_server, vllm_pair, runner, allow_vllm):
     pair = PairSpec(PAIR, str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision="fp32")
     decode = DecodeConfig(max_new_tokens=16, k=3)
     results = bench.run_grid(runner, [pair], PROMPTS, [decode], [DrafterSpec(DrafterKind.DRAFT_MODEL, precision="fp32")])
@@ -99,13 +99,14 @@ def test_a_server_gives_its_rows_on_our_prompt_tokens(vllm_server, vllm_pair, ru
     assert frame["acceptance"].between(0, 1).all()
 
 
-def test_a_server_of_another_tokenizer_is_named(vllm_server, vllm_pair, runner, monkeypatch):
+def test_a_server_of_another_tokenizer_is_named(vllm_server, vllm_pair, runner, allow_vllm, monkeypatch):
     pair = PairSpec(PAIR, str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision="fp32")
     monkeypatch.setattr(type(vllm_server), "tokenize", lambda self, text: [1, 2, 3])
     with pytest.raises(PlaygroundError, match="whose tokenizer is not the pair's target's"):
         vllm_peer.run_peer(Runner(), [], [pair], PROMPTS, [DecodeConfig(max_new_tokens=4)], [DrafterSpec()],
                            VLLMEngine(url=vllm_server.base))
     monkeypatch.undo()
+    monkeypatch.setenv("PLAYGROUND_VLLM_URLS", allow_vllm)  # undo() took the allow-list too
     with pytest.raises(PlaygroundError, match="The target-alone server .* speculates"):
         vllm_peer.run_peer(runner, [], [pair], PROMPTS, [DecodeConfig(max_new_tokens=4)], [DrafterSpec()],
                            VLLMEngine(url=vllm_server.base, target_url=vllm_server.base))
@@ -126,11 +127,12 @@ def test_vllms_methods_are_those_of_our_drafters_it_has():
     assert methods_for([DrafterSpec(DrafterKind.EARLY_EXIT), DrafterSpec(DrafterKind.CROSS_TOKENIZER)]) == []
 
 
-def test_the_tabs_vllm_choice_is_read_and_checked():
+def test_the_tabs_vllm_choice_is_read_and_checked(monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_VLLM_URLS", "http://gpu-box:8000")
     assert engine_choice(vllm_peer.NO_VLLM, "http://ignored:1") is None
     assert engine_choice(vllm_peer.VLLM_HERE) == vllm_peer.HERE
     assert engine_choice(vllm_peer.VLLM_URL, " http://gpu-box:8000/v1 ", " qwen ", "") == VLLMEngine(
-        url="http://gpu-box:8000/v1", model="qwen")
+        url="http://gpu-box:8000", model="qwen")
     with pytest.raises(PlaygroundError, match="give its URL"):
         engine_choice(vllm_peer.VLLM_URL, "  ")
     with pytest.raises(PlaygroundError, match="give it as http://host:port"):

@@ -2,7 +2,8 @@
 session's OpenAI-compatible vLLM server (tests/conftest.py: vllm_server, draft-model speculation at k = 3) on
 the tiny vLLM pair, started on localhost. The tab is pointed at the server by URL, as a user who outgrew the
 CPU points it at a multi-GPU deployment: vLLM's row stands beside ours in the same bars, its acceptance by
-position beside ours, its greedy output equal to ours (fp32 on both sides), and a bad URL is named.
+position beside ours, its greedy output equal to ours (fp32 on both sides), and a bad URL is named. The app's
+allow-list (PLAYGROUND_VLLM_URLS) names that server; any other URL is refused.
 
 Needs Debian's chromium (skip with PLAYGROUND_SKIP_BROWSER=1) and vLLM's environment (skip without it, or fail
 under PLAYGROUND_REQUIRE_VLLM=1). The screenshot goes next to $PLAYGROUND_SCREENSHOT (name-compare-vllm.png),
@@ -117,6 +118,13 @@ def test_a_vllm_server_row_stands_beside_ours(page, vllm_server, tmp_path):
 
 
 def test_a_url_where_nothing_listens_is_named_in_the_tab(page):
-    point_at_server(page, "http://127.0.0.1:9")
+    point_at_server(page, "http://127.0.0.1:9")  # allowed (tests/conftest.py: vllm_urls), nobody there
     status = compare_and_wait(page, "Cannot reach a vLLM server")
     assert "http://127.0.0.1:9" in status and "Is it running?" in status
+
+
+def test_a_url_the_operator_did_not_allow_is_refused_in_the_tab(page):
+    """Issue 35.2: the cloud's metadata address (or any internal one) was fetched; the allow-list names the servers."""
+    point_at_server(page, "http://169.254.169.254")
+    status = compare_and_wait(page, "is not one of the vLLM servers this app may reach")
+    assert "PLAYGROUND_VLLM_URLS" in status and "status-error" in page.inner_html("#cmp-status")

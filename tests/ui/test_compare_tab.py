@@ -104,7 +104,7 @@ def test_a_vllm_engine_started_here_for_the_same_pair(vllm_catalog, runner, monk
     assert base["speedup"].iloc[0] == 1.0 and "vLLM target alone" not in {d.name for d in fig.data}
 
 
-def test_a_vllm_server_by_url(vllm_catalog, runner, vllm_server):
+def test_a_vllm_server_by_url(vllm_catalog, runner, vllm_server, allow_vllm):
     status, fig, positions, table, csv = compare(runner, [VLLM_PAIR], ["draft model"],
                                                  vllm=(vllm_peer.VLLM_URL, vllm_server.base + "/v1", "tiny", ""),
                                                  k=3, max_new_tokens=12, draft_precision="fp32", target_precision="fp32")
@@ -112,10 +112,11 @@ def test_a_vllm_server_by_url(vllm_catalog, runner, vllm_server):
     check_vllm_rows(table, fig, positions, "vLLM server")
 
 
-def test_bad_vllm_input_is_named_before_our_runs(vllm_catalog, runner, tmp_path, monkeypatch):
+def test_bad_vllm_input_is_named_before_our_runs(vllm_catalog, runner, tmp_path, monkeypatch, allow_vllm):
     cases = {(vllm_peer.VLLM_URL, "", "", ""): "give its URL",
              (vllm_peer.VLLM_URL, "localhost 8000", "", ""): "give it as http://host:port",
-             (vllm_peer.VLLM_URL, "http://127.0.0.1:9", "", ""): "Cannot reach a vLLM server at http://127.0.0.1:9",  # no one there
+             (vllm_peer.VLLM_URL, "http://127.0.0.1:9", "", ""): "Cannot reach a vLLM server at http://127.0.0.1:9",  # listed, no one there
+             (vllm_peer.VLLM_URL, "http://127.0.0.1:10", "", ""): "is not one of the vLLM servers this app may reach",
              ("a cluster", "", "", ""): "Unknown vLLM engine choice"}
     for vllm, message in cases.items():
         start = time.monotonic()
@@ -128,8 +129,9 @@ def test_bad_vllm_input_is_named_before_our_runs(vllm_catalog, runner, tmp_path,
 
 
 @pytest.mark.parametrize("openai", [False, True], ids=["plain http", "openai-compatible"])
-def test_a_server_that_is_not_vllm_is_named_before_our_runs(tiny_catalog, runner, openai):
+def test_a_server_that_is_not_vllm_is_named_before_our_runs(tiny_catalog, runner, openai, monkeypatch):
     with not_vllm_server(openai) as url:
+        monkeypatch.setenv("PLAYGROUND_VLLM_URLS", url)
         start = time.monotonic()
         status, *outputs = compare(runner, [PAIR], ["draft model"], vllm=(vllm_peer.VLLM_URL, url, "", ""))
     message = "OpenAI-compatible but not vLLM" if openai else "is not a vLLM server"
@@ -137,7 +139,27 @@ def test_a_server_that_is_not_vllm_is_named_before_our_runs(tiny_catalog, runner
     assert time.monotonic() - start < 30 and outputs == [SKIP] * 4  # said before anything of ours ran
 
 
-def test_a_model_the_server_does_not_serve_is_named(vllm_catalog, runner, vllm_server):
+def test_with_no_server_allowed_the_row_offers_only_vllm_started_here(tiny_catalog, runner, monkeypatch):
+    """Issue 35.2: any URL was taken (loopback, the app itself, 169.254.169.254). With PLAYGROUND_VLLM_URLS empty (the
+    default) the tab offers no URL field, and a URL sent through the API anyway reaches nothing."""
+    from playground.ui import build_demo
+    from tests.listener import listener
+
+    monkeypatch.delenv("PLAYGROUND_VLLM_URLS", raising=False)
+    demo = build_demo(runner)
+    blocks = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    assert [c[0] for c in blocks["cmp-vllm"].choices] == [vllm_peer.NO_VLLM, vllm_peer.VLLM_HERE]
+    assert blocks["cmp-vllm-server"].visible is False  # the row of the URL, model, target-alone URL and key fields
+    with listener() as (url, seen):
+        status, *outputs = compare(runner, [PAIR], ["draft model"], vllm=(vllm_peer.VLLM_URL, url, "", ""))
+    assert "reaches no vLLM server by URL" in status and "status-error" in status, status
+    assert seen.requests == [] and outputs == [SKIP] * 4
+    monkeypatch.setenv("PLAYGROUND_VLLM_URLS", "http://gpu-box:8000")
+    blocks = {getattr(b, "elem_id", None): b for b in build_demo(runner).blocks.values()}
+    assert vllm_peer.VLLM_URL in [c[0] for c in blocks["cmp-vllm"].choices] and blocks["cmp-vllm-server"].visible
+
+
+def test_a_model_the_server_does_not_serve_is_named(vllm_catalog, runner, vllm_server, allow_vllm):
     status = compare(runner, [VLLM_PAIR], ["draft model"], vllm=(vllm_peer.VLLM_URL, vllm_server.base, "qwen", ""))[0]
     assert "serves ['tiny'], not 'qwen'" in html.unescape(status)
 

@@ -5,6 +5,7 @@ measured by scripts/rest_load.py (docs/reliability.md)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 from gradio import queueing
+from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from playground.ui import build_demo, launch_options, sessions
@@ -132,6 +134,7 @@ def test_uploads_are_bounded_per_address_and_removed_once_used(page, cache):
     demo.max_file_size = 1_000_000  # what launch(max_file_size="1mb") sets
     app = gr.routes.App.create_app(demo, app_kwargs=dict(sessions.launch_kwargs()["app_kwargs"], lifespan=None))
     client = TestClient(app)
+    client.get("/gradio_api/info")  # the page's first request: it gets its cookie
     paths = []
     for i in range(sessions.MAX_UPLOADS):
         answer = client.post("/gradio_api/upload", files={"files": (f"run{i}.json", b"{}" * 1000)})
@@ -142,11 +145,73 @@ def test_uploads_are_bounded_per_address_and_removed_once_used(page, cache):
     assert refused.status_code == 429 and "already holds 8 uploads" in refused.text
     big = client.post("/gradio_api/upload", files={"files": ("big.json", b"x" * (sessions.UPLOAD_BYTES + 1))})
     assert big.status_code == 413 and "at most 1,065 KB" in big.text
-    assert sessions.take_upload(paths[0]) == b"{}" * 1000 and not Path(paths[0]).exists()
+    mine = gr.Request(request=http_request(app, client.cookies[sessions.CLIENT_COOKIE]))
+    assert sessions.take_upload(paths[0], mine) == b"{}" * 1000 and not Path(paths[0]).exists()
     assert client.post("/gradio_api/upload", files={"files": ("next.json", b"{}")}).status_code == 200  # room again
     with pytest.raises(PermissionError):
-        sessions.take_upload(__file__)  # only a file in Gradio's cache
+        sessions.take_upload(__file__, mine)  # only a file in Gradio's cache
     assert Path(__file__).exists()
+
+
+def http_request(app, cookie: str = "") -> Request:
+    """The HTTP request behind an event from the test client's address, with a page's cookie (or none)."""
+    headers = [(b"cookie", f"{sessions.CLIENT_COOKIE}={cookie}".encode())] if cookie else []
+    return Request({"type": "http", "app": app, "method": "POST", "path": "/", "headers": headers,
+                    "client": ("testclient", 50000), "query_string": b""})
+
+
+def open_upload(client: TestClient, demo: gr.Blocks, path: str, cookie: str | None) -> str:
+    """The Run tab's status after its 'Open a trace JSON' event took `path`, sent through Gradio's queue from the page
+    whose cookie is `cookie` (None: a client without cookies)."""
+    as_page(client, cookie)
+    event = next(f for f in demo.fns.values() if f.fn.__name__ == "on_upload")
+    session = f"s{time.monotonic_ns()}"
+    joined = client.post("/gradio_api/queue/join", json={"data": [{"path": path, "meta": {"_type": "gradio.FileData"}},
+                                                                  None], "fn_index": event._id, "session_hash": session})
+    assert joined.status_code == 200, joined.text
+    with client.stream("GET", f"/gradio_api/queue/data?session_hash={session}") as stream:
+        for line in stream.iter_lines():
+            message = json.loads(line[5:]) if line.startswith("data:") else {}
+            if message.get("msg") == "process_completed":
+                return message["output"]["data"][0]
+    raise AssertionError("the event never completed")
+
+
+COOKIE = "playground_client"  # sessions.CLIENT_COOKIE, the page's cookie
+
+
+def as_page(client: TestClient, cookie: str | None) -> None:
+    """The client's next requests come from the page whose cookie is `cookie` (None: no cookie)."""
+    client.cookies.clear()
+    if cookie is not None:
+        client.cookies.set(COOKIE, cookie)
+
+
+ALICE, BOB = "alice-page-cookie-0001", "bob-page-cookie-00002"
+
+
+def test_an_upload_is_taken_only_by_the_page_that_uploaded_it(tiny_catalog, runner, cache):
+    """Issue 35.5: the Run tab's upload event took any file of Gradio's cache and removed it, so one client could open
+    (and delete) another session's download or upload by its path. Now only the page that uploaded a file takes it:
+    another page at the same address (another cookie), a download of another session and any other cached file are
+    refused and left as they were; a client without cookies takes its own upload by its address."""
+    demo = build_demo(runner)
+    demo.max_file_size = 1_000_000
+    app = gr.routes.App.create_app(demo, app_kwargs=dict(launch_options()["app_kwargs"], lifespan=None))
+    trace = (Path(__file__).resolve().parents[2] / "assets" / "runs" / "story.json").read_bytes()
+    with TestClient(app) as client:
+        client.get("/gradio_api/startup-events")  # starts Gradio's queue
+        as_page(client, ALICE)
+        alices = client.post("/gradio_api/upload", files={"files": ("run.json", trace)}).json()[0]
+        download = SessionState(cache).downloads.write({"trace.json": trace.decode()})[0]  # another session's
+        for path, cookie in ((alices, BOB), (str(download), ALICE), (alices, None)):
+            status = open_upload(client, demo, path, cookie)
+            assert "Only a file uploaded from this page can be opened" in status and "status-error" in status, status
+            assert Path(path).exists()  # left as it was
+        assert "Recorded run (the file" in open_upload(client, demo, alices, ALICE) and not Path(alices).exists()
+        as_page(client, None)
+        rest = client.post("/gradio_api/upload", files={"files": ("mine.json", trace + b" ")}).json()[0]  # no cookie
+        assert "Recorded run (the file" in open_upload(client, demo, rest, None) and not Path(rest).exists()
 
 
 def test_the_app_cleans_gradios_cache_and_runs_the_reaper(tiny_catalog, runner, cache):
@@ -154,7 +219,7 @@ def test_the_app_cleans_gradios_cache_and_runs_the_reaper(tiny_catalog, runner, 
     assert demo.delete_cache == (300, IDLE + 300)  # Gradio removes cached files older than the idle limit
     app_kwargs = launch_options()["app_kwargs"]
     assert app_kwargs["lifespan"] is sessions.lifespan
-    assert [m.cls for m in app_kwargs["middleware"]] == [sessions.UploadLimit]
+    assert [m.cls for m in app_kwargs["middleware"]] == [sessions.ClientCookie, sessions.UploadLimit]
     state = next(b for b in demo.blocks.values() if isinstance(b, gr.State))
     assert state.value is sessions.new_session and state.delete_callback == SessionState.close
     assert sessions.new_session().downloads._root == cache

@@ -1,0 +1,29 @@
+"""When the tests of the batch-invariant kernels run, skip or fail. The kernels need an x86-64 CPU with AVX512-BF16
+and -VNNI and a C compiler (playground/kernels). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns kernels that did
+not load into a failure only on such a machine, where they should have; elsewhere (ARM, AVX2 only, no compiler,
+PLAYGROUND_KERNELS=off) the tests skip, saying why, and everything else runs on torch's kernels."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from playground import kernels
+
+
+def expected_here() -> bool:
+    """Whether this machine should run the kernels: a CPU that has them, a C compiler, the switch not off."""
+    return kernels.cpu_supported() is None and bool(os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc"))
+
+
+def require_kernels() -> None:
+    """At a test module's top: go on where the kernels run; fail where they should but did not (under
+    PLAYGROUND_REQUIRE_KERNELS=1); else skip the module with the reason."""
+    why = kernels.why_not()
+    if why is None:
+        return
+    if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1" and expected_here():
+        raise RuntimeError(f"PLAYGROUND_REQUIRE_KERNELS=1 and this machine has what the kernels need, but they did not "
+                           f"load: {why}")
+    pytest.skip(f"batch-invariant kernels unavailable: {why}", allow_module_level=True)

@@ -48,6 +48,22 @@ def test_a_linear_row_is_its_definition_in_every_pass_of_1_to_4096_rows():
             assert torch.equal(kernels.linear(x[:m], w, b, resid[:m]), ref_resid[:m]), m
 
 
+def test_an_int8_row_is_the_same_in_every_pass_of_1_to_300_rows():
+    """The int8 draft's linear (16 weight rows a block, taken 16 or 8 at a time, pairs of input rows and a single
+    one): integer sums are exact, and every output element goes through the same epilogue whatever its block.
+    37 weight rows and 100 inputs leave partial blocks and a partial chunk of 64."""
+    from playground.kernels.ops import Proj
+
+    proj = Proj(bf16(37, 100, seed=25, scale=0.1), bf16(37, seed=26), int8=True)
+    x, resid = bf16(300, 100, seed=27), bf16(300, 37, seed=28)
+    whole, whole_resid = proj(x), proj(x, resid)
+    for m in range(1, 301):
+        assert torch.equal(proj(x[:m]), whole[:m]), m
+        assert torch.equal(proj(x[m - 1 : m], resid[m - 1 : m])[0], whole_resid[m - 1]), m
+    exact = x.float() @ proj.dequantized(torch.arange(37)).T + proj.bias.float()
+    assert (whole.float() - exact).abs().max() <= 0.05 * exact.abs().max()  # int8 activations: a few % at most
+
+
 def test_a_linear_row_does_not_depend_on_the_other_rows_values():
     w, x = bf16(64, 96, seed=4, scale=0.1), bf16(6, 96, seed=5)
     other = x.clone()

@@ -654,81 +654,105 @@ void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8
   }
 }
 
-#define NB8 8 /* int8 weight rows per register block */
-#define MB8 2 /* input rows per register block */
+/* The sums of 16 int32 accumulators, lane i = the sum of v[i]: the float reduction's shuffles on the integers'
+ * bits (integer sums are exact, so the order is free). */
+static inline __m512i reduce16i(const __m512i *v) {
+#define F(x) _mm512_castsi512_ps(x)
+#define I(x) _mm512_castps_si512(x)
+  __m512i s[8], t[4], u[2];
+  for (int i = 0; i < 8; i++)
+    s[i] = _mm512_add_epi32(I(_mm512_shuffle_f32x4(F(v[2 * i]), F(v[2 * i + 1]), _MM_SHUFFLE(1, 0, 1, 0))),
+                            I(_mm512_shuffle_f32x4(F(v[2 * i]), F(v[2 * i + 1]), _MM_SHUFFLE(3, 2, 3, 2))));
+  for (int i = 0; i < 4; i++)
+    t[i] = _mm512_add_epi32(I(_mm512_shuffle_f32x4(F(s[2 * i]), F(s[2 * i + 1]), _MM_SHUFFLE(2, 0, 2, 0))),
+                            I(_mm512_shuffle_f32x4(F(s[2 * i]), F(s[2 * i + 1]), _MM_SHUFFLE(3, 1, 3, 1))));
+  for (int i = 0; i < 2; i++)
+    u[i] = _mm512_add_epi32(I(_mm512_shuffle_ps(F(t[2 * i]), F(t[2 * i + 1]), _MM_SHUFFLE(1, 0, 1, 0))),
+                            I(_mm512_shuffle_ps(F(t[2 * i]), F(t[2 * i + 1]), _MM_SHUFFLE(3, 2, 3, 2))));
+  __m512i r = _mm512_add_epi32(I(_mm512_shuffle_ps(F(u[0]), F(u[1]), _MM_SHUFFLE(2, 0, 2, 0))),
+                               I(_mm512_shuffle_ps(F(u[0]), F(u[1]), _MM_SHUFFLE(3, 1, 3, 1))));
+#undef F
+#undef I
+  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
 
-static inline __attribute__((always_inline)) void block_i8(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K,
-                                                           int mb, int nb, int32_t *res /* mb x nb */) {
-  __m512i acc[MB8][NB8];
-  for (int i = 0; i < MB8; i++)
-    for (int j = 0; j < NB8; j++) acc[i][j] = _mm512_setzero_si512();
+/* The integer sums of MB rows of xq against NB rows of w (MB * NB = 16, NB = 16 / MB): lane i * NB + j of the
+ * result = row i against weight row j; nb < NB rows of w are read (the others count as zero). */
+static inline __attribute__((always_inline)) __m512i block_i8(const uint8_t *xq, int64_t Kp, const int8_t *w,
+                                                              int64_t K, int MB_, int nb) {
+  const int NB_ = 16 / MB_;
+  __m512i acc[16];
+  for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
   int64_t full = K & ~(int64_t)63;
   for (int64_t k = 0; k < full; k += 64) {
-    __m512i wv[NB8] = {0};
-    for (int j = 0; j < NB8; j++)
-      if (j < nb) {
-        _mm_prefetch((const char *)(w + (j + AHEAD * nb) * K + k), _MM_HINT_T1);
-        wv[j] = _mm512_loadu_si512((const void *)(w + j * K + k));
-      }
-    for (int i = 0; i < MB8; i++) {
-      if (i >= mb) break;
+    for (int j = 0; j < NB_; j++) /* the weight rows AHEAD blocks on (a block of 16 rows is contiguous) */
+      _mm_prefetch((const char *)(w + (j + AHEAD * 16) * K + k), _MM_HINT_T1);
+    for (int i = 0; i < MB_; i++) {
       __m512i xv = _mm512_loadu_si512((const void *)(xq + i * Kp + k));
-      for (int j = 0; j < NB8; j++)
-        if (j < nb) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+      for (int j = 0; j < NB_; j++)
+        if (j < nb) acc[i * NB_ + j] = _mm512_dpbusd_epi32(acc[i * NB_ + j], xv, _mm512_loadu_si512((const void *)(w + j * K + k)));
     }
   }
   if (full < K) {
     __mmask64 msk = (__mmask64)((~0ULL) >> (64 - (K - full)));
-    __m512i wv[NB8] = {0};
-    for (int j = 0; j < NB8; j++)
-      if (j < nb) wv[j] = _mm512_maskz_loadu_epi8(msk, w + j * K + full);
-    for (int i = 0; i < MB8; i++) {
-      if (i >= mb) break;
+    for (int i = 0; i < MB_; i++) {
       __m512i xv = _mm512_loadu_si512((const void *)(xq + i * Kp + full));
-      for (int j = 0; j < NB8; j++)
-        if (j < nb) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], xv, wv[j]);
+      for (int j = 0; j < NB_; j++)
+        if (j < nb) acc[i * NB_ + j] = _mm512_dpbusd_epi32(acc[i * NB_ + j], xv, _mm512_maskz_loadu_epi8(msk, w + j * K + full));
     }
   }
-  for (int i = 0; i < mb; i++)
-    for (int j = 0; j < nb; j++) res[i * nb + j] = _mm512_reduce_add_epi32(acc[i][j]);
+  return reduce16i(acc);
 }
 
-#define BLOCK8(MBV)                                                                                          \
-  static void block_i8_##MBV(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K, int nb, int32_t *res) { \
-    if (nb == NB8) block_i8(xq, Kp, w, K, MBV, NB8, res); else block_i8(xq, Kp, w, K, MBV, nb, res);        \
-  }
-BLOCK8(1) BLOCK8(2)
+static __m512i block_i8_1x16(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K) { return block_i8(xq, Kp, w, K, 1, 16); }
+static __m512i block_i8_2x8(const uint8_t *xq, int64_t Kp, const int8_t *w, int64_t K) { return block_i8(xq, Kp, w, K, 2, 8); }
+
+/* One row's nb outputs from its integer sums (lanes 0..nb-1 of r): sx sw[n] (acc - 128 rowsum[n]) (+ bias)
+ * rounded to bf16 (+ resid, rounded again), the same operations for every element whatever its block. */
+static inline void finish_i8(__m512i r, float sx, const float *sw, const int32_t *rowsum, const uint16_t *bias,
+                             const uint16_t *resid, uint16_t *out, int nb) {
+  __mmask16 cols = (__mmask16)((1u << nb) - 1u);
+  __m512i centred = _mm512_sub_epi32(r, _mm512_mullo_epi32(_mm512_set1_epi32(128), _mm512_maskz_loadu_epi32(cols, rowsum)));
+  __m512 y = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sx), _mm512_maskz_loadu_ps(cols, sw)), _mm512_cvtepi32_ps(centred));
+  if (bias) y = _mm512_add_ps(y, widen((__m256bh)_mm256_maskz_loadu_epi16(cols, bias)));
+  __m256bh o = _mm512_cvtneps_pbh(y);
+  if (resid) o = _mm512_cvtneps_pbh(_mm512_add_ps(widen(o), widen((__m256bh)_mm256_maskz_loadu_epi16(cols, resid))));
+  _mm256_mask_storeu_epi16(out, cols, (__m256i)o);
+}
 
 /* y = x W^T (+ bias) (+ resid) with W int8: x (M, K) bf16, w (N, K) int8, sw (N,) fp32, rowsum (N,) int32,
- * bias (N,) bf16 or NULL, resid (M, N) bf16 or NULL; out (M, N) bf16. scratch: M * Kp bytes + M floats. */
+ * bias (N,) bf16 or NULL, resid (M, N) bf16 or NULL; out (M, N) bf16. scratch: M * Kp bytes + M floats.
+ * Blocks of 16 weight rows (contiguous in memory); a pair of input rows takes them 8 at a time, a single row
+ * 16 at a time. */
 void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int64_t N, const float *sw,
                   const int32_t *rowsum, const uint16_t *bias, const uint16_t *resid, uint16_t *out, uint8_t *scratch) {
   int64_t Kp = (K + 63) & ~(int64_t)63;
   uint8_t *xq = scratch;
   float *sx = (float *)(scratch + M * Kp);
   bi_quantize_rows(x, M, K, Kp, xq, sx);
-  int64_t nblocks = (N + NB8 - 1) / NB8;
+  int64_t nblocks = (N + 15) / 16;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < nblocks; b++) {
-    int64_t n0 = b * NB8;
-    int nb = N - n0 < NB8 ? (int)(N - n0) : NB8;
-    int32_t res[MB8 * NB8];
-    float f[16];
-    for (int64_t m = 0; m < M; m += MB8) {
-      int mb = M - m < MB8 ? (int)(M - m) : MB8;
-      if (mb == 2) block_i8_2(xq + m * Kp, Kp, w + n0 * K, K, nb, res);
-      else block_i8_1(xq + m * Kp, Kp, w + n0 * K, K, nb, res);
-      for (int i = 0; i < mb; i++) {
-        for (int j = 0; j < nb; j++)
-          f[j] = sx[m + i] * sw[n0 + j] * (float)(res[i * nb + j] - 128 * rowsum[n0 + j]);
-        __mmask16 cols = (__mmask16)((1u << nb) - 1u);
-        __m512 y = _mm512_maskz_loadu_ps(cols, f);
-        if (bias) y = _mm512_add_ps(y, widen((__m256bh)_mm256_maskz_loadu_epi16(cols, bias + n0)));
-        __m256bh r = _mm512_cvtneps_pbh(y);
-        if (resid)
-          r = _mm512_cvtneps_pbh(_mm512_add_ps(widen(r), widen((__m256bh)_mm256_maskz_loadu_epi16(cols, resid + (m + i) * N + n0))));
-        _mm256_mask_storeu_epi16(out + (m + i) * N + n0, cols, (__m256i)r);
+    int64_t n0 = b * 16;
+    int nb = N - n0 < 16 ? (int)(N - n0) : 16;
+    const int8_t *wb = w + n0 * K;
+    int64_t m = 0;
+    for (; m + 2 <= M; m += 2)
+      for (int h = 0; h < 2; h++) {
+        int nh = nb - 8 * h < 8 ? nb - 8 * h : 8;
+        if (nh <= 0) break;
+        int64_t c = n0 + 8 * h;
+        __m512i r = nh == 8 ? block_i8_2x8(xq + m * Kp, Kp, wb + 8 * h * K, K) : block_i8(xq + m * Kp, Kp, wb + 8 * h * K, K, 2, nh);
+        for (int i = 0; i < 2; i++) {
+          __m512i ri = i ? _mm512_alignr_epi32(r, r, 8) : r;
+          finish_i8(ri, sx[m + i], sw + c, rowsum + c, bias ? bias + c : NULL, resid ? resid + (m + i) * N + c : NULL,
+                    out + (m + i) * N + c, nh);
+        }
       }
+    if (m < M) {
+      __m512i r = nb == 16 ? block_i8_1x16(xq + m * Kp, Kp, wb, K) : block_i8(xq + m * Kp, Kp, wb, K, 1, nb);
+      finish_i8(r, sx[m], sw + n0, rowsum + n0, bias ? bias + n0 : NULL, resid ? resid + m * N + n0 : NULL,
+                out + m * N + n0, nb);
     }
   }
 }

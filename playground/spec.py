@@ -185,7 +185,9 @@ class DecodeConfig:
         """k as the tables show it: "4", the policy's name, or the tree's shape ("tree 3-2-1-1")."""
         if self.tree is not None:
             return f"tree {self.tree.label}"
-        return str(self.k) if self.policy is KPolicy.FIXED else self.policy.value
+        if self.policy is KPolicy.FIXED:
+            return str(self.k)
+        return self.policy.value if self.k == 4 else f"{self.policy.value}:{self.k}"  # as parse_k reads it
 
 
 @dataclass(frozen=True)
@@ -367,18 +369,24 @@ def parse_drafter_name(name: str) -> DrafterSpec:
 
 
 def parse_k(value: str) -> tuple[int, KPolicy]:
-    """The command line's k values: a number, or a policy name ("adaptive" = heuristic, "theory")."""
+    """The command line's k values: a number, or a policy name ("adaptive" = heuristic, "theory", "confidence"),
+    optionally with its starting k or cap after a colon ("confidence:8")."""
     value = str(value)
-    if value.isascii() and value.isdigit() and len(value) <= 3:  # not "²" (isdigit takes it, int() does not)
-        k = int(value)
+    name, _, start = value.partition(":")
+    whole = lambda v: v.isascii() and v.isdigit() and len(v) <= 3  # not "²" (isdigit takes it, int() does not)
+    if whole(value) or (start and whole(start)):
+        k = int(start or value)
         if not K_MIN <= k <= K_MAX:
             raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or a policy name, got {shown(value)}.")
-        return k, KPolicy.FIXED
+        if not start:
+            return k, KPolicy.FIXED
+    else:
+        k = 4
     try:
-        return 4, parse_policy(value)
+        return k, parse_policy(name if start else value)
     except PlaygroundError:
         raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic', "
-                              f"'theory' or 'confidence', got {shown(value)}.") from None
+                              f"'theory' or 'confidence' (with ':k' for its start or cap), got {shown(value)}.") from None
 
 
 def _enum(cls, value: object, what: str):

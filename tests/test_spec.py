@@ -140,3 +140,14 @@ def test_a_tree_takes_ascii_digits_only_and_says_so(bad):
     assert len(str(refused.value)) < 300  # a long value is not echoed back
     with pytest.raises(PlaygroundError, match="--k takes whole numbers"):
         parse_k("²")
+
+
+def test_a_policy_takes_its_starting_k_or_cap_after_a_colon():
+    from playground.spec import parse_k
+
+    assert parse_k("confidence:8") == (8, KPolicy.CONFIDENCE) and parse_k("theory") == (4, KPolicy.THEORY)
+    assert DecodeConfig(k=8, policy=KPolicy.CONFIDENCE).k_label == "confidence:8"
+    assert DecodeConfig(k=4, policy=KPolicy.CONFIDENCE).k_label == "confidence"
+    for bad in ("confidence:99", "confidence:", "nope:3"):
+        with pytest.raises(PlaygroundError, match="--k takes"):
+            parse_k(bad)

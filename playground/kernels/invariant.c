@@ -721,14 +721,15 @@ static inline void finish_i8(__m512i r, float sx, const float *sw, const int32_t
 }
 
 /* y = x W^T (+ bias) (+ resid) with W int8: x (M, K) bf16, w (N, K) int8, sw (N,) fp32, rowsum (N,) int32,
- * bias (N,) bf16 or NULL, resid (M, N) bf16 or NULL; out (M, N) bf16. scratch: M * Kp bytes + M floats.
+ * bias (N,) bf16 or NULL, resid (M, N) bf16 or NULL; out (M, N) bf16.
  * Blocks of 16 weight rows (contiguous in memory); a pair of input rows takes them 8 at a time, a single row
  * 16 at a time. */
 void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int64_t N, const float *sw,
-                  const int32_t *rowsum, const uint16_t *bias, const uint16_t *resid, uint16_t *out, uint8_t *scratch) {
+                  const int32_t *rowsum, const uint16_t *bias, const uint16_t *resid, uint16_t *out) {
   int64_t Kp = (K + 63) & ~(int64_t)63;
+  uint8_t small[4096 + 64], *scratch = M * (Kp + 4) <= 4096 ? small : (uint8_t *)malloc(M * (Kp + 4));
+  float *sx = (float *)(scratch + M * Kp); /* Kp is a multiple of 64: aligned for floats */
   uint8_t *xq = scratch;
-  float *sx = (float *)(scratch + M * Kp);
   bi_quantize_rows(x, M, K, Kp, xq, sx);
   int64_t nblocks = (N + 15) / 16;
 #pragma omp parallel for schedule(static)
@@ -755,4 +756,5 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
                 out + m * N + n0, nb);
     }
   }
+  if (scratch != small) free(scratch);
 }

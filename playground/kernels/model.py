@@ -66,6 +66,20 @@ def _fuse_layer(layer: torch.nn.Module, int8: bool = False) -> None:
         gate_up=_fused([m.gate_proj, m.up_proj], int8), down=_fused([m.down_proj], int8))
 
 
+_rotary_memo: list = [None]  # the last (cos, sin) converted: every layer of a pass gets the same tensors
+
+
+def _rotary(position_embeddings: tuple, B: int, S: int, D: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin as contiguous bf16 (B, S, D), converted once per pass (the model hands each layer the same pair)."""
+    cos, sin = position_embeddings
+    memo = _rotary_memo[0]
+    if memo is not None and memo[0] is cos and memo[1] is sin and memo[2].shape == (B, S, D):
+        return memo[2], memo[3]
+    out = tuple(t.to(torch.bfloat16).expand(B, S, D).contiguous() for t in position_embeddings)
+    _rotary_memo[0] = (cos, sin, *out)
+    return out
+
+
 def _layer_forward(self: torch.nn.Module, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
                    cache=None, use_cache=False, position_embeddings=None, **kwargs) -> torch.Tensor:
     """The decoder layer in nine kernel calls: norm, q/k/v, rotary, attention, o + residual, norm, gate/up,
@@ -78,7 +92,7 @@ def _layer_forward(self: torch.nn.Module, hidden_states: torch.Tensor, attention
     H, Hkv, D = f.heads, f.kv_heads, f.head_dim
     x = hidden_states if hidden_states.is_contiguous() else hidden_states.contiguous()
     qkv = f.qkv(rms_norm(x, self.input_layernorm.weight, self.input_layernorm.variance_epsilon))
-    cos, sin = (t.to(torch.bfloat16).expand(B, S, D).contiguous() for t in position_embeddings)
+    cos, sin = _rotary(position_embeddings, B, S, D)
     q = torch.empty((B, H, S, D), dtype=torch.bfloat16)
     k = torch.empty((B, Hkv, S, D), dtype=torch.bfloat16)
     v = torch.empty((B, Hkv, S, D), dtype=torch.bfloat16)

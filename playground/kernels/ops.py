@@ -78,7 +78,7 @@ def library() -> ctypes.CDLL | None:
         lib.bi_attention.argtypes = [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
                                      _i64, _i64, _i64, _i64, _i64, _i64, ctypes.c_float]
         lib.bi_attention_ref.argtypes = [*lib.bi_attention.argtypes, _ptr]
-        lib.bi_linear_i8.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr]
+        lib.bi_linear_i8.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr]
         lib.bi_rmsnorm.argtypes = [_ptr, _i64, _i64, _ptr, ctypes.c_float, _ptr]
         lib.read_sum.argtypes = [_ptr, _i64, ctypes.c_int]
         lib.read_sum.restype = ctypes.c_double
@@ -201,10 +201,9 @@ class Proj:
         M = flat.shape[0]
         out = torch.empty((M, self.n), dtype=torch.bfloat16)
         resid = _rows(residual) if residual is not None else None
-        scratch = torch.empty(M * (-(-self.k // 64) * 64) + 4 * M, dtype=torch.uint8)
         library().bi_linear_i8(flat.data_ptr(), M, self.k, self.q.data_ptr(), self.n, self.scale.data_ptr(),
                                self.rowsum.data_ptr(), self.bias.data_ptr() if self.bias is not None else None,
-                               resid.data_ptr() if resid is not None else None, out.data_ptr(), scratch.data_ptr())
+                               resid.data_ptr() if resid is not None else None, out.data_ptr())
         return out.view(*x.shape[:-1], self.n)
 
     def rows(self, n: int) -> "Proj":

@@ -80,6 +80,7 @@ class DrafterSpec:
     precision: Precision | None = None  # draft models: None = the device default (models.default_draft_precision)
     exit_layer: int | None = None  # early exit: the target's layers that draft; None = a quarter of them
     max_ngram: int = 3  # prompt lookup: longest n-gram matched
+    draft_vocab: int = 0  # draft model (chains): propose from the first N token ids and the sequence's (0: all; decoding/vocab.py)
     # suffix decoding, vLLM's names in brackets; lookahead decoding's W, N, G (spec_draftfree.py: ranges, checks)
     suffix_memory: bool = False  # also draft from this session's earlier outputs (off: runs stay independent)
     suffix_factor: float = 1.0  # a draft holds at most factor x (matched length) tokens [max_spec_factor]
@@ -99,6 +100,10 @@ class DrafterSpec:
                 raise PlaygroundError(f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
                                       f"of the target's layers), got {shown(self.exit_layer)}.")
             object.__setattr__(self, "exit_layer", int(self.exit_layer))
+        if not is_int(self.draft_vocab) or not (self.draft_vocab == 0 or 256 <= self.draft_vocab <= 10**6):
+            raise PlaygroundError(f"The draft vocabulary must be 0 (all of it) or a whole number of tokens from 256 to "
+                                  f"1,000,000, got {shown(self.draft_vocab)}.")
+        object.__setattr__(self, "draft_vocab", int(self.draft_vocab))
         if not is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
             raise PlaygroundError(f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {shown(self.max_ngram)}.")
         for name, value in draftfree.check(self).items():
@@ -107,8 +112,10 @@ class DrafterSpec:
     @property
     def label(self) -> str:
         """A short human name: "draft model (int8)", "early exit (L = 7)", "prompt lookup"."""
-        if self.needs_draft_model and self.precision:
-            return f"{self.kind.value} ({self.precision.value})"
+        if self.needs_draft_model and (self.precision or self.draft_vocab):
+            parts = [p for p in (self.precision and self.precision.value,
+                                 self.draft_vocab and f"{self.draft_vocab:,} tokens") if p]
+            return f"{self.kind.value} ({', '.join(parts)})"
         if self.kind is DrafterKind.EARLY_EXIT and self.exit_layer:
             return f"{self.kind.value} (L = {self.exit_layer})"
         if strategy(self.kind).options:
@@ -343,7 +350,8 @@ def parse_drafter(kind: object, precision: object = None, exit_layer: object = N
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
-    """The command line's drafter names: "draft model", "draft model:int8", "early exit:7", "prompt lookup",
+    """The command line's drafter names: "draft model", "draft model:int8" (",vocab=32768": decoding/vocab.py),
+    "early exit:7", "prompt lookup",
     "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too), "suffix" (":factor=2,
     min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too."""
     name = str(name)
@@ -361,8 +369,14 @@ def parse_drafter_name(name: str) -> DrafterSpec:
         if option and not (option.isascii() and option.isdigit()):
             raise PlaygroundError(f"Early exit takes a layer number after the colon, got {shown(name)}.")
         return DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=int(option) if option else None)
-    if strategy(kind).draft_model:
-        return DrafterSpec(DrafterKind(kind), precision=option or None)
+    if strategy(kind).draft_model:  # "draft model:int8", "draft model:vocab=32768", "draft model:int8,vocab=32768"
+        precision, vocab = None, 0
+        for part in filter(None, option.split(",")):
+            if part.startswith("vocab="):
+                vocab = int(part[6:]) if part[6:].isascii() and part[6:].isdigit() else part[6:]
+            else:
+                precision = part
+        return DrafterSpec(DrafterKind(kind), precision=precision, draft_vocab=vocab)
     if option:
         raise PlaygroundError(f"{shown(kind)} takes no option, got {shown(name)}.")
     return DrafterSpec(DrafterKind(kind))

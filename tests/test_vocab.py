@@ -104,3 +104,20 @@ def test_sampling_keeps_the_target_distribution(tiny_pair):
 def test_the_same_test_catches_the_whole_heads_p_handed_to_the_rule(tiny_pair):
     stat, df, _ = chi_square_of(tiny_pair, FullPDrafter, SIZE)
     assert stat > CHI2_999[df], (stat, df)
+
+
+def test_the_spec_names_it_and_bad_sizes_are_refused(tiny_pair):
+    from playground.decoding import make_drafter
+    from playground.errors import PlaygroundError
+    from playground.spec import DrafterSpec, parse_drafter_name
+    from playground.treeshape import parse_tree
+
+    spec = parse_drafter_name("draft model:fp32,vocab=256")
+    assert spec.draft_vocab == 256 and spec.label == "draft model (fp32, 256 tokens)"
+    assert make_drafter(spec, tiny_pair).head.size == 256
+    with pytest.raises(PlaygroundError, match="from 256 to"):
+        parse_drafter_name("draft model:vocab=12")
+    with pytest.raises(PlaygroundError, match="does not apply"):  # the tiny vocabulary is smaller
+        make_drafter(DrafterSpec(draft_vocab=100_000), tiny_pair)
+    with pytest.raises(PlaygroundError, match="chains only"):
+        make_drafter(DrafterSpec(draft_vocab=256), tiny_pair, tree=parse_tree("2-1"))

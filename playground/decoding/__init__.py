@@ -98,9 +98,13 @@ class Strategy:
 # ---------------------------------------------------------------- the factories (each imports its module)
 
 def _draft_model(b: Build) -> Drafter:
+    from playground.decoding import vocab
     from playground.decoding.model import ModelDrafter
 
-    return ModelDrafter(b.pair.draft, b.confidence)
+    if b.spec.draft_vocab and vocab.why_not(b.pair.draft, b.spec.draft_vocab):
+        raise PlaygroundError(f"A draft vocabulary of {b.spec.draft_vocab:,} tokens does not apply: "
+                              f"{vocab.why_not(b.pair.draft, b.spec.draft_vocab)}.")
+    return ModelDrafter(b.pair.draft, b.confidence, b.spec.draft_vocab)
 
 
 def _early_exit(b: Build) -> Drafter:  # shares the target's weights: its precision, no copy
@@ -205,6 +209,8 @@ def make_drafter(spec: DrafterSpec, pair: LoadedPair, confidence: float = 0.0, t
         return drafter
     if not s.tree:
         raise PlaygroundError(f"A token tree needs a model drafter; '{drafter.name}' drafts a chain only.")
+    if spec.draft_vocab:
+        raise PlaygroundError("A draft vocabulary subset drafts chains only; a token tree takes the whole vocabulary.")
     from playground.decoding.tree import TreeDrafter
 
     return TreeDrafter(drafter, tree, pair.target)

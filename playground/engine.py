@@ -18,7 +18,7 @@ from playground import theory
 from playground.decoding.base import Drafter
 from playground.errors import PlaygroundError
 from playground.records import RoundRecord
-from playground.spec import K_MAX, K_MIN, DecodeConfig, KPolicy
+from playground.config import DecodeConfig, KPolicy, K_MAX, K_MIN
 
 PROBE_EVERY = 8  # THEORY's pause drafts one probe token after this many plain steps in a row
 

@@ -1,6 +1,6 @@
 """The shapes of user input that are no one field's own: text, a number in a range, a list of names, a list of
 numbers. Each is refused with a message that names the field and quotes the value short (errors.shown). Part of
-the spec (spec.py re-exports them): user input is read there and here only. Pure: no torch."""
+the spec: user input is read there and here only. Pure: no torch."""
 from __future__ import annotations
 
 from typing import Callable

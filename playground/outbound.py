@@ -118,10 +118,9 @@ class Policy:
         self.listed, self.any_public = frozenset(listed), any_public
 
     @classmethod
-    def from_settings(cls) -> "Policy":
-        from playground import settings  # here, not at the top: settings imports this module (parse_url)
-
-        entries = settings.read().vllm_urls
+    def of(cls, entries: Iterable[str]) -> "Policy":
+        """The policy of PLAYGROUND_VLLM_URLS's entries (settings.read().vllm_urls: origins, and "*")."""
+        entries = tuple(entries)
         return cls((parse_url(e, "PLAYGROUND_VLLM_URLS") for e in entries if e != ANY_PUBLIC), ANY_PUBLIC in entries)
 
     @property

@@ -6,7 +6,7 @@ and the race) and `decoded`, the tokenizer's answers the views asked for when th
 token in its left context). Reading one back gives a RunSpec, the rounds, the cost profile and a ReplayTokenizer
 that answers the same questions from that table. Pure: no torch, transformers or gradio. Everything read here is
 untrusted: each field is checked for its type and range, and every text reaches the page through the views'
-escaping (tokens.escape_text, html.escape).
+escaping (views.text.escape_text, html.escape).
 """
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from typing import Any
 from playground import theory
 from playground.errors import PlaygroundError, shown
 from playground.records import EXTRAS, RoundRecord
-from playground.spec import DecodeConfig, DrafterSpec, PairSpec, Precision, RunSpec, parse_tree
+from playground.config import DecodeConfig, Precision
+from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.treeshape import parse_tree
 from playground.trace import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
 MAX_BYTES = 1_000_000  # a recorded run is a few tens of kB; 1 MB holds about a thousand rounds
 MAX_ROUNDS = 4_096

@@ -22,7 +22,8 @@ from playground.errors import PlaygroundError
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, RunSpec, check_prompt
+from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec, RunSpec, check_prompt
 
 if TYPE_CHECKING:  # the session's memory of earlier runs, for suffix decoding: the runner only passes it on
     from playground.decoding.suffix import SuffixMemory

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.spec import SamplingParams  # noqa: F401  (defined with the other settings)
+from playground.config import SamplingParams
 
 
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

@@ -9,67 +9,16 @@ Every error is a PlaygroundError whose message names the field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from playground import settings
 from playground import spec_draftfree as draftfree
-from playground.decoding import DRAFTERS, DrafterKind, strategy  # noqa: F401  (DRAFTERS: part of the spec)
+from playground.config import K_MAX, K_MIN, TARGET_PRECISIONS, DecodeConfig, DrafterKind, KPolicy, Precision, enum_value
+from playground.decoding import DRAFTERS, strategy
 from playground.errors import PlaygroundError, shown
-from playground.numbers import is_int, is_real
-from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, MAX_LOOKAHEAD_WIDTH  # noqa: F401  (part of the spec)
-from playground.treeshape import MAX_TREE_NODES, MAX_TREE_WIDTH, TreeShape, parse_tree  # noqa: F401  (part of the spec)
-from playground.inputs import MAX_LIST_CHARS, parse_list, parse_names, parse_real, parse_text  # noqa: F401  (part of the spec)
-
-K_MIN, K_MAX = 1, 16  # K_MAX is also treeshape.MAX_TREE_DEPTH, the deepest tree
-DEFAULT_CONFIDENCE = 0.4  # the confidence policy's threshold: transformers' assistant_confidence_threshold default
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """How a next token is chosen. temperature == 0 means greedy (argmax)."""
-
-    temperature: float = 0.0
-    top_k: int = 0  # 0 = off
-    top_p: float = 1.0  # 1.0 = off
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
-
-
-class KPolicy(str, Enum):
-    """How k (the draft length) is chosen per round; see engine.KSchedule."""
-
-    FIXED = "fixed"
-    HEURISTIC = "heuristic"  # transformers' schedule: +2 after a fully accepted round, -1 otherwise
-    THEORY = "theory"  # the k with the best expected rate for what this run measured, with a floor
-    # k is the most a draft may hold: a model draft stops as soon as its top probability falls under
-    # DecodeConfig.confidence (transformers' assistant_confidence_threshold)
-    CONFIDENCE = "confidence"
-
-    @property
-    def label(self) -> str:
-        return {"fixed": "fixed k", "heuristic": "adaptive (heuristic)", "theory": "adaptive (theory)",
-                "confidence": "adaptive (draft confidence)"}[self.value]
-
-
-# What the app and the benchmark use unless told otherwise: the calibrated policy, which plans with the
-# cost profile measured at warm-up, stops drafting when drafting does not pay, and is reproducible for a
-# seed (how it compares with a fixed k: docs/benchmarks.md).
-DEFAULT_POLICY = KPolicy.CONFIDENCE  # the fastest policy measured here: docs/levers.md
-
-
-class Precision(str, Enum):
-    """A model's numeric precision. int8 (dynamic, per channel) is for a draft on CPU only."""
-
-    FP32 = "fp32"
-    BF16 = "bf16"
-    FP16 = "fp16"
-    INT8 = "int8"
-
-
-TARGET_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)
+from playground.inputs import MAX_LIST_CHARS
+from playground.numbers import is_int
+from playground.spec_draftfree import LOOKAHEAD_DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -92,9 +41,9 @@ class DrafterSpec:
     lookahead_prompt_pool: bool = False  # the pool also holds the prompt's and the output's n-grams
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", _enum(DrafterKind, self.kind, "drafter"))
+        object.__setattr__(self, "kind", enum_value(DrafterKind, self.kind, "drafter"))
         if self.precision is not None:
-            object.__setattr__(self, "precision", _enum(Precision, self.precision, "draft precision"))
+            object.__setattr__(self, "precision", enum_value(Precision, self.precision, "draft precision"))
         if self.exit_layer is not None:
             if not is_int(self.exit_layer) or self.exit_layer < 1:
                 raise PlaygroundError(f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
@@ -138,66 +87,6 @@ class DrafterSpec:
 
 
 @dataclass(frozen=True)
-class DecodeConfig:
-    """How one generation decodes. Checked when built: a bad value raises PlaygroundError naming it."""
-
-    max_new_tokens: int = 64
-    k: int = 4  # draft length; with an adaptive policy, the starting value
-    policy: KPolicy = KPolicy.FIXED
-    temperature: float = 0.0  # 0 = greedy
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    record: bool = True  # compute p and q of every draft token for the views
-    explain: int = 0  # > 0: also record that many top alternatives per position and the residual (step-through)
-    confidence: float = DEFAULT_CONFIDENCE  # KPolicy.CONFIDENCE: a model draft stops when its top p falls under this
-    tree: TreeShape | None = None  # draft a token tree instead of a chain ("3-2-1-1", "dynamic:16"; parse_tree)
-
-    def __post_init__(self) -> None:
-        set_ = lambda name, value: object.__setattr__(self, name, value)
-        if not is_int(self.k) or not K_MIN <= self.k <= K_MAX:
-            raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {shown(self.k)}.")
-        limit = settings.read().max_new_tokens
-        if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= limit:
-            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {limit}, got {shown(self.max_new_tokens)}.")
-        if not is_real(self.temperature) or not 0 <= self.temperature <= 2:
-            raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {shown(self.temperature)}.")
-        if not is_real(self.top_p) or not 0 < self.top_p <= 1:
-            raise PlaygroundError(f"top_p must be in (0, 1], got {shown(self.top_p)}.")
-        set_("policy", _enum(KPolicy, self.policy, "k policy"))
-        if not is_int(self.top_k) or self.top_k < 0:
-            raise PlaygroundError(f"top_k must be a whole number >= 0 (0 = off), got {shown(self.top_k)}.")
-        if not is_int(self.seed) or not 0 <= self.seed < 2**63:
-            raise PlaygroundError(f"seed must be a whole number from 0 to 2**63 - 1, got {shown(self.seed)}.")
-        if not is_int(self.explain) or not 0 <= self.explain <= 16:
-            raise PlaygroundError(f"explain must be a whole number from 0 to 16, got {shown(self.explain)}.")
-        set_("confidence", parse_confidence(self.confidence))
-        set_("tree", parse_tree(self.tree))
-        for name in ("k", "max_new_tokens", "top_k", "seed", "explain"):
-            set_(name, int(getattr(self, name)))
-        set_("temperature", float(self.temperature))
-        set_("top_p", float(self.top_p))
-        set_("record", bool(self.record))
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_k, self.top_p)
-
-    @property
-    def adaptive(self) -> bool:
-        return self.policy is not KPolicy.FIXED
-
-    @property
-    def k_label(self) -> str:
-        """k as the tables show it: "4", the policy's name, or the tree's shape ("tree 3-2-1-1")."""
-        if self.tree is not None:
-            return f"tree {self.tree.label}"
-        if self.policy is KPolicy.FIXED:
-            return str(self.k)
-        return self.policy.value if self.k == 4 else f"{self.policy.value}:{self.k}"  # as parse_k reads it
-
-
-@dataclass(frozen=True)
 class PairSpec:
     """The models: a draft (None for drafters that need none) and a target, as model specs
     ("pack:NAME", a Hub id, or a folder under the model roots), and the target's precision."""
@@ -216,7 +105,7 @@ class PairSpec:
         if self.invariant is not None and not isinstance(self.invariant, bool):
             raise PlaygroundError(f"invariant (the batch-invariant kernels) must be true or false, got {self.invariant!r}.")
         if self.target_precision is not None:
-            p = _enum(Precision, self.target_precision, "target precision")
+            p = enum_value(Precision, self.target_precision, "target precision")
             if p not in TARGET_PRECISIONS:
                 raise PlaygroundError(f"target precision must be one of {', '.join(x.value for x in TARGET_PRECISIONS)}, got {shown(p.value)}.")
             object.__setattr__(self, "target_precision", p)
@@ -280,20 +169,6 @@ def parse_policy(value: object) -> KPolicy:
     if value == "adaptive":  # the benchmark's older name for the heuristic schedule
         return KPolicy.HEURISTIC
     raise PlaygroundError(f"Unknown k policy {shown(value)}; choose one of: {', '.join(p.label for p in KPolicy)}.")
-
-
-def parse_confidence(value: object) -> float:
-    """The confidence policy's threshold: a number (or its text) in [0, 1); 0 never stops a draft early."""
-    c = value
-    if isinstance(value, str):
-        try:
-            c = float(value)
-        except ValueError:
-            pass
-    if not is_real(c) or not 0 <= c < 1:
-        raise PlaygroundError(f"The draft confidence threshold must be a number from 0 to below 1 "
-                              f"(0 = never stop a draft early), got {shown(value)}.")
-    return float(c)
 
 
 DEFAULT_PRECISION = "default"  # the UI's and the API's word for "this device's default" (None in a spec)
@@ -402,9 +277,3 @@ def parse_k(value: str) -> tuple[int, KPolicy]:
         raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic', "
                               f"'theory' or 'confidence' (with ':k' for its start or cap), got {shown(value)}.") from None
 
-
-def _enum(cls, value: object, what: str):
-    try:
-        return cls(value)
-    except ValueError:
-        raise PlaygroundError(f"Unknown {what} {shown(value)}; choose one of: {', '.join(m.value for m in cls)}.") from None

@@ -14,7 +14,8 @@ from playground import models
 from playground.errors import PlaygroundError, without_paths
 from playground.models.catalog import PACK_PREFIX
 from playground.runner import Runner
-from playground.spec import DecodeConfig, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 WAIT_TICK_S = 1.0  # how often a waiting Generate repeats what it waits for
 

@@ -1,5 +1,5 @@
 """The shape of a token tree (DecodeConfig.tree): typed and validated here, parsed from text by
-parse_tree (spec.py re-exports both: they are part of the run description). Pure: no torch."""
+parse_tree (part of the run description: config.DecodeConfig holds one). Pure: no torch."""
 from __future__ import annotations
 
 import math

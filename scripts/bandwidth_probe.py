@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
-from playground import kernels  # noqa: E402
+from playground.kernels import model as kernel_model, ops as kernel_ops  # noqa: E402
 from playground.models.load import load_model  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def _timed(fn) -> float:
 
 def read_bandwidths(gib: float = 1.0) -> dict[str, float]:
     buf = torch.ones(int(gib * 2**30) // 4)
-    out = {"kernels library, every thread": kernels.read_bandwidth(gib)}
+    out = {"kernels library, every thread": kernel_ops.read_bandwidth(gib)}
     threads = torch.get_num_threads()
     out[f"torch sum, {threads} threads"] = best_rate(buf.numel() * 4, buf.sum)
     torch.set_num_threads(1)
@@ -96,7 +96,7 @@ def linears_seconds(model, steps: int) -> float:
         start = time.perf_counter()
         for p in projs:
             p(inputs[p.k])
-        kernels.linear(x_head, head)
+        kernel_ops.linear(x_head, head)
         times.append(time.perf_counter() - start)
     return statistics.median(times[1:])
 
@@ -108,8 +108,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats of stock and invariant")
     parser.add_argument("--json", help="also write the numbers here")
     args = parser.parse_args()
-    if kernels.why_not():
-        sys.exit(f"The kernels cannot run here: {kernels.why_not()}")
+    if kernel_ops.why_not():
+        sys.exit(f"The kernels cannot run here: {kernel_ops.why_not()}")
 
     model, _ = load_model(args.target, precision="bf16")
     nbytes = step_bytes(model)
@@ -127,14 +127,14 @@ def main() -> None:
                 reads.setdefault(name, []).append(rate)
             peak = max(v[-1] for v in reads.values())
             for mode in (modes if rep % 2 == 0 else modes[::-1]):
-                kernels.make_invariant(model, mode == "invariant")
+                kernel_model.make_invariant(model, mode == "invariant")
                 for n in ns:
                     steps = args.steps if n == 1 else max(4, args.steps // 4)
                     times[mode][n].append(pass_seconds(model, cache, n, steps))
                 shares[mode].append(nbytes / times[mode][1][-1] / peak)
-            kernels.make_invariant(model, True)
+            kernel_model.make_invariant(model, True)
             gemv.append(linears_seconds(model, args.steps))
-    kernels.make_invariant(model, False)
+    kernel_model.make_invariant(model, False)
     step = {mode: {n: statistics.median(v) for n, v in per_n.items()} for mode, per_n in times.items()}
     bandwidth = {name: statistics.median(v) for name, v in reads.items()}
 

@@ -4,7 +4,8 @@ python scripts/compare_pairs.py"""
 import sys; from pathlib import Path; sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playground import bench, models
 from playground.runner import Runner
-from playground.spec import PairSpec, DrafterSpec, DecodeConfig
+from playground.spec import DrafterSpec, PairSpec
+from playground.config import DecodeConfig
 from playground.bench.prompts import PROMPTS
 r = Runner()
 names = [models.DEFAULT_PAIR] + [n for n, p in models.pairs().items() if p.cross_tokenizer and "1.5B" in n]

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground.models.catalog import DEFAULT_PAIR  # noqa: E402
 from playground.runner import Runner  # noqa: E402
-from playground.spec import DEFAULT_CONFIDENCE, DEFAULT_POLICY  # noqa: E402
+from playground.config import DEFAULT_CONFIDENCE, DEFAULT_POLICY
 from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS  # noqa: E402
 from playground.ui import run_tab  # noqa: E402
 from playground.ui.common import Controls, load_examples  # noqa: E402

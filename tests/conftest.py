@@ -17,7 +17,8 @@ import torch
 
 from playground import models, tiny
 from playground.runner import Runner
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 

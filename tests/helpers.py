@@ -10,8 +10,9 @@ import torch
 from playground.decoding.base import Drafter
 from playground.engine import SpeculativeDecoder
 from playground.records import RoundRecord
-from playground.sampling import SamplingParams, logits_to_probs, sample
-from playground.spec import DecodeConfig
+from playground.config import SamplingParams
+from playground.sampling import logits_to_probs, sample
+from playground.config import DecodeConfig
 
 PROMPTS = [
     "def fibonacci(n):",

@@ -9,18 +9,18 @@ import shutil
 
 import pytest
 
-from playground import kernels
+from playground.kernels import ops as kernel_ops
 
 
 def expected_here() -> bool:
     """Whether this machine should run the kernels: a CPU that has them, a C compiler, the switch not off."""
-    return kernels.cpu_supported() is None and bool(os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc"))
+    return kernel_ops.cpu_supported() is None and bool(os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc"))
 
 
 def require_kernels() -> None:
     """At a test module's top: go on where the kernels run; fail where they should but did not (under
     PLAYGROUND_REQUIRE_KERNELS=1); else skip the module with the reason."""
-    why = kernels.why_not()
+    why = kernel_ops.why_not()
     if why is None:
         return
     if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1" and expected_here():

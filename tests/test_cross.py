@@ -18,8 +18,9 @@ from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.records import CrossExtras
 from playground.runner import Runner, encode_prompt, new_tokens
-from playground.spec import (DRAFTERS, DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec,
-                             parse_drafter, parse_drafter_name)
+from playground.decoding import DRAFTERS
+from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter, parse_drafter_name
 from tests.helpers import CHI2_999, two_token_test
 
 CROSS = DrafterKind.CROSS_TOKENIZER

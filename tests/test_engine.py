@@ -13,7 +13,8 @@ from playground.decoding.model import ModelDrafter
 from playground.engine import KSchedule, SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt
-from playground.spec import K_MAX, K_MIN, DecodeConfig, DrafterKind, DrafterSpec, KPolicy
+from playground.config import DecodeConfig, DrafterKind, KPolicy, K_MAX, K_MIN
+from playground.spec import DrafterSpec
 from tests.helpers import PROMPTS, decode, target_greedy
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 16])

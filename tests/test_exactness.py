@@ -10,10 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import kernels, models, trace
+from playground import models, trace
+from playground.kernels import model as kernel_model
 from playground.batch import decode_batch
 from playground.runner import encode_prompt, new_tokens
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 from tests.kernel_support import require_kernels
 
 require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)
@@ -83,7 +85,7 @@ def test_switching_the_kernels_off_is_per_run_and_shows(runner, bf16_spec):
                     spec.drafter, spec.decode, spec.prompt, chat=False)
     loaded = runner.load(stock)
     runner.run_all(stock)
-    assert not loaded.invariant and not kernels.is_invariant(loaded.target)
+    assert not loaded.invariant and not kernel_model.is_invariant(loaded.target)
     assert runner.profile(stock, loaded) is not None
     runner.run_all(spec)
     assert loaded.invariant  # each run sets the kernels it asked for; both have their own V(n) profile
@@ -106,5 +108,5 @@ def test_the_default_pair_precisions_load_the_kernels(tiny_models):
     """A bf16 target is switched to the kernels when it loads; an int8 draft gets the int8 kernels."""
     loaded = models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="bf16",
                               draft_precision="int8")
-    assert kernels.is_invariant(loaded.target)
+    assert kernel_model.is_invariant(loaded.target)
     assert all(layer.self_attn.q_proj.weight.numel() == 0 for layer in loaded.draft.model.layers)

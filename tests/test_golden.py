@@ -22,7 +22,8 @@ import pytest
 
 from playground import batch, models, theory, trace
 from playground.runner import Runner, encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 WRITE = os.environ.get("GOLDEN_WRITE") == "1"

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from playground import kernels
+from playground.kernels import model as kernel_model, ops as kernel_ops
 from tests.kernel_support import require_kernels
 
 require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)
@@ -26,11 +26,11 @@ def bf16(*shape: int, seed: int = 0, scale: float = 1.0) -> torch.Tensor:
 @pytest.mark.parametrize("n,k", [(100, 200), (96, 64), (13, 48), (1537, 96)])
 def test_a_linear_row_is_bitwise_the_same_in_every_pass_size(n, k):
     w, b, x = bf16(n, k, seed=1, scale=0.1), bf16(n, seed=2), bf16(41, k, seed=3)
-    whole = kernels.linear(x, w, b)
+    whole = kernel_ops.linear(x, w, b)
     for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 41):
-        part = kernels.linear(x[:m], w, b)
+        part = kernel_ops.linear(x[:m], w, b)
         assert torch.equal(part, whole[:m]), m
-        alone = kernels.linear(x[m - 1 : m], w, b)  # the pass's last row, alone
+        alone = kernel_ops.linear(x[m - 1 : m], w, b)  # the pass's last row, alone
         assert torch.equal(alone[0], whole[m - 1]), m
 
 
@@ -40,12 +40,12 @@ def test_a_linear_row_is_its_definition_in_every_pass_of_1_to_4096_rows():
     80 inputs leave a partial block of weight rows and a partial chunk of 32 inputs in every pass."""
     w, b, x = bf16(29, 80, seed=21, scale=0.1), bf16(29, seed=22), bf16(4096, 80, seed=23)
     resid = bf16(4096, 29, seed=24)
-    ref = kernels.linear(x, w, b, reference=True)
-    ref_resid = kernels.linear(x, w, b, resid, reference=True)
+    ref = kernel_ops.linear(x, w, b, reference=True)
+    ref_resid = kernel_ops.linear(x, w, b, resid, reference=True)
     for m in range(1, 4097):
-        assert torch.equal(kernels.linear(x[:m], w, b), ref[:m]), m
+        assert torch.equal(kernel_ops.linear(x[:m], w, b), ref[:m]), m
         if m <= 40 or m % 97 == 0:
-            assert torch.equal(kernels.linear(x[:m], w, b, resid[:m]), ref_resid[:m]), m
+            assert torch.equal(kernel_ops.linear(x[:m], w, b, resid[:m]), ref_resid[:m]), m
 
 
 def test_an_int8_row_is_the_same_in_every_pass_of_1_to_300_rows():
@@ -68,27 +68,27 @@ def test_a_linear_row_does_not_depend_on_the_other_rows_values():
     w, x = bf16(64, 96, seed=4, scale=0.1), bf16(6, 96, seed=5)
     other = x.clone()
     other[1:] = bf16(5, 96, seed=6)
-    assert torch.equal(kernels.linear(x, w)[0], kernels.linear(other, w)[0])
+    assert torch.equal(kernel_ops.linear(x, w)[0], kernel_ops.linear(other, w)[0])
 
 
 def test_linear_agrees_with_an_fp32_reference_to_bf16_rounding():
     w, b, x = bf16(300, 256, seed=7, scale=0.05), bf16(300, seed=8), bf16(5, 256, seed=9)
     exact = x.float() @ w.float().T + b.float()
-    ours = kernels.linear(x, w, b).float()
+    ours = kernel_ops.linear(x, w, b).float()
     assert (ours - exact).abs().max() <= exact.abs().max() * 2**-7  # one bf16 rounding of the result
 
 
 def test_linear_takes_batched_and_strided_inputs():
     w, x = bf16(40, 64, seed=10), bf16(2, 3, 128, seed=11)[..., ::2]  # (2, 3, 64), not contiguous
-    out = kernels.linear(x, w)
+    out = kernel_ops.linear(x, w)
     assert out.shape == (2, 3, 40)
-    assert torch.equal(out[1, 2], kernels.linear(x[1, 2:3].contiguous(), w)[0])
+    assert torch.equal(out[1, 2], kernel_ops.linear(x[1, 2:3].contiguous(), w)[0])
 
 
 # ---------------------------------------------------------------- attention
 
 def attend(q, k, v, mask=None):
-    return kernels.attention(None, q, k, v, mask)[0]  # (B, Q, H, D)
+    return kernel_ops.attention(None, q, k, v, mask)[0]  # (B, Q, H, D)
 
 
 def sdpa(q, k, v, mask):
@@ -120,14 +120,14 @@ def test_attention_is_its_definition_for_every_pass(heads, kv_heads, d):
         context = q_len + int(torch.randint(0, 30, (1,), generator=g))
         q, k, v = (bf16(1, n, length, d, seed=q_len + i) for i, (n, length) in
                    enumerate([(heads, q_len), (kv_heads, context), (kv_heads, context)]))
-        assert torch.equal(kernels.attention(None, q, k, v, None)[0],
-                           kernels.attention(None, q, k, v, None, reference=True)[0]), q_len
+        assert torch.equal(kernel_ops.attention(None, q, k, v, None)[0],
+                           kernel_ops.attention(None, q, k, v, None, reference=True)[0]), q_len
         if q_len <= 40:
             mask = torch.rand(2, 1, q_len, context, generator=g) > 0.3
             mask[1, 0, 0] = False
             q2, k2, v2 = (torch.cat([t, t.flip(-1)]) for t in (q, k, v))
-            assert torch.equal(kernels.attention(None, q2, k2, v2, mask)[0],
-                               kernels.attention(None, q2, k2, v2, mask, reference=True)[0]), q_len
+            assert torch.equal(kernel_ops.attention(None, q2, k2, v2, mask)[0],
+                               kernel_ops.attention(None, q2, k2, v2, mask, reference=True)[0]), q_len
 
 
 def test_a_query_does_not_depend_on_the_other_queries_of_its_pass():
@@ -156,7 +156,7 @@ def bf16_target(tiny_models):
     from playground.models.load import load_model
 
     model, _ = load_model(str(tiny_models["target"]), precision="bf16")
-    assert kernels.make_invariant(model)
+    assert kernel_model.make_invariant(model)
     return model
 
 
@@ -189,22 +189,22 @@ def test_switching_off_restores_torchs_kernels(tiny_models):
     from playground.models.load import load_model
 
     model, _ = load_model(str(tiny_models["target"]), precision="bf16")
-    assert kernels.is_invariant(model)  # a bf16 CPU model loads on the kernels
+    assert kernel_model.is_invariant(model)  # a bf16 CPU model loads on the kernels
     ids = torch.tensor([[1, 2, 3, 4, 5]])
     with torch.inference_mode():
-        assert not kernels.make_invariant(model, False)
-        assert model.config._attn_implementation == "sdpa" and not kernels.is_invariant(model)
+        assert not kernel_model.make_invariant(model, False)
+        assert model.config._attn_implementation == "sdpa" and not kernel_model.is_invariant(model)
         assert not any("forward" in m.__dict__ for m in model.modules())
         stock = model(input_ids=ids).logits
-        assert kernels.make_invariant(model) and model.config._attn_implementation == kernels.NAME
+        assert kernel_model.make_invariant(model) and model.config._attn_implementation == kernel_ops.NAME
         assert not torch.equal(model(input_ids=ids).logits, stock)  # other kernels, other rounding
-        kernels.make_invariant(model, False)
+        kernel_model.make_invariant(model, False)
         assert torch.equal(model(input_ids=ids).logits, stock)
 
 
 def test_fp32_models_are_left_alone(tiny_pair):
-    assert kernels.can_make_invariant(tiny_pair.target) == "the model is float32, not bf16"
-    assert not kernels.make_invariant(tiny_pair.target)
+    assert kernel_model.can_make_invariant(tiny_pair.target) == "the model is float32, not bf16"
+    assert not kernel_model.make_invariant(tiny_pair.target)
 
 
 def test_the_invariant_model_computes_what_the_fp32_model_does_to_bf16_precision(bf16_target, tiny_models, tiny_pair):
@@ -229,7 +229,7 @@ def test_an_int8_draft_is_as_close_to_its_fp32_self_as_torchs_int8(tiny_models, 
     from playground.models.load import load_model
 
     ours, _ = load_model(str(tiny_models["target"]), precision="bf16")
-    kernels.quantize_int8(ours)
+    kernel_model.quantize_int8(ours)
     theirs, _ = load_model(str(tiny_models["target"]), precision="int8")  # torch's quantize_dynamic
     assert all(layer.self_attn.q_proj.weight.numel() == 0 for layer in ours.model.layers)  # bf16 copies freed
     ids = torch.randint(0, ours.config.vocab_size, (1, 30), generator=torch.Generator().manual_seed(2))

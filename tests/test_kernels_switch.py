@@ -28,11 +28,12 @@ def run(code_or_args: list[str], **env: str) -> subprocess.CompletedProcess:
 def test_the_switch_reports_the_kernels_unavailable_and_the_app_keeps_torchs_kernels(tiny_models):
     code = f"""
 import json, torch
-from playground import kernels, models
+from playground import models
+from playground.kernels import model as kernel_model, ops as kernel_ops
 from playground.spec import Precision
 target, _ = models.load_model({str(tiny_models["target"])!r}, precision=Precision.BF16)
 draft, _ = models.load_model({str(tiny_models["draft"])!r}, precision=Precision.INT8)
-print(json.dumps(dict(why=kernels.why_not(), available=kernels.available(), invariant=kernels.is_invariant(target),
+print(json.dumps(dict(why=kernel_ops.why_not(), available=kernel_ops.available(), invariant=kernel_model.is_invariant(target),
                       vnni_draft=hasattr(draft, "_int8_bytes"), dtype=str(target.dtype))))
 """
     done = run(["-c", code], PLAYGROUND_KERNELS="off", PLAYGROUND_MODEL_ROOTS=str(tiny_models["target"].parent))

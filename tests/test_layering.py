@@ -2,9 +2,11 @@
 never load torch, transformers or gradio; the engine layer (every decoding strategy included) never loads
 gradio or plotly; only playground/ui/ imports gradio. Each module is imported in a fresh interpreter, so
 what another test imported does not hide a violation. The engine names no strategy, and only the spec and
-the registry branch on a DrafterKind. And no module grows past 400 lines."""
+the registry branch on a DrafterKind. No module grows past 400 lines, and no import circle: no module reaches
+itself through the imports that run (at the top or inside a function; not those under `if TYPE_CHECKING:`)."""
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -105,3 +107,77 @@ def test_the_branch_check_recognises_branches():
         assert KIND_BRANCH.search(line), line
     for line in ("DrafterSpec(DrafterKind.TARGET_ALONE)", "name = DrafterKind.STAGED.value", "default=DrafterKind.DRAFT_MODEL"):
         assert not KIND_BRANCH.search(line), line
+
+
+# ---------------------------------------------------------------- no import circle
+
+def import_graph(root: Path, package: str = "playground") -> dict[str, set[str]]:
+    """Each module of `package` under `root` -> the modules of the package it imports, wherever the import statement
+    stands (a function's lazy import runs too), except under `if TYPE_CHECKING:` (never runs). `from a import b`
+    names the module a.b when there is one, else a."""
+    files = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in (root / package).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                       for stmt in node.body for n in ast.walk(stmt)}
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = {f"{node.module}.{a.name}" for a in node.names} & files.keys()
+                targets |= subs | ({node.module} if len(subs) < len(node.names) else set())
+        graph[name] = {t for t in targets if t in files and t != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan): each is an import circle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    assert circles(import_graph(ROOT)) == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_lazy_import(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import thing\n")
+    (package / "b.py").write_text("thing = 1\n\ndef later():\n    from pkg import a  # a lazy import runs too\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
+    graph = import_graph(tmp_path, "pkg")
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == set()
+    assert circles(graph) == [["pkg.a", "pkg.b"]]

@@ -14,7 +14,9 @@ from playground.decoding.lookahead import SEQUENCE, WINDOW, LookaheadDrafter, Po
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, parse_tree
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec
+from playground.treeshape import parse_tree
 from tests.helpers import CHI2_999, PROMPTS, REPEAT, branching_prompt, broken_select, decode, target_greedy, two_token_test
 
 SETTINGS = [(5, 3, 3, False), (1, 2, 1, False), (4, 4, 2, False), (3, 5, 5, True), (6, 2, 8, True)]

@@ -7,7 +7,7 @@ import pytest
 
 from playground import models
 from playground.models.cache import model_bytes
-from playground.spec import Precision
+from playground.config import Precision
 
 
 def mapped(path_part: str) -> int:

@@ -10,7 +10,8 @@ import pytest
 from playground import models
 from playground.errors import PlaygroundError
 from playground.runner import Runner, encode_prompt
-from playground.spec import DecodeConfig, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 
 @pytest.mark.parametrize("field, value, words", [

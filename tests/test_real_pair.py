@@ -9,11 +9,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from playground import kernels, models, trace
+from playground import models, trace
+from playground.kernels import ops as kernel_ops
 from playground.bench import prompts as bench_prompts
 from playground.progress import printer
 from playground.runner import Runner, encode_prompt, new_tokens
-from playground.spec import DecodeConfig, DrafterSpec, KPolicy, PairSpec, RunSpec
+from playground.config import DecodeConfig, KPolicy
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 pytestmark = pytest.mark.real_model
 
@@ -73,7 +75,7 @@ def test_default_pair_is_exact_where_stock_bf16_flips_a_near_tie(real):
     this test fail there). With the batch-invariant kernels: the same tokens as the target alone and HF generate."""
     runner, spec, loaded = real
     if loaded.target_precision.value == "bf16" and not loaded.invariant:  # the claim is the kernels'
-        pytest.skip(f"batch-invariant kernels unavailable: {kernels.why_not()} (torch's bf16 kernels may flip this "
+        pytest.skip(f"batch-invariant kernels unavailable: {kernel_ops.why_not()} (torch's bf16 kernels may flip this "
                     "near-tie)")
     s = replace(spec.with_decode(max_new_tokens=64), prompt=bench_prompts.PROMPTS["code"])
     rounds, base = runner.run_all(s), runner.run_all(s.baseline())

@@ -5,7 +5,8 @@ import torch
 
 from playground import trace
 from playground.runner import Runner, encode_prompt, new_tokens
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, Precision, RunSpec
+from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 
 def target_greedy(pair, prompt: str, n: int) -> list[int]:

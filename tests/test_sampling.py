@@ -11,8 +11,10 @@ import torch
 
 from playground.decoding import make_drafter
 from playground.runner import encode_prompt
-from playground.sampling import SamplingParams, Verdict, logits_to_probs, residual, sample, verify_sampling
-from playground.spec import DrafterKind, DrafterSpec
+from playground.config import SamplingParams
+from playground.sampling import Verdict, logits_to_probs, residual, sample, verify_sampling
+from playground.config import DrafterKind
+from playground.spec import DrafterSpec
 from tests.helpers import CHI2_999, fit, random_dists, two_token_test
 
 

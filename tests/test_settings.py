@@ -9,7 +9,8 @@ import pytest
 
 from playground import settings
 from playground.errors import PlaygroundError
-from playground.spec import DecodeConfig, check_prompt
+from playground.config import DecodeConfig
+from playground.spec import check_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 

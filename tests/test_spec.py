@@ -4,8 +4,18 @@ from __future__ import annotations
 import pytest
 
 from playground.errors import PlaygroundError
-from playground.spec import (DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, Precision, RunSpec,
-                             check_prompt, parse_drafter, parse_drafter_name, parse_k, parse_list, parse_policy)
+from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.spec import (
+    DrafterSpec,
+    PairSpec,
+    RunSpec,
+    check_prompt,
+    parse_drafter,
+    parse_drafter_name,
+    parse_k,
+    parse_policy,
+)
+from playground.inputs import parse_list
 
 PAIR = PairSpec("p", "target/folder", "draft/folder")
 
@@ -102,7 +112,7 @@ def test_oversized_list_input_is_refused_before_any_value_is_parsed():
 
 
 def test_confidence_threshold_is_validated_and_defaults_to_transformers_value():
-    from playground.spec import parse_confidence
+    from playground.config import parse_confidence
 
     assert DecodeConfig().confidence == 0.4 and parse_policy("adaptive (draft confidence)") is KPolicy.CONFIDENCE
     assert DecodeConfig(policy="confidence", confidence="0.6").confidence == 0.6 and parse_confidence(0) == 0.0
@@ -113,7 +123,7 @@ def test_confidence_threshold_is_validated_and_defaults_to_transformers_value():
 
 
 def test_tree_shapes_are_parsed_and_validated_with_clear_messages():
-    from playground.spec import TreeShape, parse_tree
+    from playground.treeshape import TreeShape, parse_tree
 
     assert parse_tree("3-2-1-1") == TreeShape((3, 2, 1, 1)) and parse_tree(" 2 - 2 ").branching == (2, 2)
     assert TreeShape((3, 2, 1, 1)).nodes == 3 + 6 + 6 + 6 and TreeShape((3, 2, 1, 1)).depth == 4

@@ -16,7 +16,8 @@ from playground.errors import PlaygroundError
 from playground.records import StagedExtras
 from playground.runner import encode_prompt
 from playground.sampling import logits_to_probs
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, RunSpec, PairSpec, parse_drafter_name
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
 from tests.helpers import CHI2_999, PROMPTS, decode, fit, target_greedy, two_token_test
 
 REPETITIVE = ("The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. "

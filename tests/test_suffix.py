@@ -13,7 +13,9 @@ from playground import trace
 from playground.decoding import make_drafter
 from playground.decoding.suffix import MEMORY, THIS_RUN, SuffixDrafter, SuffixMemory, SuffixTree, chain, grow_tree
 from playground.runner import encode_prompt
-from playground.spec import DrafterKind, DrafterSpec, RunSpec, parse_tree
+from playground.config import DrafterKind
+from playground.spec import DrafterSpec, RunSpec
+from playground.treeshape import parse_tree
 from tests.helpers import CHI2_999, PROMPTS, REPEAT, branching_prompt, decode, target_greedy, two_token_test
 
 def suffix(**options) -> DrafterSpec:

@@ -15,7 +15,9 @@ from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt
 from playground.sampling import residual, sample
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, parse_tree
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec
+from playground.treeshape import parse_tree
 from tests.helpers import CHI2_999, PROMPTS, decode, fit, random_dists, target_greedy, two_token_test
 
 SHAPES = ["3-2-1-1", "2-2", "1-1-1-1", "4", "dynamic:12", "dynamic:3"]

@@ -9,7 +9,7 @@ from playground.decoding.model import ModelDrafter
 from playground.decoding.vocab import SubsetHead, why_not
 from playground.engine import SpeculativeDecoder
 from playground.runner import encode_prompt
-from playground.spec import DecodeConfig
+from playground.config import DecodeConfig
 from tests.helpers import CHI2_999, PROMPTS, target_greedy, two_token_test
 
 CHI_PROMPT = "Once upon a time there was a little"

@@ -30,8 +30,8 @@ from playground.progress import Progress, quiet
 from playground.models.cache import model_bytes
 from playground.records import RoundRecord
 from playground.runner import Runner, encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, Precision, RunSpec
-from playground.views.challenges import BASELINE, SPECULATIVE, crossover  # noqa: F401  (crossover: part of this API)
+from playground.config import BASELINE, SPECULATIVE, DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.spec import DrafterSpec, RunSpec
 
 MAX_BATCH = 64
 LONG_DOCUMENT = (Path(__file__).with_name("long_document.txt")).read_text(encoding="utf-8")

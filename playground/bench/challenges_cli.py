@@ -27,7 +27,8 @@ from playground.errors import PlaygroundError
 from playground.numbers import json_safe
 from playground.progress import Progress
 from playground.runner import Runner
-from playground.spec import DecodeConfig, DrafterSpec, PairSpec, RunSpec, parse_k
+from playground.config import DecodeConfig
+from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_k
 from playground.views import challenges as views
 
 MODES = {"batch": views.BATCH, "context": views.CONTEXT, "precision": views.PRECISION}

@@ -40,8 +40,9 @@ from playground.errors import PlaygroundError
 from playground.numbers import json_safe
 from playground.progress import printer, quiet
 from playground.runner import Runner
-from playground.spec import (DEFAULT_CONFIDENCE, K_MAX, K_MIN, DrafterKind, DrafterSpec, PairSpec, Precision, RunSpec, parse_drafter_name,
-                             parse_list)
+from playground.config import DEFAULT_CONFIDENCE, DrafterKind, K_MAX, K_MIN, Precision
+from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
+from playground.inputs import parse_list
 
 PRECISIONS = [p.value for p in Precision]
 

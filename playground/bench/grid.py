@@ -27,8 +27,9 @@ from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.runner import Runner
-from playground.spec import (DEFAULT_CONFIDENCE, DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec,
-                             TreeShape, check_prompt, parse_k, parse_tree)
+from playground.config import DEFAULT_CONFIDENCE, DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec, PairSpec, RunSpec, check_prompt, parse_k
+from playground.treeshape import TreeShape, parse_tree
 
 MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters, and
 # the target-alone baselines (one per pair, prompt and sampling settings)

@@ -39,7 +39,8 @@ from playground import decoding
 from playground.engine import clock
 from playground.models import LoadedPair
 from playground.runner import WARM_PROMPT, encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy
+from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec
 
 HF_TARGET_ALONE = "hf target alone"
 HF_SAME_DRAFT = "hf assisted (same draft)"

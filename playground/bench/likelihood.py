@@ -23,7 +23,8 @@ from playground.bench.grid import Result
 from playground.numbers import fmt
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.grid import BASELINE
 
 NLL_MARGIN = 1.0  # nats per token above the target alone's sampled rows that flags a row

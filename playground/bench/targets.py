@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from playground.errors import PlaygroundError
-from playground.spec import DecodeConfig, DEFAULT_POLICY
+from playground.config import DEFAULT_POLICY, DecodeConfig
 
 TARGETS_FILE = Path(__file__).resolve().parents[2] / "docs" / "targets.json"
 AGGREGATES = ("geomean", "mean", "median", "min", "max", "share")

@@ -30,7 +30,8 @@ from playground.engine import clock
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
 REQUEST = "Summarise the following text in one sentence.\n\n"

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from playground import settings
-from playground.bench.vllm_metrics import SpecCounters, has_vllm_metrics, parse_prometheus  # noqa: F401 (API)
+from playground.bench.vllm_metrics import SpecCounters
 from playground.errors import Ended, PlaygroundError
 
 METHODS = ("target", "draft_model", "ngram", "suffix")  # vLLM's names; "target": no speculative_config

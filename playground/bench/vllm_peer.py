@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from playground import decoding, models, outbound, trace
+from playground import decoding, models, outbound, settings, trace
 from playground.bench.grid import Result
 from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.bench.vllm_metrics import SpecCounters
@@ -37,7 +37,8 @@ from playground.bench.vllm_server import VLLMServer
 from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, Precision, RunSpec
+from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.grid import BASELINE as TARGET_ALONE  # a target-alone row's drafter
 
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
@@ -99,7 +100,7 @@ def engine_choice(source: str | None, url: str = "", model: str = "", target_url
 
 def url_allowed() -> bool:
     """Whether this app reaches any vLLM server by URL (PLAYGROUND_VLLM_URLS is not empty)."""
-    return outbound.Policy.from_settings().open
+    return outbound.Policy.of(settings.read().vllm_urls).open
 
 
 def check(engine: VLLMEngine, should_stop: Callable[[], bool] | None = None) -> None:

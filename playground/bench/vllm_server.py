@@ -19,9 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
-from playground.bench.vllm import (Prompt, SpecCounters, Stopped, VLLMPromptResult, VLLMRequest, VLLMRun,
-                                   has_vllm_metrics, parse_prometheus, stop_group, tail, vllm_env, vllm_python)
-from playground import outbound
+from playground.bench.vllm import (
+    Prompt,
+    Stopped,
+    VLLMPromptResult,
+    VLLMRequest,
+    VLLMRun,
+    stop_group,
+    tail,
+    vllm_env,
+    vllm_python,
+)
+from playground.bench.vllm_metrics import SpecCounters, has_vllm_metrics, parse_prometheus
+from playground import outbound, settings
 from playground.errors import PlaygroundError
 
 # ---------------------------------------------------------------------------------- a server
@@ -46,7 +56,7 @@ class VLLMServer:
                  connect_timeout_s: float = 10.0, api_key: str | None = None,
                  should_stop: Callable[[], bool] | None = None, policy: outbound.Policy | None = None) -> None:
         self.origin = outbound.parse_url(url)
-        self.policy = policy if policy is not None else outbound.Policy.from_settings()
+        self.policy = policy if policy is not None else outbound.Policy.of(settings.read().vllm_urls)
         self.policy.admit(self.origin)  # the allow-list now; the addresses at the first request
         self.base = str(self.origin)
         self.wanted = model

@@ -15,8 +15,8 @@ from transformers import DynamicCache, PreTrainedModel
 
 from playground.decoding import chain
 from playground.records import RoundRecord
-from playground.sampling import SamplingParams
-from playground.spec import DecodeConfig
+from playground.config import SamplingParams
+from playground.config import DecodeConfig
 
 
 @dataclass

@@ -26,7 +26,7 @@ from playground.decoding.base import Draft
 from playground.decoding.tree import Tree, keep_path, score_tree, verify_tree_greedy
 from playground.records import RoundRecord, TreeExtras
 from playground.sampling import logits_to_probs, sample
-from playground.spec import DecodeConfig
+from playground.config import DecodeConfig
 
 
 def merge(paths: list[list[int]]) -> tuple[Tree, list[int]]:

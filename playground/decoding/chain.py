@@ -14,7 +14,7 @@ from transformers import DynamicCache, PreTrainedModel
 from playground.decoding.cache import crop_cache
 from playground.records import RoundRecord
 from playground.sampling import Verdict, logits_to_probs, verify_greedy, verify_sampling
-from playground.spec import DecodeConfig
+from playground.config import DecodeConfig
 
 if TYPE_CHECKING:
     from playground.decoding.base import Draft

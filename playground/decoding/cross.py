@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from playground.decoding import DrafterKind
+from playground.config import DrafterKind
 from playground.decoding.base import Draft, Drafter
 from playground.decoding.cache import crop_cache, draft_cache
 from playground.records import CrossExtras, RoundRecord
-from playground.sampling import SamplingParams
+from playground.config import SamplingParams
 
 TAIL = 8  # target-side tokens re-encoded with the proposal (the stable-prefix check)
 BROKEN = "\ufffd"  # what decoding shows for a character cut between tokens

@@ -6,7 +6,7 @@ import copy
 
 from transformers import PreTrainedModel
 
-from playground.decoding import DrafterKind
+from playground.config import DrafterKind
 from playground.decoding.model import ModelDrafter
 from playground.errors import PlaygroundError
 

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground.decoding import DrafterKind
+from playground.config import DrafterKind
 from playground.decoding.base import Draft, Drafter
 from playground.decoding.candidates import CandidateDraft, merge
 from playground.decoding.tree import _ancestry, check_tree_model
 from playground.records import LookaheadExtras, RoundRecord
-from playground.sampling import SamplingParams
+from playground.config import SamplingParams
 
 WINDOW, SEQUENCE = "window", "sequence"  # where a pool n-gram came from (LookaheadExtras.source)
 INIT_SEED = 0  # the first level-0 guesses are prompt tokens picked with this seed (lade picks at random)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from playground.decoding import DrafterKind
+from playground.config import DrafterKind
 from playground.decoding.base import Draft, Drafter
-from playground.sampling import SamplingParams
+from playground.config import SamplingParams
 
 
 def lookup(seq: list[int], k: int, max_ngram: int = 3, min_ngram: int = 1) -> list[int]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from playground.decoding import DrafterKind
+from playground.config import DrafterKind
 from playground.decoding.base import Draft, Drafter
 from playground.decoding.cache import crop_cache, draft_cache
 from playground.decoding.vocab import SubsetHead
-from playground.sampling import SamplingParams, choose
+from playground.config import SamplingParams
+from playground.sampling import choose
 
 
 class ModelDrafter(Drafter):

@@ -24,13 +24,14 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from playground.decoding import DrafterKind
+from playground.config import DrafterKind
 from playground.decoding.base import Draft
 from playground.decoding.cache import crop_cache
 from playground.decoding.lookup import lookup
 from playground.decoding.model import ModelDrafter
 from playground.records import RoundRecord, StagedExtras
-from playground.sampling import SamplingParams, logits_to_probs, verify_greedy, verify_sampling
+from playground.config import SamplingParams
+from playground.sampling import logits_to_probs, verify_greedy, verify_sampling
 
 
 class StagedDrafter(ModelDrafter):

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from playground.decoding import DrafterKind
+from playground.config import DrafterKind
 from playground.decoding.base import Draft, Drafter
 from playground.decoding.candidates import CandidateDraft
 from playground.decoding.tree import Tree, check_tree_model
 from playground.records import RoundRecord, SuffixExtras
-from playground.sampling import SamplingParams
+from playground.config import SamplingParams
 from playground.treeshape import TreeShape
 
 THIS_RUN, MEMORY = "this run", "session memory"

@@ -49,7 +49,8 @@ from playground.decoding.model import ModelDrafter
 from playground.errors import PlaygroundError
 from playground.records import RoundRecord, TreeExtras
 from playground.sampling import logits_to_probs, residual, sample
-from playground.spec import MAX_TREE_WIDTH, DecodeConfig, SamplingParams, TreeShape
+from playground.treeshape import MAX_TREE_WIDTH, TreeShape
+from playground.config import DecodeConfig, SamplingParams
 
 
 @dataclass

@@ -44,7 +44,7 @@ class SubsetHead:
             raise ValueError(why)
         head = model.get_output_embeddings()
         self.size = size
-        proj = getattr(head, "_bi", None)  # the int8 kernels' projection (kernels.quantize_int8)
+        proj = getattr(head, "_bi", None)  # the int8 kernels' projection (kernels/model.py: quantize_int8)
         if proj is not None:
             self.vocab = proj.n
             self.frequent = proj.rows(size)
@@ -90,8 +90,8 @@ class SubsetHead:
 
 def _linear(weight: torch.Tensor, bias: torch.Tensor | None):
     """x -> x @ weight.T + bias, through the batch-invariant kernels where they run (a bf16 CPU weight)."""
-    from playground import kernels
+    from playground.kernels import ops as kernel_ops
 
-    if weight.dtype is torch.bfloat16 and weight.device.type == "cpu" and kernels.available():
-        return lambda x: kernels.linear(x, weight, bias)
+    if weight.dtype is torch.bfloat16 and weight.device.type == "cpu" and kernel_ops.available():
+        return lambda x: kernel_ops.linear(x, weight, bias)
     return lambda x: torch.nn.functional.linear(x.to(weight.dtype), weight, bias)

@@ -15,14 +15,10 @@ pass, prefetching two blocks ahead into L2, straight from the nn.Linear's own st
 decoder layer runs as nine kernel calls instead of about forty torch ops (the q/k/v and gate/up weights
 stacked, the Linears keeping views of them).
 
-- `make_invariant(model)`: a loaded bf16 CPU model, in place (its attention registered with transformers
+- `model.make_invariant(model)`: a loaded bf16 CPU model, in place (its attention registered with transformers
   as "invariant"); `make_invariant(model, False)` puts torch's kernels back.
-- `quantize_int8(model)`: a bf16 draft's weights in int8 (AVX512-VNNI), its layers fused the same way.
+- `model.quantize_int8(model)`: a bf16 draft's weights in int8 (AVX512-VNNI), its layers fused the same way.
 Needs an x86-64 CPU with AVX512-BF16 and -VNNI and a C compiler (the library is built once, into the
-cache); elsewhere `why_not()` says why and models keep torch's kernels. fp32 models are left alone
+cache); elsewhere `ops.why_not()` says why and models keep torch's kernels. fp32 models are left alone
 (torch's fp32 path is exact between passes here). CUDA is not covered: docs/exactness.md.
 """
-from playground.kernels.model import (can_make_invariant, can_quantize_int8, is_invariant, make_invariant,  # noqa: F401
-                                      quantize_int8)
-from playground.kernels.ops import (NAME, Proj, attention, available, cpu_supported, library, linear,  # noqa: F401
-                                    read_bandwidth, rms_norm, why_not)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from playground import settings
+
 NAME = "invariant"  # the attention implementation's name in transformers' registry
 SOURCE = Path(__file__).parent / "invariant.c"
 FLAGS = ["-O3", "-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-fopenmp", "-shared", "-fPIC"]
@@ -42,10 +44,9 @@ def cpu_supported() -> str | None:
 
 
 def _build_dir() -> Path:
-    from playground.models.packs import cache_dir
-
+    """The library's folder in the cache, one per source and flags."""
     digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
-    return cache_dir() / "kernels" / digest
+    return settings.read().cache / "kernels" / digest
 
 
 def library() -> ctypes.CDLL | None:

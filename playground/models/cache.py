@@ -10,12 +10,13 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from playground import kernels, settings
+from playground import settings
+from playground.kernels import model as kernel_model
 from playground.errors import PlaygroundError
 from playground.models.load import (check_compatible, choose_device, default_draft_precision, default_target_precision,
                                     eos_ids, estimate_bytes, load_model, memory_budget)
 from playground.progress import Progress, quiet
-from playground.spec import Precision
+from playground.config import Precision
 
 class ModelCache:
     """Loaded models shared across sessions, within a memory budget.
@@ -138,19 +139,19 @@ class LoadedPair:
         kernels (False), where the invariant ones can run (bf16 on a CPU with AVX512-BF16); whether it now runs
         them. A switch is cheap (the modules' forwards), so each run sets what it asked for."""
         want = self.kernels_for(invariant)
-        if kernels.can_make_invariant(self.target) is None and kernels.is_invariant(self.target) != want:
-            kernels.make_invariant(self.target, want)
+        if kernel_model.can_make_invariant(self.target) is None and kernel_model.is_invariant(self.target) != want:
+            kernel_model.make_invariant(self.target, want)
         return want
 
     def kernels_for(self, invariant: bool | None = None) -> bool:
         """Whether a run asking for `invariant` runs the batch-invariant kernels on this target (nothing switched)."""
         want = settings.read().invariant if invariant is None else invariant
-        return bool(want) and kernels.can_make_invariant(self.target) is None
+        return bool(want) and kernel_model.can_make_invariant(self.target) is None
 
     @property
     def invariant(self) -> bool:
         """Whether the target runs the batch-invariant kernels now: greedy output is then exactly the target's."""
-        return kernels.is_invariant(self.target)
+        return kernel_model.is_invariant(self.target)
 
 
 def fast_verify_default() -> bool:

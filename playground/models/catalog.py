@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 
 from playground import decoding, settings
 from playground.errors import PlaygroundError, shown
-from playground.spec import DrafterKind, DrafterSpec
+from playground.config import DrafterKind
+from playground.spec import DrafterSpec
 
 PACK_PREFIX = "pack:"
 

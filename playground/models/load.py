@@ -11,13 +11,14 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from playground import kernels, settings
+from playground import settings
+from playground.kernels import model as kernel_model, ops as kernel_ops
 from playground.errors import PlaygroundError, shown, without_paths
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, cache_dir, convert_pack
 from playground.models.size import config_size, model_config, pack_params
 from playground.progress import Progress, quiet
-from playground.spec import Precision
+from playground.config import Precision
 
 # ---------------------------------------------------------------- device, dtype, paths
 
@@ -70,7 +71,7 @@ def load_dtype(precision: Precision, device: torch.device | None = None) -> torc
     """The dtype weights load in: the precision's, but int8 loads bf16 where the kernels quantise it (AVX512-VNNI)
     and fp32 where torch's dynamic quantisation does."""
     device = device or choose_device()
-    if Precision(precision) is Precision.INT8 and device.type == "cpu" and kernels.available():
+    if Precision(precision) is Precision.INT8 and device.type == "cpu" and kernel_ops.available():
         return torch.bfloat16
     return torch_dtype(precision)
 
@@ -123,7 +124,7 @@ def load_model(spec: str, device: torch.device | None = None, precision: Precisi
     device = device or choose_device()
     precision = Precision(precision or default_target_precision(device))
     # int8 through the kernels (AVX512-VNNI) loads bf16 and quantises each Linear's rows; else torch's dynamic
-    # quantisation of the fp32 weights (kernels.quantize_int8 / speed.quantize_int8).
+    # quantisation of the fp32 weights (kernel_model.quantize_int8 / speed.quantize_int8).
     dtype = load_dtype(precision, device)
     vnni = precision is Precision.INT8 and dtype is torch.bfloat16
     source = resolve(spec)
@@ -143,14 +144,14 @@ def load_model(spec: str, device: torch.device | None = None, precision: Precisi
     if precision is Precision.INT8:
         if device.type != "cpu":
             raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on CUDA use bf16 or fp16.")
-        if vnni and kernels.can_quantize_int8(model) is None:
-            kernels.quantize_int8(model)  # the bf16 weights of its Linears are freed: only the int8 copy stays
+        if vnni and kernel_model.can_quantize_int8(model) is None:
+            kernel_model.quantize_int8(model)  # the bf16 weights of its Linears are freed: only the int8 copy stays
         else:
             from playground.speed import quantize_int8
 
             model = quantize_int8(model.float())  # the fp32 load is dropped: only the int8 copy stays in memory
-    elif kernels.can_make_invariant(model) is None:
-        kernels.make_invariant(model)  # bf16 on this CPU: the kernels, until a run asks for torch's (runner)
+    elif kernel_model.can_make_invariant(model) is None:
+        kernel_model.make_invariant(model)  # bf16 on this CPU: the kernels, until a run asks for torch's (runner)
     if device.type == "cpu":
         own_weights(model)
         torch.set_num_threads(max(1, os.cpu_count() or 1))

@@ -12,7 +12,9 @@ from playground.bench import challenges
 from playground.errors import PlaygroundError, shown
 from playground.progress import Progress, quiet
 from playground.runner import Runner
-from playground.spec import TARGET_PRECISIONS, KPolicy, Precision, parse_list, parse_precisions
+from playground.config import KPolicy, Precision, TARGET_PRECISIONS
+from playground.inputs import parse_list
+from playground.spec import parse_precisions
 from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
                                   status_html)

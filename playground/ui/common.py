@@ -17,8 +17,17 @@ import gradio as gr
 from playground import decoding, models
 from playground.errors import Ended, PlaygroundError, without_paths
 from playground.progress import Progress
-from playground.spec import (DEFAULT_PRECISION, DecodeConfig, PairSpec, RunSpec, parse_drafter, parse_invariant,
-                             parse_policy, parse_precision, parse_text)
+from playground.spec import (
+    DEFAULT_PRECISION,
+    PairSpec,
+    RunSpec,
+    parse_drafter,
+    parse_invariant,
+    parse_policy,
+    parse_precision,
+)
+from playground.config import DecodeConfig
+from playground.inputs import parse_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"

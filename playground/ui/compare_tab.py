@@ -13,7 +13,8 @@ from playground.bench import vllm_peer
 from playground.errors import Ended, PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner
-from playground.spec import DRAFTERS, parse_names
+from playground.decoding import DRAFTERS
+from playground.inputs import parse_names
 from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
                                   status_html)

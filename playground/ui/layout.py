@@ -10,8 +10,18 @@ import gradio as gr
 from playground import models, settings
 from playground.runner import Runner
 from playground.startup import Startup
-from playground.spec import (DEFAULT_CONFIDENCE, DEFAULT_POLICY, DEFAULT_PRECISION, DRAFTERS, K_MAX, K_MIN, TARGET_PRECISIONS,
-                             DrafterKind, KPolicy, Precision)
+from playground.config import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_POLICY,
+    DrafterKind,
+    KPolicy,
+    K_MAX,
+    K_MIN,
+    Precision,
+    TARGET_PRECISIONS,
+)
+from playground.spec import DEFAULT_PRECISION
+from playground.decoding import DRAFTERS
 from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
 from playground.errors import shown
 from playground.ui import (challenges_tab, compare_tab, export_tab, jobs, links, recorded_runs, run_tab, sessions, step_tab,

@@ -15,7 +15,10 @@ import gradio as gr
 
 from playground import models, settings
 from playground.errors import PlaygroundError, shown
-from playground.spec import DRAFTERS, K_MAX, K_MIN, KPolicy, parse_policy, parse_tree
+from playground.decoding import DRAFTERS
+from playground.config import KPolicy, K_MAX, K_MIN
+from playground.spec import parse_policy
+from playground.treeshape import parse_tree
 from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
 from playground.ui.common import Controls, load_examples
 

@@ -15,7 +15,7 @@ from playground.spec import RunSpec
 from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
 from playground.ui import sessions
 from playground.ui.links import control_updates
-from playground.ui.run_tab import final_view
+from playground.ui.run_view import final_view
 from playground.ui.state import CurrentRun, SessionState
 
 RUNS = ASSETS / "runs"

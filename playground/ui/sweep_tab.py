@@ -13,7 +13,8 @@ from playground.errors import PlaygroundError
 from playground.errors import shown as quoted
 from playground.progress import Progress, quiet
 from playground.runner import Runner
-from playground.spec import K_MAX, K_MIN, KPolicy, parse_list
+from playground.config import KPolicy, K_MAX, K_MIN
+from playground.inputs import parse_list
 from playground.ui import jobs
 from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
                                   status_html)

@@ -9,7 +9,7 @@ from typing import Any
 import gradio as gr
 
 from playground import theory
-from playground.spec import parse_real
+from playground.inputs import parse_real
 from playground.ui.common import checked_by_us, error_status
 from playground.ui.state import CurrentRun, SessionState
 from playground.views.theory import measured_point, profile_figure, theory_figure

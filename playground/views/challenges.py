@@ -9,11 +9,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from playground.config import BASELINE, SPECULATIVE
 from playground.views import charts
 
 BATCH, CONTEXT, PRECISION = "batch size", "context length", "precision"
 EFFECTS = (BATCH, CONTEXT, PRECISION)
-BASELINE, SPECULATIVE = "target alone", "speculative"
 SURVEY = "Ryu & Kim 2024, \"Closer Look at Efficient Inference Methods: A Survey of Speculative Decoding\", arXiv:2411.13157"
 LLAMA_CPP = "https://github.com/ggml-org/llama.cpp/pull/5625"
 

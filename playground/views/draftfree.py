@@ -2,7 +2,7 @@
 token came from, and what one round did (the Step-through tab and the Run tab's round panel).
 
 Pure functions of round records (records.SuffixExtras, records.LookaheadExtras); every piece of model text goes
-through tokens.escape_text. A record of any other strategy gives "" or None everywhere here.
+through escape_text. A record of any other strategy gives "" or None everywhere here.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from playground.numbers import fmt
 from playground.records import LookaheadExtras, RoundRecord, SuffixExtras
-from playground.views import tokens
+from playground.views.text import escape_text, num, piece_text
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
     from transformers import PreTrainedTokenizerBase
@@ -47,7 +47,7 @@ def origin(record: RoundRecord, i: int) -> tuple[str, str] | None:
         seen = x.count[i] if i < len(x.count) else 0
         estimate = x.prob[i] if i < len(x.prob) else None
         return slug, (f"drafted from the {what}: its last {x.match} tokens matched; this continuation seen "
-                      f"{seen} time{'s' if seen != 1 else ''}, estimate {tokens.num(estimate)}")
+                      f"{seen} time{'s' if seen != 1 else ''}, estimate {num(estimate)}")
     collected = x.collected[i] if i < len(x.collected) else -1
     when = f", collected in round {collected + 1}" if collected >= 0 else ""
     return slug, f"drafted from the {what}{when}"
@@ -67,9 +67,9 @@ def _text(tokenizer: PreTrainedTokenizerBase, context: list[int], ids: Sequence[
     """The tokens' text after the context, escaped, in a code element."""
     ctx, out = list(context), []
     for t in ids:
-        out.append(tokens.piece_text(tokenizer, ctx, t))
+        out.append(piece_text(tokenizer, ctx, t))
         ctx.append(t)
-    return f"<code>{tokens.escape_text(''.join(out)) or '∅'}</code>"
+    return f"<code>{escape_text(''.join(out)) or '∅'}</code>"
 
 
 def _node_rows(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: list[int], cells) -> str:
@@ -81,7 +81,7 @@ def _node_rows(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context:
         while j >= 0:
             path.append(record.draft_tokens[j])
             j = parents[j]
-        piece = tokens.escape_text(tokens.piece_text(tokenizer, context + path[::-1], token))
+        piece = escape_text(piece_text(tokenizer, context + path[::-1], token))
         kept = "kept" if i < record.accepted else "not kept"
         rows.append(f"<tr><td>{'·' * len(path)} <code>{piece or '∅'}</code> <span class=\"tok-id\">#{int(token)}</span>"
                     f"</td>{cells(i)}<td>{kept}</td></tr>")
@@ -101,7 +101,7 @@ def _suffix(record: RoundRecord, x: SuffixExtras, tokenizer: PreTrainedTokenizer
             f"Expected accepted tokens (the sum of the estimates): <b>{fmt(x.score, 2)}</b>. p is one-hot (a "
             f"deterministic draft), so the target keeps a token with probability q: lossless.</p>")
     table = ('<table class="alts"><tr><th>draft token</th><th>seen</th><th>estimate</th><th>verdict</th></tr>'
-             + _node_rows(record, tokenizer, context, lambda i: f"<td>{x.count[i]}</td><td>{tokens.num(x.prob[i])}</td>")
+             + _node_rows(record, tokenizer, context, lambda i: f"<td>{x.count[i]}</td><td>{num(x.prob[i])}</td>")
              + "</table>")
     return head + table
 

@@ -13,7 +13,8 @@ from typing import Callable
 
 from playground import decoding
 from playground.errors import PlaygroundError
-from playground.spec import KPolicy, Precision, RunSpec
+from playground.config import KPolicy, Precision
+from playground.spec import RunSpec
 
 # The offline packs are GGUF re-uploads of these Hub models.
 PACK_HUB_IDS = {

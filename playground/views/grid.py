@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.spec import DrafterKind
+from playground.config import DrafterKind
 from playground.views import charts
 
 BASELINE = DrafterKind.TARGET_ALONE.value

@@ -3,7 +3,7 @@
 For each evaluated position: the proposed token with p (draft) and q (target) bars, its likeliest
 alternatives, the verdict (argmax q when greedy; u < min(1, q/p) when sampling), and, at a
 rejection, the residual norm(max(0, q - p)) the correction is drawn from. Needs records of a run
-with DecodeConfig(explain=N). Every piece of model text goes through tokens.escape_text.
+with DecodeConfig(explain=N). Every piece of model text goes through escape_text.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING, Sequence
 
 from playground.records import RoundRecord
-from playground.views import tokens
+from playground.views.text import escape_text, num, piece_text
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
     from transformers import PreTrainedTokenizerBase
@@ -21,7 +21,7 @@ def _bar(value: float | None, kind: str) -> str:
     """A probability as a bar (CSS class bar-p / bar-q) and its number; nan or None: an empty bar, "n/a"."""
     width = 0.0 if value is None or math.isnan(value) else max(0.0, min(1.0, value)) * 80  # room for the number
     return (f'<span class="bar bar-{kind}" style="width:{width:.1f}%"></span>'
-            f'<span class="bar-num">{tokens.num(value)}</span>')
+            f'<span class="bar-num">{num(value)}</span>')
 
 
 def _alternatives_table(rows: list[tuple[int, float, float]], tokenizer: PreTrainedTokenizerBase, context: list[int],
@@ -30,8 +30,8 @@ def _alternatives_table(rows: list[tuple[int, float, float]], tokenizer: PreTrai
     False) and a q bar; marks[token] ("draft", "correction", ...) labels a row."""
     out = ['<table class="alts"><tr><th>token</th>' + ("<th>p (draft)</th>" if show_p else "") + "<th>q (target)</th></tr>"]
     for token, p, q in rows:
-        piece = tokens.piece_text(tokenizer, context, token)
-        text = tokens.escape_text(piece.replace(" ", "␣") if piece and not piece.strip() else piece)  # visible blanks
+        piece = piece_text(tokenizer, context, token)
+        text = escape_text(piece.replace(" ", "␣") if piece and not piece.strip() else piece)  # visible blanks
         mark = marks.get(token, "")
         label = f' <span class="alt-mark">{mark}</span>' if mark else ""
         p_cell = f"<td>{_bar(p, 'p')}</td>" if show_p else ""
@@ -61,23 +61,23 @@ def explain_round(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, conte
         if not is_bonus:
             tok, p, q = record.draft_tokens[i], record.p[i], record.q[i]
             marks[tok] = "draft"
-            word = tokens.escape_text(tokens.piece_text(tokenizer, ctx, tok))
+            word = escape_text(piece_text(tokenizer, ctx, tok))
             if greedy:
                 top = max(rows, key=lambda r: r[2])[0]
                 kept = i < n
-                verdict = (f"argmax q is <code>{tokens.escape_text(tokens.piece_text(tokenizer, ctx, top))}</code>"
+                verdict = (f"argmax q is <code>{escape_text(piece_text(tokenizer, ctx, top))}</code>"
                            f" {'=' if kept else '≠'} the draft → {'accepted' if kept else 'rejected'}")
             else:
                 ratio = min(1.0, q / p) if p > 0 else float("nan")  # prompt lookup: p = 1
                 u = record.u[i] if i < len(record.u) else float("nan")
                 kept = i < n
-                verdict = (f"u = {tokens.num(u)} {'<' if kept else '≥'} min(1, q/p) = {tokens.num(ratio)}"
+                verdict = (f"u = {num(u)} {'<' if kept else '≥'} min(1, q/p) = {num(ratio)}"
                            f" → {'accepted' if kept else 'rejected'}")
             if i == n:
                 marks[record.token] = "correction"
             cls = "accepted" if i < n else "rejected"
             parts.append(f'<div class="pos pos-{cls}"><div class="pos-head">position {i + 1}: draft '
-                         f'<code>{word}</code> (p = {tokens.num(p)}, q = {tokens.num(q)}): {verdict}</div>')
+                         f'<code>{word}</code> (p = {num(p)}, q = {num(q)}): {verdict}</div>')
         else:
             marks[record.token] = "bonus"
             parts.append('<div class="pos pos-bonus"><div class="pos-head">all drafts accepted: the bonus token '
@@ -95,6 +95,6 @@ def explain_round(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, conte
         if i < k:
             ctx.append(record.draft_tokens[i] if i < n else record.token)
     if n < k - 1:
-        rest = "".join(tokens.escape_text(tokens.piece_text(tokenizer, ctx, t)) for t in record.draft_tokens[n + 1:])
+        rest = "".join(escape_text(piece_text(tokenizer, ctx, t)) for t in record.draft_tokens[n + 1:])
         parts.append(f'<p class="unevaluated">not evaluated (after the rejection): <code>{rest}</code></p>')
     return '<div class="explain">' + "".join(parts) + "</div>"

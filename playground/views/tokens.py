@@ -9,8 +9,9 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from playground.numbers import fmt
 from playground.records import CrossExtras, RoundRecord
+from playground.views import draftfree
+from playground.views.text import escape_text, num, piece_text
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
     from transformers import PreTrainedTokenizerBase
@@ -41,32 +42,6 @@ LEGEND_LABELS = {
     "bonus": "bonus token (underlined)",
     "target": "target alone",
 }
-_CONTEXT = 6  # tokens of left context used to decode one token's text
-
-
-def piece_text(tokenizer: PreTrainedTokenizerBase, context: Sequence[int], token: int) -> str:
-    """The text `token` adds after `context` (byte-level tokenizers need the left context to
-    decode spaces and multi-byte characters right). An incomplete character decodes as ''."""
-    tail = list(context[-_CONTEXT:])
-    before = tokenizer.decode(tail, skip_special_tokens=False).rstrip("\ufffd") if tail else ""
-    after = tokenizer.decode(tail + [token], skip_special_tokens=False)
-    if after.startswith(before):
-        text = after[len(before):]
-    else:  # the tokenizer merged across the boundary: fall back to the token alone
-        text = tokenizer.decode([token], skip_special_tokens=False)
-    return text.rstrip("\ufffd")  # an incomplete character: the token that completes it shows it
-
-
-def escape_text(text: str) -> str:
-    """HTML-escaped token text with visible line breaks (a ↵ mark, then the real newline)."""
-    return html.escape(text, quote=True).replace("\n", '<span class="tok-nl">↵</span>\n')
-
-
-def num(x: float | None) -> str:
-    """A probability as the views write it: three decimals, "n/a" when not recorded."""
-    return fmt(None if x is None else float(x), 3, missing="n/a")
-
-
 def tooltip(kind: str, token: int, text: str, p: float | None = None, q: float | None = None,
             u: float | None = None, meaning: str = "") -> str:
     """The hover text of one token: what it is (`meaning`, else KINDS[kind]), p (draft), q (target),
@@ -94,8 +69,6 @@ def token_span(kind: str, token: int, text: str, title: str, source: str = "") -
 def origin(record: RoundRecord, i: int) -> tuple[str, str]:
     """(source slug, tooltip lines) of kept draft token i: a cross-tokenizer draft's own pieces, a draft-free
     strategy's store (views.draftfree); ("", "") for the others."""
-    from playground.views import draftfree  # it renders with this module's helpers
-
     found = draftfree.origin(record, i)
     return (found[0], "\n" + found[1]) if found else ("", draft_side(record, i))
 

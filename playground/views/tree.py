@@ -5,7 +5,7 @@ accepted path is highlighted, the candidates tried and rejected where the path s
 through, the branches the verification never reached are faded, and the target's own token (the
 correction, or the bonus when the path ends at a leaf) hangs under the path's last node. Hovering a
 node shows its id, p (draft) and q (target, in its branch's context) and min(1, q/p). Pure: a record
-and a tokenizer in, a string out; all model text goes through tokens.escape_text (html.escape).
+and a tokenizer in, a string out; all model text goes through escape_text (html.escape).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from playground.records import RoundRecord
 from playground.views import tokens
+from playground.views.text import escape_text, num, piece_text
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
     from transformers import PreTrainedTokenizerBase
@@ -56,9 +57,9 @@ def node_kinds(record: RoundRecord) -> list[str]:
 
 def _node(kind: str, token: int, text: str, p: float | None, q: float | None) -> str:
     shown = text.replace(" ", "␣") if text and not text.strip() else text  # a blank stays visible
-    numbers = f"p {tokens.num(p)} · q {tokens.num(q)}" if p is not None else f"q {tokens.num(q)}"
+    numbers = f"p {num(p)} · q {num(q)}" if p is not None else f"q {num(q)}"
     return (f'<span class="tree-node tree-{kind}" data-kind="{kind}" data-token="{int(token)}" '
-            f'title="{html.escape(tokens.tooltip(kind, token, text, p, q, meaning=KINDS[kind]), quote=True)}">{tokens.escape_text(shown) or "∅"}'
+            f'title="{html.escape(tokens.tooltip(kind, token, text, p, q, meaning=KINDS[kind]), quote=True)}">{escape_text(shown) or "∅"}'
             f'<span class="tree-pq">{numbers}</span></span>')
 
 
@@ -76,17 +77,17 @@ def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: 
         items = []
         for i in children.get(parent, []):
             tok = record.draft_tokens[i]
-            item = _node(kinds[i], tok, tokens.piece_text(tokenizer, ctx, tok), record.p[i], record.q[i])
+            item = _node(kinds[i], tok, piece_text(tokenizer, ctx, tok), record.p[i], record.q[i])
             items.append(f"<li>{item}{branch(i, ctx + [tok])}</li>")
         if parent == last:  # the target's own token after the path
-            text = tokens.piece_text(tokenizer, ctx, record.token)
+            text = piece_text(tokenizer, ctx, record.token)
             items.append(f"<li>{_node(record.token_kind, record.token, text, None, record.token_q)}</li>")
         return f'<ul class="tree">{"".join(items)}</ul>' if items else ""
 
     ctx = list(context)
-    root_text = tokens.piece_text(tokenizer, ctx[:-1], ctx[-1]) if ctx else ""
+    root_text = piece_text(tokenizer, ctx[:-1], ctx[-1]) if ctx else ""
     root = (f'<span class="tree-node tree-root" title="the last token before this round (the root)">'
-            f'{tokens.escape_text(root_text) or "∅"}</span>')
+            f'{escape_text(root_text) or "∅"}</span>')
     n, T = record.accepted, record.k
     head = (f"<h4>Round {record.round + 1}: a tree of {T} draft token{'s' if T != 1 else ''}, scored in one target "
             f"pass; the target kept a path of {n} and added a {html.escape(record.token_kind)} token</h4>")

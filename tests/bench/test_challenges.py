@@ -10,7 +10,7 @@ from playground.bench import challenges
 from playground.bench.cli import main
 from playground.errors import PlaygroundError
 from playground.models.cache import model_bytes
-from playground.views.challenges import BASELINE, SPECULATIVE
+from playground.config import BASELINE, SPECULATIVE
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from playground.bench import MAX_CELLS, Result, decode_grid, grid_frame, hf, run
 from playground.bench.grid import count_cells
 from playground.errors import PlaygroundError
 from playground.runner import Runner
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 PROMPTS = {"code": "def fibonacci(n):", "story": "Once upon a time"}
 

@@ -14,7 +14,8 @@ import torch
 from playground.bench import decode_grid, likelihood, run_grid
 from playground.bench.grid import Result
 from playground.runner import Runner, encode_prompt
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 PROMPTS = {"code": "def fibonacci(n):", "story": "Once upon a time"}
 T = 0.1  # the tiny random models' logits are close together: a low temperature makes their distribution peaked

@@ -10,7 +10,7 @@ import pytest
 from playground.bench import grid_frame, hf, report, targets
 from playground.bench.grid import Result
 from playground.errors import PlaygroundError
-from playground.spec import DEFAULT_POLICY
+from playground.config import DEFAULT_POLICY
 
 DEFAULT_K = DEFAULT_POLICY.value  # the k label of the default policy's rows: what the targets' k "default" selects
 

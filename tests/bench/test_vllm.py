@@ -21,10 +21,12 @@ import pytest
 
 from playground import trace
 from playground.bench import vllm_server
-from playground.bench.vllm import SpecCounters, Stopped, VLLMRequest, parse_prometheus, run_worker, vllm_python
+from playground.bench.vllm_metrics import SpecCounters, parse_prometheus
+from playground.bench.vllm import Stopped, VLLMRequest, run_worker, vllm_python
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt, new_tokens
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 from tests.vllm_support import K, MAX_TOKENS, fast_request as request, not_vllm_server, require_vllm
 
 TEXTS = {"story": "Once upon a time", "code": "def fibonacci(n):", "fox": "The quick brown fox"}

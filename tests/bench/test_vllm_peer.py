@@ -20,7 +20,8 @@ from playground.bench.grid import Result
 from playground.bench.vllm_peer import VLLMEngine, engine_choice, methods_for, positions_frame, vllm_ks
 from playground.errors import PlaygroundError
 from playground.runner import Runner
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, KPolicy, PairSpec
+from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.spec import DrafterSpec, PairSpec
 from tests.vllm_support import require_vllm
 
 PAIR = "tiny vllm (test)"

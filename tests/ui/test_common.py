@@ -1,6 +1,6 @@
 """Shared controls: picking a pair picks the drafter its draft model needs."""
 from playground import models
-from playground.spec import DrafterKind
+from playground.config import DrafterKind
 from playground.ui.common import pair_drafter
 
 DRAFT, CROSS = DrafterKind.DRAFT_MODEL.value, DrafterKind.CROSS_TOKENIZER.value

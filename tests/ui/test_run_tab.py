@@ -11,8 +11,9 @@ import gradio as gr
 import pytest
 
 from playground.records import RoundRecord
-from playground.spec import DrafterKind, DrafterSpec, PairSpec, RunSpec
-from playground.ui import build_demo, common, run_tab
+from playground.config import DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.ui import build_demo, common, run_tab, run_view
 from playground.ui.common import View
 from playground.ui.state import KEEP_DOWNLOADS, CurrentRun, SessionState
 from ui_support import PAIR, SKIP, TWIN, controls
@@ -131,12 +132,12 @@ def test_the_comparison_adds_only_the_measured_speedup(tiny_catalog, runner):
     final = call(runner, state, compare=True, max_new_tokens=16)[-1]
     with_base = numbers(final.summary)
     alone = replace(state.run, baseline=[])
-    without = numbers(run_tab.summary_markdown(alone.summary(), alone))
+    without = numbers(run_view.summary_markdown(alone.summary(), alone))
     assert with_base["c"] == without["c"] and with_base["c"][0].startswith("V(1) measured")
     assert (with_base["ideal"], with_base["calibrated"]) == (without["ideal"], without["calibrated"])
     assert with_base["calibrated"].endswith("×") and with_base["measured"].endswith("×")
     assert without["measured"].startswith("–")
-    for label in run_tab.SPEEDUPS:
+    for label in run_view.SPEEDUPS:
         assert label in final.summary
     assert "best k, calibrated model" in final.summary and "target fp32 · draft int8" in final.summary
 
@@ -209,7 +210,7 @@ def test_comparison_verdict(base, margins, level, words):
     spec = RunSpec(PairSpec("p", "t", "d"), DrafterSpec(), prompt="x")
     run = CurrentRun(spec, target_precision="bf16", rounds=rounds_of([1, 2, 3, 4], margins),
                      baseline=rounds_of(base, margins))
-    message, got = run_tab.comparison_verdict(run)
+    message, got = run_view.comparison_verdict(run)
     assert got == level and words in message
     if level == "info":
         assert "bf16 rounding can flip" in message and "pass of k + 1 tokens and the pass of 1" in message

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.spec import DEFAULT_CONFIDENCE, KPolicy
+from playground.config import DEFAULT_CONFIDENCE, KPolicy
 from playground.ui.common import Controls
 
 PAIR, TWIN = "tiny (test)", "tiny twin (test)"

@@ -6,7 +6,7 @@ import pytest
 
 from playground import trace
 from playground.records import RoundRecord
-from playground.spec import DrafterKind
+from playground.config import DrafterKind
 from playground.views import charts
 
 

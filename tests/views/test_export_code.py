@@ -12,7 +12,8 @@ import types
 import pytest
 
 from playground.errors import PlaygroundError
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, RunSpec
+from playground.config import DecodeConfig, DrafterKind
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config, vllm_serve_command
 
 TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"

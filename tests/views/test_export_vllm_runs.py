@@ -17,7 +17,8 @@ import pytest
 
 from playground.bench.vllm import stop_group, vllm_env, vllm_python
 from playground.runner import new_tokens
-from playground.spec import DecodeConfig, DrafterKind, DrafterSpec, PairSpec, Precision, RunSpec
+from playground.config import DecodeConfig, DrafterKind, Precision
+from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.export_code import vllm_code, vllm_config
 from tests.vllm_support import K, MAX_TOKENS, require_vllm
 

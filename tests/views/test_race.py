@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 import pytest
 
 from playground.records import RoundRecord
-from playground.spec import DrafterKind
+from playground.config import DrafterKind
 from playground.views import race
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from playground.records import CrossExtras, RoundRecord
-from playground.spec import DrafterKind
+from playground.config import DrafterKind
 from playground.views import tokens
+from playground.views.text import escape_text, num
 
 CSS = (Path(__file__).resolve().parents[2] / "assets" / "style.css").read_text()
 PROMPT = "Once upon a time"
@@ -131,12 +132,12 @@ def test_span_text_adds_up_to_the_decoded_text(tiny_pair):
 
 
 def test_newlines_stay_visible_and_real():
-    assert tokens.escape_text("a\nb") == 'a<span class="tok-nl">↵</span>\nb'
+    assert escape_text("a\nb") == 'a<span class="tok-nl">↵</span>\nb'
 
 
 @pytest.mark.parametrize("text, escaped", [("<&>", "&lt;&amp;&gt;"), ('"\'', "&quot;&#x27;")])
 def test_token_text_is_escaped(text, escaped):
-    assert tokens.escape_text(text) == escaped
+    assert escape_text(text) == escaped
 
 
 def test_model_and_prompt_text_cannot_inject_markup(tiny_pair):
@@ -167,9 +168,9 @@ def test_hostile_title_cannot_break_the_attribute():
 
 
 def test_missing_numbers_read_n_a():
-    assert tokens.num(float("nan")) == "n/a"
-    assert tokens.num(None) == "n/a"
-    assert tokens.num(0.25) == "0.250"
+    assert num(float("nan")) == "n/a"
+    assert num(None) == "n/a"
+    assert num(0.25) == "0.250"
 
 
 @pytest.mark.parametrize("kind, colour", [("accepted", "#009E73"), ("rejected", "#D55E00"),

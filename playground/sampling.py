@@ -1,11 +1,9 @@
-"""Logits -> probabilities, sampling, and the rejection-sampling acceptance rule.
+"""Logits -> probabilities and sampling (the acceptance rules: acceptance.py).
 
 Notation (used across the project): p = draft probability, q = target probability,
 k = draft length.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 
@@ -50,66 +48,3 @@ def choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     return sample(logits_to_probs(logits, params), generator)
 
 
-def residual(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    """norm(max(0, q - p)): where the correction token is drawn after a rejection.
-
-    If q == p exactly the residual has no mass, but then nothing is ever rejected
-    there; q is returned to keep the function total.
-    """
-    diff = (q - p).clamp_min(0.0)
-    mass = diff.sum(-1, keepdim=True)
-    return torch.where(mass > 0, diff / mass.clamp_min(1e-30), q)
-
-
-@dataclass
-class Verdict:
-    """What verification decided, still on the device (one host sync reads it)."""
-
-    num_accepted: torch.Tensor  # () long: n, how many draft tokens were kept
-    next_token: torch.Tensor  # () long: the correction (n < k) or bonus (n == k) token
-    u: torch.Tensor | None  # (k,) the uniform draws, sampling only
-
-
-def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
-    """Accept the longest prefix where the draft equals the target's argmax.
-
-    draft_tokens: (k,), target_logits: (k + 1, V). The next token is the target's argmax
-    after the kept prefix, so the output is exactly target-only greedy decoding.
-    """
-    k = draft_tokens.shape[0]
-    target_tokens = target_logits.argmax(-1)
-    matches = (draft_tokens == target_tokens[:k]).long()
-    n = matches.cumprod(0).sum()
-    return Verdict(num_accepted=n, next_token=target_tokens[n], u=None)
-
-
-def verify_sampling(
-    draft_tokens: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    target_probs: torch.Tensor,
-    generator: torch.Generator | None,
-) -> Verdict:
-    """The rejection-sampling rule of Leviathan et al. 2023 / Chen et al. 2023.
-
-    q: target prob, p: draft prob. Accept draft token x_i with probability
-    min(1, q_i(x_i) / p_i(x_i)); at the first rejection draw the correction from
-    norm(max(0, q_i - p_i)); if all k are kept, draw a bonus token from q_k.
-    draft_probs None means a deterministic drafter (p is one-hot on x_i).
-
-    draft_tokens: (k,), draft_probs: (k, V) or None, target_probs: (k + 1, V).
-    Everything stays on the device: the branch is an index, not a host decision.
-    """
-    k = draft_tokens.shape[0]
-    positions = torch.arange(k, device=draft_tokens.device)
-    if draft_probs is None:
-        draft_probs = torch.zeros_like(target_probs[:k])
-        draft_probs[positions, draft_tokens] = 1.0
-    q_x = target_probs[positions, draft_tokens]
-    p_x = draft_probs[positions, draft_tokens]
-    u = torch.rand(k, generator=generator, device=draft_tokens.device)
-    accepted = (u * p_x < q_x).long()  # u < q/p, without dividing by p
-    n = accepted.cumprod(0).sum()
-    # Row i < k: the residual at a rejection in position i; row k: the bonus distribution.
-    candidates = torch.cat([residual(target_probs[:k], draft_probs), target_probs[k:]], dim=0)
-    next_token = sample(candidates[n], generator)
-    return Verdict(num_accepted=n, next_token=next_token, u=u)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from playground import acceptance
 from playground.decoding import candidates
 from tests.helpers import broken_select, fit, random_dists
 
@@ -29,7 +30,7 @@ def node_outputs(rule, q, cands, samples, seed=0):
 @pytest.mark.parametrize("cands", [[2], [2, 0], [2, 0, 4], [0, 1, 2, 3, 4, 5]])
 def test_node_rule_output_follows_the_target_distribution(cands):
     q = random_dists(1, 6, seed=12)[0]
-    stat, critical = fit(node_outputs(candidates.select, q, cands, 20_000), q)
+    stat, critical = fit(node_outputs(acceptance.select_candidate, q, cands, 20_000), q)
     assert stat < critical, (cands, stat, critical)
 
 
@@ -37,7 +38,7 @@ def test_node_rule_keeps_each_candidate_with_its_target_probability():
     """P(keep x_i) = q(x_i): the candidates' own share of the output, not just the output's law."""
     q = random_dists(1, 6, seed=3)[0]
     g = torch.Generator().manual_seed(1)
-    kept = torch.tensor([candidates.select(q, [4, 1], g)[0] for _ in range(20_000)])
+    kept = torch.tensor([acceptance.select_candidate(q, [4, 1], g)[0] for _ in range(20_000)])
     share = torch.stack([(kept == 0).double().mean(), (kept == 1).double().mean()])
     torch.testing.assert_close(share, q[[4, 1]].double(), atol=0.015, rtol=0)
 

@@ -9,7 +9,8 @@ import copy
 import pytest
 import torch
 
-from playground.decoding import candidates, make_drafter
+from playground import acceptance
+from playground.decoding import make_drafter
 from playground.decoding.lookahead import SEQUENCE, WINDOW, LookaheadDrafter, Pool, window_layout
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
@@ -120,7 +121,7 @@ def test_lookahead_sampling_follows_the_target_distribution(loop_pair):
 
 @pytest.mark.parametrize("broken", [dict(renormalise=False), dict(residual=False)])
 def test_a_broken_rule_is_caught_by_the_same_test(loop_pair, monkeypatch, broken):
-    monkeypatch.setattr(candidates, "select", lambda *a: broken_select(*a, **broken))
+    monkeypatch.setattr(acceptance, "select_candidate", lambda *a: broken_select(*a, **broken))
     stat, df, _ = two_tokens(loop_pair, 800)
     print(f"lookahead with a broken rule {broken}: chi-square {stat:.1f} (df {df}, critical {CHI2_999[df]})")
     assert stat > CHI2_999[df], (stat, df)

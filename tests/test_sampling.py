@@ -12,7 +12,8 @@ import torch
 from playground.decoding import make_drafter
 from playground.runner import encode_prompt
 from playground.config import SamplingParams
-from playground.sampling import Verdict, logits_to_probs, residual, sample, verify_sampling
+from playground.acceptance import Verdict, chain_sampling, residual
+from playground.sampling import logits_to_probs, sample
 from playground.config import DrafterKind
 from playground.spec import DrafterSpec
 from tests.helpers import CHI2_999, fit, random_dists, two_token_test
@@ -47,7 +48,7 @@ def synthetic_outputs(rule, p, q, samples, seed=0, deterministic=False):
 def test_rule_output_follows_target_distribution():
     vocab, k, samples = 5, 3, 20_000
     p, q = random_dists(k, vocab, seed=1), random_dists(k + 1, vocab, seed=2)
-    firsts, seconds = synthetic_outputs(verify_sampling, p, q, samples)
+    firsts, seconds = synthetic_outputs(chain_sampling, p, q, samples)
     for tokens, target in ((firsts, q[0]), (seconds, q[1])):
         stat, critical = fit(tokens, target)
         assert stat < critical, (stat, critical)
@@ -67,7 +68,7 @@ def test_deterministic_drafter_keeps_target_distribution():
     """Prompt lookup proposes tokens with no distribution: p is one-hot on the proposal."""
     vocab, k, samples = 5, 2, 20_000
     p, q = random_dists(k, vocab, seed=3), random_dists(k + 1, vocab, seed=4)
-    firsts, seconds = synthetic_outputs(verify_sampling, p, q, samples, deterministic=True)
+    firsts, seconds = synthetic_outputs(chain_sampling, p, q, samples, deterministic=True)
     for tokens, target in ((firsts, q[0]), (seconds, q[1])):
         stat, critical = fit(tokens, target)
         assert stat < critical, (stat, critical)

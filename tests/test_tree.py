@@ -14,7 +14,9 @@ from playground.decoding.tree import TreeDrafter
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt
-from playground.sampling import residual, sample
+from playground import acceptance
+from playground.acceptance import residual
+from playground.sampling import sample
 from playground.config import DecodeConfig, DrafterKind
 from playground.spec import DrafterSpec
 from playground.treeshape import parse_tree
@@ -160,7 +162,7 @@ def test_qwen2_greedy_tree_equals_target_generate_and_keeps_caches_exact(qwen2_p
 def node_rule(q, p, candidates, generator, update_residual: bool = True, renormalise: bool = True):
     """The rule at one node, with the two ways to get it wrong as switches (test-only): not updating the
     residual after a rejection, and not removing the drawn candidates from p (SpecInfer's with-replacement
-    form applied to draws without replacement). With both on it must agree with tree.select_child."""
+    form applied to draws without replacement). With both on it must agree with acceptance.select_child."""
     r, p_i = q, p
     for x in candidates:
         u = torch.rand((), generator=generator)
@@ -185,7 +187,7 @@ def node_outputs(rule, p, q, m, samples, seed=0):
 
 
 def production_rule(q, p, candidates, generator):
-    return tree.select_child(q, p, candidates, generator)[1]
+    return acceptance.select_child(q, p, candidates, generator)[1]
 
 
 @pytest.mark.parametrize("m", [1, 2, 3])

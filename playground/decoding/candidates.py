@@ -5,7 +5,7 @@ q: target prob, p: draft prob. A candidate is not drawn from a draft distributio
 as for prompt lookup. The tree's nodes are the distinct prefixes of the candidates (a trie), a parent before its
 children; the target scores them all in one pass with a tree mask (tree.score_tree, or the strategy's own pass).
 - greedy: the longest root-to-node path whose every token is the target's argmax, then the target's argmax
-  after it (tree.verify_tree_greedy): exactly the target alone;
+  after it (acceptance.tree_greedy): exactly the target alone;
 - sampling: at a node whose children are the distinct tokens x_1..x_m, in a fixed order, r = q; x_i is kept
   with probability r(x_i), else r <- r with x_i removed, renormalised; when all are refused the token is drawn
   from the last r. So P(x_i) = q(x_i) for each candidate and P(y) = q(y) for every other token: the kept token
@@ -23,9 +23,10 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from playground.decoding.base import Draft
-from playground.decoding.tree import Tree, keep_path, score_tree, verify_tree_greedy
+from playground.acceptance import accept_tree
+from playground.decoding.tree import Tree, keep_path, score_tree
 from playground.records import RoundRecord, TreeExtras
-from playground.sampling import logits_to_probs, sample
+from playground.sampling import logits_to_probs
 from playground.config import DecodeConfig
 
 
@@ -49,39 +50,6 @@ def merge(paths: list[list[int]]) -> tuple[Tree, list[int]]:
                 owner.append(index)
             parent = node
     return Tree(tokens, parents, depths, None), owner
-
-
-def select(q: torch.Tensor, candidates: list[int], generator: torch.Generator | None) -> tuple[int, int]:
-    """The sampling rule at one node (the module's docstring): candidates are distinct token ids in their fixed
-    order. Returns (index of the kept candidate or -1, the token kept). One host sync."""
-    if not candidates:
-        return -1, int(sample(q, generator).item())
-    x = torch.tensor(candidates, device=q.device)
-    qx = q[x]
-    before = qx.cumsum(0) - qx  # the mass of the candidates refused before x_i
-    keep = qx / (1.0 - before).clamp_min(1e-30)  # r_i(x_i): q(x_i) renormalised over what is left
-    u = torch.rand(len(candidates), generator=generator, device=q.device)
-    rest = q.clone()
-    rest[x] = 0.0
-    mass = rest.sum()
-    fallback = sample(torch.where(mass > 0, rest / mass.clamp_min(1e-30), q), generator)  # all refused: r
-    verdict = torch.cat([(u < keep).long(), fallback.view(1)]).tolist()
-    for i, ok in enumerate(verdict[:-1]):
-        if ok:
-            return i, candidates[i]
-    return -1, verdict[-1]
-
-
-def verify_sampling(tree: Tree, q_rows: torch.Tensor, generator: torch.Generator | None) -> tuple[list[int], int]:
-    """Walk down the tree with select(): (the path's nodes, the final token: a correction or a bonus)."""
-    path, row = [], 0
-    while True:
-        kids = tree.children[row]
-        index, token = select(q_rows[row], [tree.tokens[c] for c in kids], generator)
-        if index < 0:
-            return path, token
-        path.append(kids[index])
-        row = kids[index] + 1
 
 
 def record(tree: Tree, path: list[int], token: int, logits: torch.Tensor, q_rows: torch.Tensor,
@@ -131,10 +99,7 @@ class CandidateDraft(Draft):
         params = config.sampling
         logits = self.score(target, cache, ids, cached)
         q_rows = logits_to_probs(logits, params)
-        if params.greedy:
-            self.path, token = verify_tree_greedy(self.tree, logits)
-        else:
-            self.path, token = verify_sampling(self.tree, q_rows, generator)
+        self.path, token = accept_tree(self.tree, logits, q_rows, params.greedy, generator)
         keep_path(cache, self.length, [self.length + self.offset + i for i in self.path])
         result, self.order = record(self.tree, self.path, token, logits, q_rows, params.greedy)
         return result

@@ -1,5 +1,5 @@
 """How a chain of draft tokens is verified: one target pass over the tokens not yet in its cache and the k
-drafts, the chain rule (sampling.verify_greedy / verify_sampling), and the round's record: p and q of every
+drafts, the chain rule (acceptance.chain_greedy / chain_sampling), and the round's record: p and q of every
 draft token, the margins, and with DecodeConfig.explain the step-through's alternatives and residual.
 
 q: target prob, p: draft prob. A deterministic drafter (Draft.logits None) has p one-hot on its proposal.
@@ -13,7 +13,8 @@ from transformers import DynamicCache, PreTrainedModel
 
 from playground.decoding.cache import crop_cache
 from playground.records import RoundRecord
-from playground.sampling import Verdict, logits_to_probs, verify_greedy, verify_sampling
+from playground.acceptance import Verdict, chain_greedy, chain_sampling
+from playground.sampling import logits_to_probs
 from playground.config import DecodeConfig
 
 if TYPE_CHECKING:
@@ -29,12 +30,12 @@ def verify(draft: Draft, target: PreTrainedModel, cache: DynamicCache, ids: torc
     feed = torch.cat([ids[:, cached:], draft.tokens.view(1, -1)], dim=1)
     logits = target(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=drafted + 1).logits[0]
     if params.greedy:
-        verdict = verify_greedy(draft.tokens, logits)
+        verdict = chain_greedy(draft.tokens, logits)
         q_probs = p_probs = None
     else:
         q_probs = logits_to_probs(logits, params)
         p_probs = None if draft.logits is None else logits_to_probs(draft.logits, params)
-        verdict = verify_sampling(draft.tokens, p_probs, q_probs, generator)
+        verdict = chain_sampling(draft.tokens, p_probs, q_probs, generator)
     ints = torch.cat([verdict.num_accepted.view(1), verdict.next_token.view(1), draft.tokens]).tolist()  # the host sync
     n, token, draft_tokens = ints[0], ints[1], ints[2:]
     record = RoundRecord(

@@ -18,7 +18,7 @@ the prompt's n-grams and, as it grows, the output's.
 The verification branch: the pool's continuations of the root, merged into a token tree (candidates.merge), in
 the same pass; the tree sees the sequence and its own ancestors, the window sees none of it and it sees none of
 the window. Greedy keeps the longest path of the target's argmaxes, exactly the target alone; sampling uses
-candidates.select at each node, the lossless rule of lade's sampling mode (the candidates are one-hot drafts read
+acceptance.select_candidate at each node, the lossless rule of lade's sampling mode (the candidates are one-hot drafts read
 before the pass). The window itself follows the target's argmax whatever the temperature: it only proposes.
 The k policy does not apply: a draft is at most N - 1 tokens deep (fewer at the token limit).
 """

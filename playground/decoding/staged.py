@@ -7,7 +7,7 @@ q: target prob, p: draft prob. Within one round, until k tokens are drafted: pro
 the tokens still wanted, g_1..g_m, after the sequence and what is drafted so far; the draft model scores
 them in one forward pass (on top of its KV cache, kept as ModelDrafter keeps it: it is one); the first level keeps a
 prefix of them and adds one token of the draft model's own. It verifies with the same rule as the
-second level (sampling.verify_greedy / verify_sampling, prompt lookup as a deterministic drafter: its
+second level (acceptance.chain_greedy / chain_sampling, prompt lookup as a deterministic drafter: its
 proposal one-hot), the draft model in the target's role:
 - greedy: the longest prefix equal to the draft's argmax, then the draft's argmax: exactly the tokens
   the draft model alone would draft;
@@ -31,7 +31,8 @@ from playground.decoding.lookup import lookup
 from playground.decoding.model import ModelDrafter
 from playground.records import RoundRecord, StagedExtras
 from playground.config import SamplingParams
-from playground.sampling import logits_to_probs, verify_greedy, verify_sampling
+from playground.acceptance import chain_greedy, chain_sampling
+from playground.sampling import logits_to_probs
 
 
 class StagedDrafter(ModelDrafter):
@@ -65,9 +66,9 @@ class StagedDrafter(ModelDrafter):
                                 logits_to_keep=m + 1).logits[0]  # row j: p after the sequence, drafts and g_1..g_j
             self.passes += 1
             if params.greedy:
-                verdict = verify_greedy(g, logits)
+                verdict = chain_greedy(g, logits)
             else:
-                verdict = verify_sampling(g, None, logits_to_probs(logits, params), generator)
+                verdict = chain_sampling(g, None, logits_to_probs(logits, params), generator)
             n, token = torch.stack([verdict.num_accepted, verdict.next_token]).tolist()  # the host sync
             self.proposed, self.kept = self.proposed + m, self.kept + n
             crop_cache(self.cache, self.cache.get_seq_length() - (m - n))  # drop the rejected lookup tokens

@@ -48,7 +48,8 @@ from playground.decoding.base import Draft, Drafter
 from playground.decoding.model import ModelDrafter
 from playground.errors import PlaygroundError
 from playground.records import RoundRecord, TreeExtras
-from playground.sampling import logits_to_probs, residual, sample
+from playground.acceptance import accept_tree
+from playground.sampling import logits_to_probs
 from playground.treeshape import MAX_TREE_WIDTH, TreeShape
 from playground.config import DecodeConfig, SamplingParams
 
@@ -200,56 +201,6 @@ def score_tree(target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, 
     return out.logits[0]
 
 
-def verify_tree_greedy(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:
-    """The longest path of target argmaxes, and the target's argmax after it: (path nodes, token)."""
-    best = logits.argmax(-1).tolist()
-    path, row = [], 0
-    while True:
-        match = [c for c in tree.children[row] if tree.tokens[c] == best[row]]
-        if not match:
-            return path, best[row]
-        path.append(match[0])
-        row = match[0] + 1
-
-
-def select_child(q: torch.Tensor, p: torch.Tensor, candidates: list[int], generator: torch.Generator | None
-                 ) -> tuple[int, int]:
-    """Recursive rejection sampling at one node: candidates drawn from p without replacement, in draw
-    order. Returns (index of the accepted candidate or -1, the token kept), the token following q."""
-    r, p_i = q, p
-    limits, ratios = [], []
-    for x in candidates:
-        ratios.append(r[x])
-        limits.append(p_i[x])
-        r = residual(r, p_i)  # where the next candidate (or the final draw) must put its mass
-        p_i = p_i.clone()
-        p_i[x] = 0.0
-        p_i = p_i / p_i.sum().clamp_min(1e-30)  # the next draw's law: p without the drawn tokens
-    u = torch.rand(len(candidates), generator=generator, device=q.device)
-    fallback = sample(r, generator)
-    if candidates:
-        accepted = u * torch.stack(limits) < torch.stack(ratios)  # u < r(x) / p_i(x)
-        verdict = torch.cat([accepted.long(), fallback.view(1)]).tolist()
-    else:
-        verdict = [fallback.item()]
-    for i, ok in enumerate(verdict[:-1]):
-        if ok:
-            return i, candidates[i]
-    return -1, verdict[-1]
-
-
-def verify_tree_sampling(tree: Tree, q_rows: torch.Tensor, generator: torch.Generator | None) -> tuple[list[int], int]:
-    """Walk down the tree with select_child: (path nodes, the final token: a correction or a bonus)."""
-    path, row = [], 0
-    while True:
-        kids = tree.children[row]
-        index, token = select_child(q_rows[row], tree.p_rows[row], [tree.tokens[c] for c in kids], generator)
-        if index < 0:
-            return path, token
-        path.append(kids[index])
-        row = kids[index] + 1
-
-
 def keep_path(cache: DynamicCache, start: int, positions: list[int]) -> None:
     """Move the key/value entries at cache positions `positions` (in order) to start, start + 1, ... in
     every layer, then crop the cache to start + len(positions): the accepted path, contiguous."""
@@ -300,10 +251,7 @@ class TreeDraft(Draft):
         params = config.sampling
         logits = score_tree(target, cache, ids, cached, self.tree)
         q_rows = logits_to_probs(logits, params)
-        if params.greedy:
-            self.path, token = verify_tree_greedy(self.tree, logits)
-        else:
-            self.path, token = verify_tree_sampling(self.tree, q_rows, generator)
+        self.path, token = accept_tree(self.tree, logits, q_rows, params.greedy, generator)
         keep_path(cache, self.length, [self.length + i for i in self.path])
         return tree_record(self.tree, self.path, token, q_rows)
 

@@ -1,7 +1,14 @@
 """The one way anything decodes: a RunSpec in, round records out.
 
-The UI's tabs, the API, the benchmark, the sweep, the pair comparison, step-through and the tests
-all call `Runner.run` (or `Runner.decoder` for one round at a time). The runner loads the pair
+The UI's tabs, the API, the benchmark, the sweep, the pair comparison, the challenges, step-through, the start-up
+and the tests all decode through a session:
+
+    with runner.session(spec, progress) as s:
+        for event in s:          # load, kernels, warm-up: a status line before each step that takes time
+            show(event)
+        rounds = list(s.rounds())  # or s.decoder() for one round at a time; s.rounds(other_spec) on the same pair
+
+The runner loads the pair
 (through the shared model cache), pays the one-time costs outside the timed run (a warm-up once
 per target and drafter, and the target's cost profile V(n) once per target), and builds the
 decoder. Timing is the engine's: each record carries its draft and verify seconds, and
@@ -11,8 +18,8 @@ from __future__ import annotations
 
 import statistics
 import weakref
-from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
@@ -141,14 +148,114 @@ class Runner:
         """Run one spec on a loaded pair, round by round (the caller keeps the pair in use)."""
         return iter(self.decoder(spec, pair, progress, memory))
 
-    def run(self, spec: RunSpec, progress: Progress = quiet, memory: SuffixMemory | None = None) -> Iterator[RoundRecord]:
-        """Load (cached), warm up (once), and stream the rounds; the pair stays in use until the end."""
-        pair = self.load(spec, progress)
-        with pair.in_use():
-            yield from self.rounds(spec, pair, progress, memory)
+    def session(self, spec: RunSpec, progress: Progress = quiet, memory: SuffixMemory | None = None,
+                warm: bool = True, fast_verify: bool | None = None,
+                check: Callable[[], None] | None = None) -> Session:
+        """`with runner.session(spec) as s:` the one way to decode: iterating s loads the pair (cached), sets the
+        target's kernels and warms up (once per model and drafter), yielding a status event before each step;
+        then s.rounds() / s.decoder() run on the warm pair, kept in use until the block ends. memory: the
+        session's memory of earlier runs (suffix decoding). warm=False: load and kernels only (a peer that
+        decodes with its own engine on our models). fast_verify: set speed.fast_verify on the target (True /
+        False; None leaves it). check: called after every round (a job that nobody listens to ends there)."""
+        return Session(self, spec, progress, memory, warm, fast_verify, check)
 
-    def run_all(self, spec: RunSpec, progress: Progress = quiet, memory: SuffixMemory | None = None) -> list[RoundRecord]:
-        return list(self.run(spec, progress, memory))
+
+@dataclass(frozen=True)
+class Event:
+    """A step of a session that takes time: "load" or "warm-up", and what to show while it runs."""
+
+    step: str
+    message: str
+
+
+@dataclass
+class Session:
+    """A RunSpec's pair, loaded, on its kernels and warm (Runner.session)."""
+
+    runner: Runner
+    spec: RunSpec
+    progress: Progress = quiet
+    memory: SuffixMemory | None = None
+    warm: bool = True
+    fast_verify: bool | None = None
+    check: Callable[[], None] | None = None
+    pair: LoadedPair | None = None
+    invariant: bool = False  # the target runs the batch-invariant kernels
+    _held: list = field(default_factory=list)  # the pair's in_use() context, exited with the session
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        while self._held:
+            self._held.pop().__exit__(None, None, None)
+
+    def __iter__(self) -> Iterator[Event]:
+        """Load, kernels, warm-up, each announced before it runs; nothing to do once done."""
+        spec = self.spec
+        if self.pair is None:
+            names = [models.display_name(m) for m in (spec.pair.target, spec.pair.draft if spec.drafter.needs_draft_model
+                                                      else None) if m]
+            yield Event("load", "Loading " + " and ".join(names))
+            pair = self.runner.load(spec, self.progress)
+            held = pair.in_use()  # the model cache never evicts a pair while a session holds it
+            held.__enter__()
+            self._held.append(held)
+            self.pair = pair
+            if self.fast_verify is not None:
+                speed.fast_verify(pair.target, self.fast_verify)
+            self.invariant = pair.use_kernels(spec.pair.invariant)
+        if self.warm and not self.runner.is_warm(spec, self.pair):  # warms the target alone too
+            yield Event("warm-up", "Warming up and measuring this machine's V(n) (once per model and drafter)")
+            self.runner.warm_up(spec, self.pair, self.progress)
+
+    def load(self) -> LoadedPair:
+        """The pair loaded and on its kernels, not warm yet (a caller that checks sizes before paying the warm-up)."""
+        for event in self:
+            if event.step == "warm-up":  # announced, not run: the next iteration (ready()) runs it
+                break
+        return self.pair
+
+    def ready(self) -> Session:
+        """Every step done, without showing them."""
+        for _ in self:
+            pass
+        return self
+
+    def profile(self, spec: RunSpec | None = None) -> theory.CostProfile | None:
+        return self.runner.profile(spec or self.spec, self.ready().pair)
+
+    def decoder(self, spec: RunSpec | None = None) -> SpeculativeDecoder:
+        """A decoder of the session's spec (or another spec on the same pair), for one round at a time."""
+        spec = spec or self.spec
+        decoder = self.runner.decoder(spec, self.ready().pair, self.progress,
+                                      self.memory if spec is self.spec else None)
+        return _Checked(decoder, self.check) if self.check is not None else decoder
+
+    def rounds(self, spec: RunSpec | None = None) -> Iterator[RoundRecord]:
+        """The rounds of the session's spec (or of another spec on the same pair: its baseline, a variant)."""
+        spec = spec or self.spec
+        memory = self.memory if spec is self.spec else None
+        rounds = self.runner.rounds(spec, self.ready().pair, self.progress, memory)
+        for record in rounds:
+            if self.check is not None:
+                self.check()
+            yield record
+
+
+class _Checked:
+    """A decoder whose iteration calls `check` after every round; the rest is the decoder's own."""
+
+    def __init__(self, decoder: SpeculativeDecoder, check: Callable[[], None]) -> None:
+        self._decoder, self._check = decoder, check
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._decoder, name)
+
+    def __iter__(self) -> Iterator[RoundRecord]:
+        for record in self._decoder:
+            self._check()
+            yield record
 
 
 def new_tokens(rounds: list[RoundRecord]) -> list[int]:

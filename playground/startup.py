@@ -99,9 +99,8 @@ class Startup:
                 if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX):] in models.PACKS:
                     models.convert_pack(models.PACKS[model[len(PACK_PREFIX):]], self._progress("preparing"))
             self._set("loading", "Loading the default pair …", 0.85)
-            pair = self.runner.load(spec, self._progress("loading"))
-            with pair.in_use():
-                self.runner.warm_up(spec, pair, self._progress("loading"))
+            with self.runner.session(spec, self._progress("loading")) as session:
+                session.ready()
             took = time.monotonic() - self._began
             self._set("ready", f"Ready: the default pair is loaded, warmed up and its costs measured "
                                f"({took:.0f} s after start-up). Press Generate.", 1.0)

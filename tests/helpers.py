@@ -29,6 +29,12 @@ REPEAT = ("def f(x):\n    return x + 1\n\ndef g(x):\n    return x + 1\n\ndef f(x
           "def g(x):\n    return")
 
 
+def run_all(runner, spec, progress=None, memory=None) -> list[RoundRecord]:
+    """A spec's rounds through runner.session, the one way anything decodes."""
+    with runner.session(spec, *([progress] if progress is not None else []), memory=memory) as session:
+        return list(session.rounds())
+
+
 def target_greedy(target, ids, max_new_tokens, eos):
     """The reference: HF generate, greedy. With no EOS ids it runs to the budget."""
     stop = sorted(eos) if eos else [target.config.vocab_size + 1]  # an id the model cannot emit
@@ -140,7 +146,7 @@ def branching_prompt(pair, text: str = "Once upon a time") -> torch.Tensor:
 
 
 def broken_select(q, cands, generator, renormalise=True, residual=True):
-    """candidates.select with the two ways to get it wrong as switches (test-only): not renormalising r after
+    """acceptance.select_candidate with the two ways to get it wrong as switches (test-only): not renormalising r after
     a refusal (keep x_i with q(x_i) itself), and drawing the fallback from q instead of from what is left."""
     r = q.clone()
     for i, x in enumerate(cands):

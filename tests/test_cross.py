@@ -21,7 +21,7 @@ from playground.runner import Runner, encode_prompt, new_tokens
 from playground.decoding import DRAFTERS
 from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter, parse_drafter_name
-from tests.helpers import CHI2_999, two_token_test
+from tests.helpers import run_all, CHI2_999, two_token_test
 
 CROSS = DrafterKind.CROSS_TOKENIZER
 
@@ -59,9 +59,9 @@ def test_greedy_output_equals_target_alone(runner, cross_models, draft, target):
     for prompt in PROMPTS:
         for k, policy in ((1, KPolicy.FIXED), (3, KPolicy.FIXED), (6, KPolicy.FIXED), (4, KPolicy.THEORY)):
             s = spec(cross_models[draft], cross_models[target], prompt, max_new_tokens=30, k=k, policy=policy)
-            rounds = runner.run_all(s)
+            rounds = run_all(runner, s)
             pair = runner.load(s)
-            assert new_tokens(rounds) == target_greedy(pair, prompt, 30) == new_tokens(runner.run_all(s.baseline())), \
+            assert new_tokens(rounds) == target_greedy(pair, prompt, 30) == new_tokens(run_all(runner, s.baseline())), \
                 (prompt, k, policy)
             if policy is KPolicy.FIXED:  # at most k draft steps, k target tokens (THEORY picks its own k)
                 assert all(r.k <= k and len(r.extras.pieces) <= k for r in rounds)
@@ -103,7 +103,7 @@ def test_int8_draft_and_step_through_stay_identical(runner, cross_models):
 
 def test_rounds_record_the_draft_side(runner, cross_models, cross_pair):
     """Each round keeps the draft's own tokens as text, for a view to show on hover."""
-    rounds = runner.run_all(spec(cross_models["draft"], cross_models["target"], "Once upon a time",
+    rounds = run_all(runner, spec(cross_models["draft"], cross_models["target"], "Once upon a time",
                                  max_new_tokens=24, k=4))
     drafted = [r for r in rounds if r.k]
     assert all(isinstance(r.extras, CrossExtras) for r in rounds)

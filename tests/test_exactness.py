@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.helpers import run_all
 from playground import models, trace
 from playground.kernels import model as kernel_model
 from playground.batch import decode_batch
@@ -59,7 +60,7 @@ def test_greedy_output_is_exactly_the_targets_with_the_invariant_kernels(runner,
     for prompt in PROMPTS:
         spec = bf16_spec(prompt, drafter, **decode)
         loaded = runner.load(spec)
-        rounds, base = runner.run_all(spec), runner.run_all(spec.baseline())
+        rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
         assert loaded.invariant and loaded.target.dtype is torch.bfloat16
         verdict = trace.compare_outputs(rounds, base, "bf16", exact=True)
         assert verdict["equal"], (prompt, verdict)
@@ -71,7 +72,7 @@ def test_the_batched_engine_gives_every_row_its_solo_output(runner, bf16_spec):
     loaded = runner.load(spec)
     runner.warm_up(spec, loaded)
     ids = [encode_prompt(loaded.tokenizer, p, chat=False)[0].tolist() for p in PROMPTS * 2]
-    solo = {p: new_tokens(runner.run_all(bf16_spec(p).baseline())) for p in PROMPTS}
+    solo = {p: new_tokens(run_all(runner, bf16_spec(p).baseline())) for p in PROMPTS}
     for size in (1, 2, 4, 8):
         for k in (0, 3):
             result = decode_batch(loaded.target, loaded.draft, ids[:size], k, 40, loaded.eos)
@@ -84,10 +85,10 @@ def test_switching_the_kernels_off_is_per_run_and_shows(runner, bf16_spec):
     stock = RunSpec(PairSpec(spec.pair.name, spec.pair.target, spec.pair.draft, "bf16", invariant=False),
                     spec.drafter, spec.decode, spec.prompt, chat=False)
     loaded = runner.load(stock)
-    runner.run_all(stock)
+    run_all(runner, stock)
     assert not loaded.invariant and not kernel_model.is_invariant(loaded.target)
     assert runner.profile(stock, loaded) is not None
-    runner.run_all(spec)
+    run_all(runner, spec)
     assert loaded.invariant  # each run sets the kernels it asked for; both have their own V(n) profile
     assert runner.profile(stock, loaded).verify_s != runner.profile(spec, loaded).verify_s
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from tests.helpers import run_all
 from playground import models, trace
 from playground.kernels import ops as kernel_ops
 from playground.bench import prompts as bench_prompts
@@ -54,7 +55,7 @@ def test_default_pair_is_lossless_against_the_target_alone_and_hf_generate(real)
     runner, spec, loaded = real
     for policy in (KPolicy.FIXED, KPolicy.THEORY):
         s = spec.with_decode(policy=policy)
-        rounds, base = runner.run_all(s), runner.run_all(s.baseline())
+        rounds, base = run_all(runner, s), run_all(runner, s.baseline())
         verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value)
         # exact on the batch-invariant kernels (they allow no near-tie); on torch's bf16 kernels (a CPU without them,
         # PLAYGROUND_KERNELS=off) identical, or a near-tie flip the comparison names (docs/exactness.md)
@@ -78,7 +79,7 @@ def test_default_pair_is_exact_where_stock_bf16_flips_a_near_tie(real):
         pytest.skip(f"batch-invariant kernels unavailable: {kernel_ops.why_not()} (torch's bf16 kernels may flip this "
                     "near-tie)")
     s = replace(spec.with_decode(max_new_tokens=64), prompt=bench_prompts.PROMPTS["code"])
-    rounds, base = runner.run_all(s), runner.run_all(s.baseline())
+    rounds, base = run_all(runner, s), run_all(runner, s.baseline())
     verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value, exact=loaded.invariant)
     assert verdict["equal"], verdict
     ids = encode_prompt(loaded.tokenizer, s.prompt)

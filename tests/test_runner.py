@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from tests.helpers import run_all
 from playground import trace
 from playground.runner import Runner, encode_prompt, new_tokens
 from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
@@ -22,19 +23,19 @@ def test_run_equals_target_generate_for_every_drafter_and_policy(runner, tiny_sp
         for policy in KPolicy:
             spec = tiny_spec("The quick brown fox", kind, max_new_tokens=30, k=3, policy=policy)
             pair = runner.load(spec)
-            assert new_tokens(runner.run_all(spec)) == target_greedy(pair, spec.prompt, 30), (kind, policy)
+            assert new_tokens(run_all(runner, spec)) == target_greedy(pair, spec.prompt, 30), (kind, policy)
 
 
 def test_warm_up_happens_once_per_target_and_drafter(tiny_spec, monkeypatch):
     runner = Runner()
     spec = tiny_spec(max_new_tokens=5)
     pair = runner.load(spec)
-    runner.run_all(spec)
+    run_all(runner, spec)
     assert runner.is_warm(spec, pair)
     calls = []
     monkeypatch.setattr(runner, "warm_up", lambda *a, **k: calls.append(a))
-    runner.run_all(spec)
-    runner.run_all(spec.baseline())
+    run_all(runner, spec)
+    run_all(runner, spec.baseline())
     assert calls == []
     lookup = tiny_spec(drafter=DrafterKind.PROMPT_LOOKUP, max_new_tokens=5)
     assert not runner.is_warm(lookup, runner.load(lookup))  # a new drafter on the same target is cold
@@ -43,7 +44,7 @@ def test_warm_up_happens_once_per_target_and_drafter(tiny_spec, monkeypatch):
 def test_cost_profile_has_one_positive_value_per_measured_n(runner, tiny_spec):
     spec = tiny_spec(max_new_tokens=5)
     pair = runner.load(spec)
-    runner.run_all(spec)
+    run_all(runner, spec)
     profile = runner.profile(spec, pair)
     assert sorted(profile.verify_s) == [1, 2, 3, 5, 9, 17]
     assert all(s > 0 and s == s for s in profile.verify_s.values())
@@ -53,8 +54,8 @@ def test_cost_profile_has_one_positive_value_per_measured_n(runner, tiny_spec):
 
 def test_theory_policy_with_a_fixed_profile_is_reproducible_for_a_seed(runner, tiny_spec):
     spec = tiny_spec("Once upon a time", max_new_tokens=40, k=4, policy=KPolicy.THEORY, temperature=1.0, seed=11)
-    first = runner.run_all(spec)
-    second = runner.run_all(spec)
+    first = run_all(runner, spec)
+    second = run_all(runner, spec)
     assert new_tokens(first) == new_tokens(second)
     assert [r.k for r in first] == [r.k for r in second]
 
@@ -65,7 +66,7 @@ def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
     loaded = runner.load(spec)
     assert loaded.target.dtype == torch.bfloat16 and loaded.draft.dtype == torch.bfloat16
     assert runner.load(spec.baseline()).target is loaded.target  # the same bf16 model object
-    rounds, base = runner.run_all(spec), runner.run_all(spec.baseline())
+    rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
     verdict = trace.compare_outputs(rounds, base, Precision.BF16.value)
     # the promise in low precision: identical, or a flip at a near-tie that the comparison names
     assert verdict["equal"] or verdict["near_tie"], verdict
@@ -74,10 +75,10 @@ def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
 def test_figures_are_the_same_with_and_without_a_baseline(runner, tiny_spec):
     spec = tiny_spec(max_new_tokens=30, k=4)
     pair = runner.load(spec)
-    rounds = runner.run_all(spec)
+    rounds = run_all(runner, spec)
     profile = runner.profile(spec, pair)
     alone = trace.summarize(rounds, None, profile)
-    compared = trace.summarize(rounds, runner.run_all(spec.baseline()), profile)
+    compared = trace.summarize(rounds, run_all(runner, spec.baseline()), profile)
     assert (alone["c"], alone["calibrated_speedup"], alone["best_k_calibrated"]) == \
         (compared["c"], compared["calibrated_speedup"], compared["best_k_calibrated"])
     assert alone["step_source"] == "measured"

@@ -16,7 +16,7 @@ from playground.runner import encode_prompt
 from playground.config import DrafterKind
 from playground.spec import DrafterSpec, RunSpec
 from playground.treeshape import parse_tree
-from tests.helpers import CHI2_999, PROMPTS, REPEAT, branching_prompt, decode, target_greedy, two_token_test
+from tests.helpers import run_all, CHI2_999, PROMPTS, REPEAT, branching_prompt, decode, target_greedy, two_token_test
 
 def suffix(**options) -> DrafterSpec:
     return DrafterSpec(DrafterKind.SUFFIX, **{f"suffix_{k}": v for k, v in options.items()})
@@ -108,7 +108,7 @@ def test_greedy_suffix_output_equals_target_generate(tiny_pair, loop_pair, spec,
 def test_suffix_sampling_follows_the_target_distribution(loop_pair, tree):
     """The first two tokens of 800 seeded runs against the target's exact joint law: a draft at the first round
     (t1; a tree: t1 and t2, both tried in turn), kept or not by the one-hot rule (chain.verify or
-    candidates.select)."""
+    acceptance.select_candidate)."""
     ids = branching_prompt(loop_pair)
     first = []
     stat, df = two_token_test(loop_pair, lambda: make_drafter(suffix(min_prob=0.0), loop_pair, tree=parse_tree(tree)),
@@ -146,10 +146,10 @@ def test_the_memory_forgets_its_oldest_runs_past_its_size():
 def test_runs_stay_independent_unless_the_spec_asks_for_the_memory(tiny_spec, tiny_pair, runner):
     memory = SuffixMemory()
     off = tiny_spec("Once upon a time", suffix(), max_new_tokens=6)
-    runner.run_all(off, memory=memory)  # warm-up (its own run) and the run itself: the memory stays empty
+    run_all(runner, off, memory=memory)  # warm-up (its own run) and the run itself: the memory stays empty
     assert memory.tree.seqs == {}
     on = tiny_spec("Once upon a time", suffix(memory=True), max_new_tokens=6)
-    rounds = runner.run_all(on, memory=memory)
+    rounds = run_all(runner, on, memory=memory)
     assert list(memory.tree.seqs) == [0] and len(memory.tree.seqs[0]) >= 6  # this run only, not the warm-up
     assert on.drafter.label == "suffix decoding (session memory)" and rounds
 

@@ -160,15 +160,15 @@ def batch_sweep(runner: Runner, spec: RunSpec, batch_sizes: Sequence[int], promp
         raise PlaygroundError(f"Batch sizes must be whole numbers from 1 to {MAX_BATCH}, got {list(batch_sizes)}.")
     decode = greedy_decode(spec)
     k, n_new = decode.k, decode.max_new_tokens
-    loaded = runner.load(spec, progress)
-    with loaded.in_use():
+    with runner.session(replace(spec, decode=decode), progress) as session:
+        loaded = session.load()
         ids = [encode_prompt(loaded.tokenizer, p, spec.chat)[0].tolist() for p in prompts]
         longest = max(len(i) for i in ids[: sizes[-1]])
         check_window(loaded, longest + n_new + k, f"A prompt of {longest} tokens plus {n_new} new tokens")
         left = memory_left(loaded)
         for size in sizes:  # all of them, before anything runs
             check_memory(memory_need(loaded, size, longest, n_new, k), left, f"Batch size {size} ({longest}-token prompts)")
-        runner.warm_up(replace(spec, decode=decode), loaded, progress)
+        session.ready()
         progress("Warming up the batched engine", 0.0)
         for warm_k in (0, k):
             BatchedDecoder(loaded.target, loaded.draft, ids[:2], warm_k, 4, loaded.eos).run()
@@ -177,7 +177,7 @@ def batch_sweep(runner: Runner, spec: RunSpec, batch_sizes: Sequence[int], promp
         for i in range(min(sizes[-1], len(ids))):
             progress(f"[{i + 1}/{runs}] solo target alone, prompt {i + 1} (the reference output)", i / runs)
             base = RunSpec(spec.pair, DrafterSpec(DrafterKind.TARGET_ALONE), replace(decode, k=1), prompts[i], spec.chat)
-            solo.append(list(runner.rounds(base, loaded)))
+            solo.append(list(session.rounds(base)))
         rows = []
         done = len(solo)
         for j, size in enumerate(sizes):
@@ -219,9 +219,9 @@ def context_sweep(runner: Runner, spec: RunSpec, lengths: Sequence[int], documen
     lengths = sorted(dict.fromkeys(int(n) for n in lengths))
     if not lengths or lengths[0] < 8:
         raise PlaygroundError(f"Context lengths must be whole numbers >= 8, got {list(lengths)}.")
-    loaded = runner.load(spec, progress)
     rows = []
-    with loaded.in_use():
+    with runner.session(replace(spec, decode=decode, chat=False), progress) as session:
+        loaded = session.load()
         doc = loaded.tokenizer(document, add_special_tokens=False).input_ids
         if lengths[-1] > len(doc):
             raise PlaygroundError(f"The built-in document has {len(doc)} tokens for this tokenizer; the longest context "
@@ -232,16 +232,16 @@ def context_sweep(runner: Runner, spec: RunSpec, lengths: Sequence[int], documen
         for n in lengths:
             check_memory(memory_need(loaded, 1, n, decode.max_new_tokens, decode.k), left, f"A context of {n} tokens")
         specs = [RunSpec(spec.pair, spec.drafter, decode, loaded.tokenizer.decode(doc[:n]), chat=False) for n in lengths]
-        runner.warm_up(specs[0], loaded, progress)
+        session.ready()
         per_token = kv_bytes_per_token(loaded.target) + kv_bytes_per_token(loaded.draft)
         for j, (n, s) in enumerate(zip(lengths, specs)):
             progress(f"[{j + 1}/{len(lengths)}] context {n} tokens", j / len(lengths))
             out: dict = {}
             for which in ((BASELINE, SPECULATIVE) if j % 2 == 0 else (SPECULATIVE, BASELINE)):
-                decoder = runner.decoder(s.baseline() if which == BASELINE else s, loaded)
+                decoder = session.decoder(s.baseline() if which == BASELINE else s)
                 out[which] = (list(decoder), decoder)
             (base, _), (rounds, decoder) = out[BASELINE], out[SPECULATIVE]
-            rows.append(_context_row(n, decoder, rounds, base, runner.profile(s, loaded), loaded, per_token))
+            rows.append(_context_row(n, decoder, rounds, base, session.profile(s), loaded, per_token))
     progress("done", 1.0)
     return pd.DataFrame(rows)
 

@@ -154,16 +154,12 @@ def _drafters_of(pair: PairSpec, drafters: Sequence[DrafterSpec]) -> list[Drafte
 
 def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Progress):
     """(rounds, loaded pair, wall seconds, cost profile); warm-up and loading outside the clock."""
-    loaded = runner.load(spec, progress)
-    with loaded.in_use():
-        if kernels is not None:
-            speed.fast_verify(loaded.target, kernels)
-        if not runner.is_warm(spec, loaded):
-            runner.warm_up(spec, loaded, progress)
+    with runner.session(spec, progress, fast_verify=kernels) as session:
+        loaded = session.ready().pair
         start = clock(loaded.target.device)
-        rounds = list(runner.rounds(spec, loaded))
+        rounds = list(session.rounds())
         wall = clock(loaded.target.device) - start
-    return rounds, loaded, wall, runner.profile(spec, loaded)
+        return rounds, loaded, wall, session.profile()
 
 
 def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: DecodeConfig, precision: str,
@@ -323,9 +319,8 @@ def _hf_jobs(pair: PairSpec, group: list[DecodeConfig], drafters: Sequence[Draft
 def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], warm: set,
             progress: Progress) -> Result:
     config, spec = job
-    loaded = runner.load(spec, progress)
-    with loaded.in_use():
-        loaded.use_kernels(spec.pair.invariant)  # HF's generate runs the very same target object, same kernels
+    with runner.session(spec, progress, warm=False) as session:  # HF's generate: the very same target, same kernels
+        loaded = session.ready().pair
         key = (id(loaded.target), id(loaded.draft), config.method)
         if key not in warm:
             hf.warm_up(loaded, config, spec.chat)
@@ -346,14 +341,13 @@ def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress
     times through the runner; medians of tokens/s (trace.summarize) and the relative slowdown."""
     if reps < 1:
         raise PlaygroundError(f"--record-overhead takes a number of repetitions >= 1, got {reps!r}.")
-    loaded = runner.load(spec, progress)
     tps: dict[bool, list[float]] = {True: [], False: []}
-    with loaded.in_use():
-        runner.warm_up(spec, loaded, progress)
+    with runner.session(spec, progress) as session:
+        loaded = session.ready().pair
         for rep in range(reps):
             progress(f"record on/off: {rep + 1}/{reps}", rep / reps)
             for record in (True, False):
-                rounds = list(runner.rounds(spec.with_decode(record=record), loaded))
+                rounds = list(session.rounds(spec.with_decode(record=record)))
                 tps[record].append(trace.summarize(rounds)["tokens_per_s"])
     on, off = statistics.median(tps[True]), statistics.median(tps[False])
     return dict(drafter=spec.drafter.label, k=spec.decode.k_label, reps=reps, target_precision=loaded.target_precision.value,

@@ -192,6 +192,10 @@ class Watched:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runner, name)
 
+    def session(self, *args: Any, **kwargs: Any) -> Any:
+        """The runner's session, whose rounds (and decoders' rounds) end the same way."""
+        return self._runner.session(*args, check=self.listener.check, **kwargs)
+
     def rounds(self, *args: Any, **kwargs: Any) -> Iterator:
         for record in self._runner.rounds(*args, **kwargs):
             self.listener.check()

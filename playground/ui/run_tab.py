@@ -13,10 +13,10 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from playground import models, trace
+from playground import trace
 from playground.recorded import RecordingTokenizer
 from playground.progress import Progress, quiet
-from playground.runner import Runner
+from playground.runner import Runner, Session
 from playground.startup import Startup
 from playground.ui import jobs, recorded_runs
 from playground.ui.common import (DECODING, Controls, View, error_status, gpu, gradio_progress, read_spec, status_html,
@@ -54,30 +54,27 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
             return
         for message in (startup.wait(spec) if startup is not None else ()):
             yield unchanged(status=status_html(f"Waiting for the start-up to prepare this pair: {message}", "busy"))
-        names = [models.display_name(m) for m in (spec.pair.target, spec.pair.draft if spec.drafter.needs_draft_model else None) if m]
-        loading = "Loading " + " and ".join(names)
-        yield unchanged(status=status_html(loading + " …", "busy"), tokens=tokens.empty_output("Waiting for the first round …"),
-                        compare="", summary="", tree="", csv=gr.update(value=None, interactive=False),
-                        json=gr.update(value=None, interactive=False))
-        pair = runner.load(spec, progress)
-        run.tokenizer = RecordingTokenizer(pair.tokenizer)  # the token texts shown go into the trace (recorded.py)
-        run.target_precision = pair.target_precision.value
-        run.draft_precision = pair.draft_precision.value if pair.draft_precision else None
-        run.invariant = pair.use_kernels(spec.pair.invariant)
-        if run.stopped:
-            return
-        with pair.in_use():  # the model cache never evicts a pair while it generates
-            if not runner.is_warm(spec, pair):  # warms the target alone too
-                yield unchanged(status=status_html("Warming up and measuring this machine's V(n) "
-                                                   "(once per model and drafter) …", "busy"))
-                runner.warm_up(spec, pair, progress)
-            run.profile = runner.profile(spec, pair)
-            yield from _stream(run, runner.rounds(spec, pair, progress, state.memory), run.rounds, "Speculative")
+        with runner.session(spec, progress, state.memory) as session:  # the pair stays in use until the end
+            for event in session:  # the load, then (once per model and drafter) the warm-up
+                if event.step == "load":
+                    yield unchanged(status=status_html(event.message + " …", "busy"),
+                                    tokens=tokens.empty_output("Waiting for the first round …"), compare="", summary="",
+                                    tree="", csv=gr.update(value=None, interactive=False),
+                                    json=gr.update(value=None, interactive=False))
+                    continue
+                _loaded(run, session)
+                if run.stopped:
+                    return
+                yield unchanged(status=status_html(event.message + " …", "busy"))
+            _loaded(run, session)
+            if run.stopped:
+                return
+            run.profile = session.profile()
+            yield from _stream(run, session.rounds(), run.rounds, "Speculative")
             if compare:  # the speculative run's complete figures first: the comparison will only add the speedup
                 summary, figures = panels(run)
                 yield unchanged(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
-                yield from _stream(run, runner.rounds(spec.baseline(), pair, progress), run.baseline, "Target alone",
-                                   baseline=True)
+                yield from _stream(run, session.rounds(spec.baseline()), run.baseline, "Target alone", baseline=True)
         run.finished = True
         summary = trace.summarize(run.rounds)
         yield final_view(run, state, f"Done: {summary['tokens']} tokens in {summary['rounds']} rounds "
@@ -88,6 +85,17 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
         yield unchanged(status=status_html(str(exc), "info"))
     except Exception as exc:  # a PlaygroundError names the field; anything else in one line, and keep serving
         yield unchanged(status=error_status(exc))
+
+
+def _loaded(run: CurrentRun, session: Session) -> None:
+    """What the loaded pair tells the run: the tokenizer (recording the texts it shows, for the trace: recorded.py),
+    the precisions and kernels that run."""
+    if run.tokenizer is None:
+        pair = session.pair
+        run.tokenizer = RecordingTokenizer(pair.tokenizer)
+        run.target_precision = pair.target_precision.value
+        run.draft_precision = pair.draft_precision.value if pair.draft_precision else None
+        run.invariant = session.invariant
 
 
 def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline: bool = False) -> Iterator[View]:

@@ -28,9 +28,9 @@ def step_start(runner: Runner, state: SessionState, controls: Controls, progress
     job in Gradio's queue), Stop or a client that left ends the loading and warm-up at their next report."""
     try:
         spec = read_spec(controls, explain=EXPLAIN_TOP)
-        pair = runner.load(spec, progress)
-        with pair.in_use():
-            decoder = runner.decoder(spec, pair, progress, memory=state.memory)
+        with runner.session(spec, progress, state.memory) as session:
+            decoder = session.decoder()
+        pair = session.pair
         if listener is not None:
             listener.check()  # Stop came while it loaded: no run is left behind
     except Exception as exc:

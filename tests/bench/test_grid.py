@@ -25,7 +25,7 @@ class CountingRunner(Runner):
         super().__init__()
         self.calls: list[tuple[str, str, float]] = []
 
-    def rounds(self, spec, pair, progress=None):
+    def rounds(self, spec, pair, progress=None, memory=None):
         self.calls.append((spec.drafter.kind.value, spec.prompt, spec.decode.temperature))
         return super().rounds(spec, pair)
 

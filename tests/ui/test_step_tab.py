@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import run_all
 from playground.runner import new_tokens
 from playground.ui.common import read_spec
 from playground.ui.state import SessionState
@@ -27,7 +28,7 @@ def test_step_through_adds_up_to_a_full_run(tiny_catalog, runner, temperature, d
         if "Finished" in status:
             break
     assert "Finished" in status and "tok-output" in text
-    full = runner.run_all(read_spec(settings))  # the same settings, run to the end at once
+    full = run_all(runner, read_spec(settings))  # the same settings, run to the end at once
     stepped = state.step.decoder.rounds
     assert new_tokens(stepped) == new_tokens(full)  # same seed, same rounds, same output
     assert plain_text(stepped, state.step.tokenizer) == plain_text(full, state.step.tokenizer)

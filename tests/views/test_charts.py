@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import run_all
 from playground import trace
 from playground.records import RoundRecord
 from playground.config import DrafterKind
@@ -80,7 +81,7 @@ def test_all_charts_come_in_display_order():
 
 
 def test_a_real_adaptive_run_charts_its_own_records(runner, tiny_spec):
-    rounds = runner.run_all(tiny_spec(max_new_tokens=40, k=4, policy="heuristic"))
+    rounds = run_all(runner, tiny_spec(max_new_tokens=40, k=4, policy="heuristic"))
     drafted = [r for r in rounds if r.k > 0]
     bars, _ = charts.acceptance_chart(trace.frame(rounds)).data
     assert list(bars.x) == [r.round for r in drafted]
@@ -90,7 +91,7 @@ def test_a_real_adaptive_run_charts_its_own_records(runner, tiny_spec):
 
 
 def test_a_target_alone_run_has_latency_but_no_draft_charts(runner, tiny_spec):
-    rounds = runner.run_all(tiny_spec(drafter=DrafterKind.TARGET_ALONE, max_new_tokens=6))
+    rounds = run_all(runner, tiny_spec(drafter=DrafterKind.TARGET_ALONE, max_new_tokens=6))
     acceptance, latency, histogram, position = charts.all_charts(trace.frame(rounds))
     assert len(acceptance.data) == 0
     assert len(histogram.data) == 0

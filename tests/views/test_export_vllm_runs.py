@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from tests.helpers import run_all
 from playground.bench.vllm import stop_group, vllm_env, vllm_python
 from playground.runner import new_tokens
 from playground.config import DecodeConfig, DrafterKind, Precision
@@ -39,9 +40,9 @@ def exported_run(vllm_pair, kind: DrafterKind) -> RunSpec:
 def test_the_exported_vllm_snippet_prints_our_greedy_output(vllm_pair, runner, tmp_path, kind):
     require_vllm()
     spec = exported_run(vllm_pair, kind)
-    ours = runner.run_all(spec)
+    ours = run_all(runner, spec)
     tokens = new_tokens(ours)
-    assert tokens == new_tokens(runner.run_all(spec.baseline()))  # ours is the target's own greedy output
+    assert tokens == new_tokens(run_all(runner, spec.baseline()))  # ours is the target's own greedy output
     expected = runner.load(spec).tokenizer.decode(tokens, skip_special_tokens=True)
 
     code = vllm_code(spec)

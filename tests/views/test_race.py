@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from tests.helpers import run_all
 from playground.records import RoundRecord
 from playground.config import DrafterKind
 from playground.views import race
@@ -99,7 +100,7 @@ def test_the_pieces_must_match_the_output_tokens():
 def test_the_pieces_of_a_real_run_concatenate_to_its_output(runner, tiny_spec, tiny_pair):
     tok = tiny_pair.tokenizer
     for drafter in (DrafterKind.DRAFT_MODEL, DrafterKind.TARGET_ALONE):
-        rounds = runner.run_all(tiny_spec("Once upon a time", drafter, max_new_tokens=40, k=4))
+        rounds = run_all(runner, tiny_spec("Once upon a time", drafter, max_new_tokens=40, k=4))
         ln = race.lane("x", rounds, tok)
         ids = [t for r in rounds for t in r.new_tokens]
         assert len(ln.events) == len(ids) == 40

@@ -8,7 +8,7 @@ import pytest
 
 from playground.records import RoundRecord
 from playground.views.step import explain_round
-from tests.helpers import Hostile, Words
+from tests.helpers import run_all, Hostile, Words
 
 NAN = float("nan")
 
@@ -115,7 +115,7 @@ def test_token_text_is_escaped():
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_every_evaluated_position_of_a_real_run_is_explained(runner, tiny_spec, tiny_pair, temperature):
-    rounds = runner.run_all(tiny_spec(max_new_tokens=20, k=4, temperature=temperature, seed=5, explain=3))
+    rounds = run_all(runner, tiny_spec(max_new_tokens=20, k=4, temperature=temperature, seed=5, explain=3))
     word = "argmax q" if temperature == 0 else "u = "
     context: list[int] = []
     drafted = [r for r in rounds if r.k > 0]
@@ -132,7 +132,7 @@ def test_every_evaluated_position_of_a_real_run_is_explained(runner, tiny_spec, 
 def test_a_real_sampled_rejection_shows_its_residual(runner, tiny_spec, tiny_pair):
     shown = 0
     for seed in range(4):
-        for r in runner.run_all(tiny_spec(max_new_tokens=20, k=4, temperature=1.0, seed=seed, explain=3)):
+        for r in run_all(runner, tiny_spec(max_new_tokens=20, k=4, temperature=1.0, seed=seed, explain=3)):
             if r.accepted < r.k and r.residual:
                 html = explain_round(r, tiny_pair.tokenizer, [], greedy=False)
                 residual = html.split("norm(max(0, q − p))")[1]

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from tests.helpers import run_all
 from playground import theory, trace
 from playground.errors import PlaygroundError
 from playground.views.theory import measured_point, profile_figure, theory_figure
@@ -117,7 +118,7 @@ def test_a_run_without_draft_rounds_has_no_measured_point(summary):
 
 
 def test_a_real_runs_summary_is_overlaid_at_its_mean_k(runner, tiny_spec):
-    summary = trace.summarize(runner.run_all(tiny_spec(max_new_tokens=24, k=3)))
+    summary = run_all(trace.summarize(runner, tiny_spec(max_new_tokens=24, k=3)))
     point = measured_point(summary)
     fig = theory_figure(0.5, 0.2, measured=point)
     run = trace_named(fig, "this run")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import run_all
 from playground.records import CrossExtras, RoundRecord
 from playground.config import DrafterKind
 from playground.views import tokens
@@ -57,12 +58,12 @@ def plain(i: int, token: int) -> RoundRecord:
 
 @pytest.fixture(scope="module")
 def greedy(runner, tiny_spec) -> list[RoundRecord]:
-    return runner.run_all(tiny_spec(PROMPT, max_new_tokens=40, k=4))
+    return run_all(runner, tiny_spec(PROMPT, max_new_tokens=40, k=4))
 
 
 @pytest.fixture(scope="module")
 def sampled(runner, tiny_spec) -> list[RoundRecord]:
-    return runner.run_all(tiny_spec(PROMPT, max_new_tokens=40, k=4, temperature=1.0, seed=3))
+    return run_all(runner, tiny_spec(PROMPT, max_new_tokens=40, k=4, temperature=1.0, seed=3))
 
 
 def expected_kinds(r: RoundRecord) -> list[str]:
@@ -115,7 +116,7 @@ def test_sampled_tooltips_show_the_draw_and_the_verdict(sampled, tiny_pair):
 
 
 def test_target_alone_tokens_are_marked_target(runner, tiny_spec, tiny_pair):
-    rounds = runner.run_all(tiny_spec(PROMPT, DrafterKind.TARGET_ALONE, max_new_tokens=12))
+    rounds = run_all(runner, tiny_spec(PROMPT, DrafterKind.TARGET_ALONE, max_new_tokens=12))
     spans = parse(tokens.render_rounds(rounds, tiny_pair.tokenizer)).tokens
     assert rounds
     assert [kind for kind, _, _ in spans] == ["target"] * sum(len(r.new_tokens) for r in rounds)

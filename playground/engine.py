@@ -99,7 +99,7 @@ def cut(tokens: list[int], eos: set[int], budget: int) -> tuple[list[int], str]:
 
 
 class SpeculativeDecoder:
-    """State of one generation: both KV caches, the sequence, the k schedule.
+    """State of one generation: the target's KV cache (a model drafter keeps its own), the sequence, the k schedule.
 
     `step()` runs one round and returns its record; iterating runs to the end.
     Invariant between rounds: each cache holds every position of `ids` but the last.

@@ -3,7 +3,7 @@ pair, from one run, as tables on stdout, a Markdown report (with plotly figures 
 
     python -m playground.bench --challenges batch context precision --batch-sizes 1 2 4 8 16 \\
         --context-lengths 64 256 1024 2048 --target-precision fp32 bf16 --draft-precision fp32 bf16 int8 \\
-        --k 4 --max-new-tokens 32 --report docs/challenges.md --json docs/challenges.json
+        --k 4 --max-new-tokens 32 --report docs/reports/challenges.md --json docs/reports/challenges.json
 
 The batch and context modes use one fixed k: the first number in --k (4 when --k is not given). The precision
 grid takes --target-precision and --draft-precision (default: fp32 and bf16 targets, fp32, bf16 and int8 drafts on

@@ -10,7 +10,7 @@ Examples:
     python -m playground.bench --k 4 --tree 2-1-1-1 dynamic:5 --json trees.json   # chain vs trees of 5 nodes
     python -m playground.bench --k 4 --drafters "draft model" "prompt lookup" staged # staged vs each single drafter
     python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
-    python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/benchmarks.md
+    python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/reports/benchmarks.md
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
     python -m playground.bench --k theory --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
     python -m playground.bench --k 4 --temps 0 0.7 --compare-hf --compare-vllm --report docs/vllm.md   # vLLM's rows too
@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "off, REPS times each")
     p.add_argument("--targets", help="targets file (default docs/targets.json)")
     p.add_argument("--json", help="write every result, the targets and the environment to this file")
-    p.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/benchmarks.md)")
+    p.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/reports/benchmarks.md)")
+    p.add_argument("--title", default="Benchmarks", help="the report's title (its first heading)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--ttft", nargs="+", type=int, metavar="TOKENS",
                    help="instead of the grid: the time to the first token on prompts of about these many tokens (ours, "
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         command = "python -m playground.bench " + " ".join(
             f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
-        report.write_report(results, env, command, Path(args.report), args.targets, vllm_engines=engines)
+        report.write_report(results, env, command, Path(args.report), args.targets, vllm_engines=engines,
+                            title=args.title)
         print(f"wrote {args.report}")
     return 1 if failed else 0

@@ -218,7 +218,7 @@ def vllm_server(vllm_pair, vllm_port):
     """vLLM's OpenAI-compatible server on the tiny vLLM pair with draft-model speculation (k = 3), served as
     "tiny" on localhost (vllm_port): one for the whole session (the bench, UI and load tests share it). A test that
     reaches it by URL allow-lists it (allow_vllm; app_process does)."""
-    from playground.bench import vllm_server as server_module
+    from playground.bench import vllm_serve as server_module
     from tests.vllm_support import fast_request, require_vllm
 
     require_vllm()

@@ -5,7 +5,9 @@
 grid.py runs the grid (the CLI, the UI's Sweep and Compare tabs), hf.py the HF peer, targets.py
 checks docs/targets.json against a run, report.py writes docs/reports/benchmarks.md, cli.py is the command line.
 """
-from playground.bench.grid import MAX_CELLS, Result, decode_grid, grid_frame, record_overhead, run_grid, vs_best_hf
+from playground.bench.grid import MAX_CELLS, decode_grid, run_grid
+from playground.bench.overhead import record_overhead
+from playground.bench.results import Result, grid_frame, vs_best_hf
 from playground.bench.prompts import PROMPTS, load_prompts
 
 

@@ -32,8 +32,10 @@ from pathlib import Path
 import torch
 
 from playground import models
-from playground.bench import challenges_cli, likelihood, report, targets, ttft, vllm_peer
-from playground.bench.grid import decode_grid, grid_frame, record_overhead, run_grid
+from playground.bench import challenges_cli, likelihood, report, targets, ttft, vllm_models, vllm_peer
+from playground.bench.grid import decode_grid, run_grid
+from playground.bench.overhead import record_overhead
+from playground.bench.results import grid_frame
 from playground.bench.prompts import load_prompts
 from playground.bench.vllm import VLLMRequest, run_worker
 from playground.errors import PlaygroundError
@@ -165,10 +167,10 @@ def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress
     if args.compare_vllm:
         def vllm(ids: dict[str, list[int]]) -> dict[str, list[float]]:
             precision = pair.target_precision or models.default_target_precision()
-            target = vllm_peer.model_folder(pair.target)
+            target = vllm_models.model_folder(pair.target)
             request = VLLMRequest(target=target, dtype=vllm_peer.VLLM_DTYPES[precision], max_tokens=1,
                                   repeats=args.ttft_reps, cpu_threads_bind=args.vllm_threads_bind,
-                                  max_model_len=vllm_peer.max_model_len(target, ids, 1))
+                                  max_model_len=vllm_models.max_model_len(target, ids, 1))
             done = run_worker(request, ids)
             return {key: [r.wall_s for r in done.results if r.id == key] for key in ids}
     rows = ttft.run_ttft(runner, pair, sorted(set(args.ttft)), args.ttft_reps, vllm=vllm, progress=progress)

@@ -10,16 +10,14 @@ Used by the CLI (python -m playground.bench) and the UI's Sweep and Compare tabs
 """
 from __future__ import annotations
 
-import math
-import statistics
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Sequence
 
-import pandas as pd
 
 from playground import decoding, models, speed, trace
 from playground.bench import hf
+from playground.bench.results import Result, nan
 from playground.bench.vllm_metrics import SpecCounters
 from playground.engine import clock
 from playground.errors import PlaygroundError
@@ -33,53 +31,6 @@ from playground.treeshape import TreeShape, parse_tree
 
 MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters, and
 # the target-alone baselines (one per pair, prompt and sampling settings)
-nan = float("nan")
-
-
-@dataclass
-class Result:
-    """One run: ours (a drafter, or the target alone) or an HF `generate` configuration."""
-
-    pair: str
-    category: str
-    method: str  # our drafter's label ("draft model (int8)", "target alone", ...), an hf.HF_METHODS, a vLLM label
-    drafter: str  # the drafter kind (spec.DrafterKind value); HF and vLLM rows: the kind of ours they correspond to
-    engine: str  # "ours", "hf" or "vllm" (bench.vllm_peer)
-    k: str  # "4", "heuristic", "theory"; HF: num_assistant_tokens, "heuristic", "hf default"; "" for the baselines
-    temperature: float
-    target_precision: str
-    draft_precision: str  # "" without a draft model; early exit: the target's (it drafts with the target's layers)
-    tokens: int
-    seconds: float  # ours: engine time (trace.summarize's wall_s); HF: wall_s
-    tokens_per_s: float  # tokens / seconds
-    wall_s: float = nan  # perf_counter around the whole call (tokenising included), both engines
-    kernels: str = ""  # the target's: "batch-invariant" (greedy output must equal the target alone's, exactly) or "stock"
-    speedup: float = nan  # over the same engine's target alone (same prompt, target, precision, sampling)
-    alpha: float = nan
-    alpha_eval: float = nan
-    mean_accepted: float = nan
-    c: float = nan  # draft seconds per drafted token / one target step
-    v: float = nan  # verify seconds per round / one target step
-    theory_speedup: float = nan  # Leviathan's ideal for the measured alpha_eval and c (v = 1)
-    calibrated_speedup: float = nan  # the same with this machine's measured v(k)
-    greedy_equal: bool | None = None  # temperature 0: output == our target alone's output
-    near_tie: bool | None = None  # greedy and different: whether the first difference is a near-tie
-    diff_position: int | None = None  # the first differing output position
-    gap_spec: float = nan  # top-1 minus top-2 logit there, in this run (nan when not recorded)
-    gap_base: float = nan  # ... and in the target alone's run
-    tree: str = ""  # ours: the token tree's shape ("3-2-1-1", "dynamic:12"); "" for a chain
-    nodes: float = nan  # ours: draft tokens scored per target pass, the mean k of the draft rounds (a tree's nodes)
-    depth_acceptance: list[float] = field(default_factory=list)  # ours: trace.depth_acceptance (not in the frame)
-    new_tokens: list[int] = field(default_factory=list)
-    # vLLM's spec-decode counters under its names (SpecCounters.as_dict; ours from trace.vllm_metrics)
-    counters: dict = field(default_factory=dict)
-    margins: list[float] = field(default_factory=list)  # our target alone: the top-1 minus top-2 logit per token
-    target_nll: float = nan  # sampled rows: the target's mean NLL per token of this output at T (bench.likelihood)
-    off_distribution: bool | None = None  # ... more than NLL_MARGIN above the target alone's
-
-    @property
-    def wall_tokens_per_s(self) -> float:
-        return self.tokens / self.wall_s if self.wall_s > 0 else nan
 
 
 # ---------------------------------------------------------------- the request
@@ -332,64 +283,3 @@ def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], 
                   draft_precision=config.draft_precision, kernels=_kernels(loaded), tokens=len(tokens), seconds=wall,
                   tokens_per_s=len(tokens) / wall if wall > 0 else nan, wall_s=wall, new_tokens=tokens,
                   **_equality(trace.as_rounds(tokens), base, spec.decode, precision, loaded.invariant))
-
-
-# ---------------------------------------------------------------- the record-overhead mode
-
-def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress = quiet) -> dict:
-    """What the UI's per-token records cost: the same spec with record on and off, interleaved `reps`
-    times through the runner; medians of tokens/s (trace.summarize) and the relative slowdown."""
-    if reps < 1:
-        raise PlaygroundError(f"--record-overhead takes a number of repetitions >= 1, got {reps!r}.")
-    tps: dict[bool, list[float]] = {True: [], False: []}
-    with runner.session(spec, progress) as session:
-        loaded = session.ready().pair
-        for rep in range(reps):
-            progress(f"record on/off: {rep + 1}/{reps}", rep / reps)
-            for record in (True, False):
-                rounds = list(session.rounds(spec.with_decode(record=record)))
-                tps[record].append(trace.summarize(rounds)["tokens_per_s"])
-    on, off = statistics.median(tps[True]), statistics.median(tps[False])
-    return dict(drafter=spec.drafter.label, k=spec.decode.k_label, reps=reps, target_precision=loaded.target_precision.value,
-                draft_precision=loaded.draft_precision.value if loaded.draft_precision else "",
-                record_on_tps=on, record_off_tps=off, overhead=(off - on) / off, runs_on=tps[True], runs_off=tps[False])
-
-
-# ---------------------------------------------------------------- the table the UI and the report read
-
-LISTS = ("depth_acceptance", "new_tokens", "counters", "margins")  # Result fields kept out of the frame
-
-def vs_best_hf(results: Sequence[Result]) -> list[float]:
-    """Per row of ours: its wall-clock tokens/s over the best HF speculative configuration's (hf.HF_SPECULATIVE)
-    on the same pair, target precision, prompt and temperature; nan for HF rows and where none ran.
-    Wall clock on both sides: HF's generate has no engine-time split like ours."""
-    best: dict[tuple, float] = {}
-    for r in results:
-        if r.engine == "hf" and r.method in hf.HF_SPECULATIVE and not math.isnan(r.wall_tokens_per_s):
-            key = (r.pair, r.target_precision, r.category, r.temperature)
-            best[key] = max(best.get(key, 0.0), r.wall_tokens_per_s)
-    out = []
-    for r in results:
-        top = best.get((r.pair, r.target_precision, r.category, r.temperature))
-        out.append(r.wall_tokens_per_s / top if r.engine == "ours" and top else nan)
-    return out
-
-
-FRAME_COLUMNS = [f for f in Result.__dataclass_fields__ if f not in LISTS] + [
-    "wall_tokens_per_s", "vs_best_hf", "calibrated_error", "greedy_ok", "mean_acceptance_length"]
-
-
-def grid_frame(results: Sequence[Result]) -> pd.DataFrame:
-    """One row per run, every Result field but the lists, plus wall_tokens_per_s, vs_best_hf,
-    calibrated_error = |calibrated_speedup - speedup| / speedup (our rows with a prediction), greedy_ok
-    (greedy rows: 1 when identical to the target alone or different only after a near-tie, else 0) and
-    mean_acceptance_length (vLLM's: 1 + accepted / drafts, from the counters; nan without drafts)."""
-    rows = []
-    for r, ratio in zip(results, vs_best_hf(results)):
-        row = {k: v for k, v in asdict(r).items() if k not in LISTS}
-        predicted, measured = r.calibrated_speedup, r.speedup
-        error = abs(predicted - measured) / measured if r.engine == "ours" and measured > 0 else nan
-        ok = nan if r.greedy_equal is None else float(bool(r.greedy_equal or r.near_tie))
-        rows.append(row | {"wall_tokens_per_s": r.wall_tokens_per_s, "vs_best_hf": ratio, "calibrated_error": error,
-                           "greedy_ok": ok, "mean_acceptance_length": r.counters.get("mean_acceptance_length", nan)})
-    return pd.DataFrame(rows, columns=FRAME_COLUMNS)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import torch
 
-from playground.bench.grid import Result
+from playground.bench.results import Result
 from playground.numbers import fmt
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt

@@ -7,7 +7,7 @@ the playground's). Two ways to run a pair on it:
   the prompts one at a time after a warm-up, each timed alone; JSON in and out through files.
 - `bench.vllm_server.VLLMServer(url)`: an OpenAI-compatible vLLM server already running (any size, any
   number of GPUs or nodes), read through its completions endpoint and its Prometheus `/metrics`
-  (`vllm:spec_decode_*`); `bench.vllm_server.start_server(...)` starts `vllm serve` from the environment
+  (`vllm:spec_decode_*`); `bench.vllm_serve.start_server(...)` starts `vllm serve` from the environment
   on localhost (tests, local runs).
 
 Both give a `VLLMRun`: per prompt the output token ids, wall seconds and vLLM's spec-decode counters

@@ -22,17 +22,14 @@ vLLM's draft runs at the target's dtype (it has no int8 draft): its rows say so 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Sequence
 
-import pandas as pd
 
 from playground import decoding, models, outbound, settings, trace
-from playground.bench.grid import Result
+from playground.bench.results import Result
 from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
-from playground.bench.vllm_metrics import SpecCounters
+from playground.bench.vllm_models import max_model_len, model_folder
 from playground.bench.vllm_server import VLLMServer
 from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
@@ -127,26 +124,6 @@ def vllm_ks(decodes: Sequence[DecodeConfig]) -> list[int]:
     chains = [d for d in decodes if d.tree is None] or list(decodes)
     fixed = [d.k for d in chains if d.policy is KPolicy.FIXED]
     return list(dict.fromkeys(fixed or [d.k for d in chains]))
-
-
-def model_folder(spec: str) -> str:
-    """What vLLM loads for a model spec: the converted folder of a pack, a local folder, or a Hub id."""
-    source = models.resolve(spec)
-    if isinstance(source, str) and source.startswith(models.PACK_PREFIX):
-        source = models.convert_pack(models.PACKS[source[len(models.PACK_PREFIX):]])
-    return str(source)
-
-
-def max_model_len(folder: str, ids: dict[str, list[int]], max_new_tokens: int) -> int:
-    """vLLM's context length for these prompts: the longest prompt, the new tokens and room for a draft,
-    at least 512 (vLLM's defaults take the model's whole context, 32k for Qwen2.5, which a small CPU KV cache
-    refuses), at most the model's own (config.json's max_position_embeddings, when a folder has one)."""
-    wanted = max(512, max(map(len, ids.values())) + max_new_tokens + 64)
-    try:
-        own = int(json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings") or wanted)
-    except (OSError, ValueError, TypeError):
-        own = wanted
-    return min(wanted, own)
 
 
 # ---------------------------------------------------------------- rows
@@ -296,27 +273,3 @@ def _run_server(ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, pro
         k = len(run.totals.num_accepted_tokens_per_pos)  # the server's num_speculative_tokens, as far as it drafted
         out.append((run, TARGET_ALONE if label == SERVER_TARGET else SERVER, str(k) if k else "", ""))
     return out
-
-
-# ---------------------------------------------------------------- acceptance by position
-
-POOL_KEYS = ("pair", "engine", "method", "k", "temperature")
-
-
-def pooled_counters(results: Sequence[Result]) -> dict[tuple, SpecCounters]:
-    """The counters of the rows that drafted, summed per (pair, engine, method, k, temperature) over the prompts."""
-    pooled: dict[tuple, SpecCounters] = {}
-    for r in results:
-        if r.counters.get("num_drafts"):
-            key = tuple(getattr(r, name) for name in POOL_KEYS)
-            pooled[key] = pooled.get(key, SpecCounters()) + SpecCounters.from_dict(r.counters)
-    return pooled
-
-
-def positions_frame(results: Sequence[Result]) -> pd.DataFrame:
-    """Acceptance by draft position, vLLM's definition (accepted at position i / drafts), pooled over the
-    prompts of each (pair, engine, method, k, temperature), for ours and vLLM's alike: columns pair, engine,
-    method, k, temperature, position (1-based), acceptance."""
-    rows = [dict(zip(POOL_KEYS, key)) | {"position": i + 1, "acceptance": rate}
-            for key, c in pooled_counters(results).items() for i, rate in enumerate(c.acceptance_by_position)]
-    return pd.DataFrame(rows, columns=list(POOL_KEYS) + ["position", "acceptance"])

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
+import pandas as pd
+
 from playground import trace
 from playground.bench import hf
-from playground.bench.grid import Result
+from playground.bench.results import Result
 from playground.bench.vllm import METHOD_LABELS
 from playground.bench.vllm_metrics import SpecCounters
-from playground.bench.vllm_peer import SERVER_TARGET, TARGET_ALONE, pooled_counters
+from playground.bench.vllm_peer import SERVER_TARGET, TARGET_ALONE
 from playground.numbers import fmt as _fmt
 
 VLLM_TARGETS = (METHOD_LABELS["target"], SERVER_TARGET)
@@ -113,3 +115,27 @@ def section(results: Sequence[Result], engines: Sequence[dict]) -> list[str]:
     if engines:
         out += ["## The vLLM engines", "", engines_table(engines), ""]
     return out
+
+
+# ---------------------------------------------------------------- acceptance by position
+
+POOL_KEYS = ("pair", "engine", "method", "k", "temperature")
+
+
+def pooled_counters(results: Sequence[Result]) -> dict[tuple, SpecCounters]:
+    """The counters of the rows that drafted, summed per (pair, engine, method, k, temperature) over the prompts."""
+    pooled: dict[tuple, SpecCounters] = {}
+    for r in results:
+        if r.counters.get("num_drafts"):
+            key = tuple(getattr(r, name) for name in POOL_KEYS)
+            pooled[key] = pooled.get(key, SpecCounters()) + SpecCounters.from_dict(r.counters)
+    return pooled
+
+
+def positions_frame(results: Sequence[Result]) -> pd.DataFrame:
+    """Acceptance by draft position, vLLM's definition (accepted at position i / drafts), pooled over the
+    prompts of each (pair, engine, method, k, temperature), for ours and vLLM's alike: columns pair, engine,
+    method, k, temperature, position (1-based), acceptance."""
+    rows = [dict(zip(POOL_KEYS, key)) | {"position": i + 1, "acceptance": rate}
+            for key, c in pooled_counters(results).items() for i, rate in enumerate(c.acceptance_by_position)]
+    return pd.DataFrame(rows, columns=list(POOL_KEYS) + ["position", "acceptance"])

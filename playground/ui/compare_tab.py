@@ -9,7 +9,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import bench
-from playground.bench import vllm_peer
+from playground.bench import vllm_peer, vllm_report
 from playground.errors import Ended, PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner
@@ -70,7 +70,7 @@ def run_compare(runner: Runner, state: SessionState, pair_names: list[str], draf
         except Exception as exc:  # ours ran: show them, and say what vLLM said (Stop: as news, not an error)
             done = error_status((Ended if isinstance(exc, Ended) else PlaygroundError)(f"Ours done; no vLLM row: {exc}"))
     grid = bench.grid_frame(results)
-    return (done, compare_figure(grid), positions_figure(vllm_peer.positions_frame(results)), shown(grid),
+    return (done, compare_figure(grid), positions_figure(vllm_report.positions_frame(results)), shown(grid),
             grid_download(grid, state, "comparison.csv"))
 
 
@@ -100,7 +100,7 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
         stop_btn = gr.Button("Stop", variant="stop", elem_id="cmp-stop")
     status = gr.HTML("", elem_id="cmp-status")
     plot = gr.Plot(compare_figure(pd.DataFrame({"method": []})), show_label=False, elem_id="chart-compare")
-    positions = gr.Plot(positions_figure(vllm_peer.positions_frame([])), show_label=False,
+    positions = gr.Plot(positions_figure(vllm_report.positions_frame([])), show_label=False,
                         elem_id="chart-compare-positions")
     table = gr.Dataframe(elem_id="cmp-table", interactive=False)
     csv = gr.DownloadButton("Comparison as CSV", interactive=False, elem_id="cmp-csv")

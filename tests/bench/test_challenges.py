@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from playground.bench import challenges
+from playground.bench import challenges, memory
 from playground.bench.cli import main
 from playground.errors import PlaygroundError
 from playground.models.cache import model_bytes
@@ -51,18 +51,18 @@ def test_each_batch_output_is_compared_with_its_own_prompts_solo_run(runner, spe
 def test_kv_bytes_per_token_from_the_config(runner, spec):
     loaded = runner.load(spec)
     # the tiny target: 2 layers, 2 KV heads of 64 / 4 = 16 dimensions, fp32: keys and values
-    assert challenges.kv_bytes_per_token(loaded.target) == 2 * 2 * 2 * 16 * 4
-    one, sixteen = (challenges.memory_need(loaded, rows, 100, 10, 3) for rows in (1, 16))
+    assert memory.kv_bytes_per_token(loaded.target) == 2 * 2 * 2 * 16 * 4
+    one, sixteen = (memory.memory_need(loaded, rows, 100, 10, 3) for rows in (1, 16))
     assert sixteen.kv > 16 * one.kv  # more rows, and each may carry holes
-    assert one.kv == (100 + 10 + 3) * (challenges.kv_bytes_per_token(loaded.target) +
-                                       challenges.kv_bytes_per_token(loaded.draft))
+    assert one.kv == (100 + 10 + 3) * (memory.kv_bytes_per_token(loaded.target) +
+                                       memory.kv_bytes_per_token(loaded.draft))
 
 
 def test_a_batch_over_the_memory_budget_is_refused_before_anything_runs(runner, spec, monkeypatch):
     loaded = runner.load(spec)
     weights = model_bytes(loaded.target) + model_bytes(loaded.draft)
     longest = max(len(challenges.encode_prompt(loaded.tokenizer, p)[0]) for p in challenges.BATCH_PROMPTS[:64])
-    fits = challenges.memory_need(loaded, 1, longest, 10, 3).total
+    fits = memory.memory_need(loaded, 1, longest, 10, 3).total
     monkeypatch.setenv("PLAYGROUND_MEMORY_GB", str((weights + 4 * fits) / 2**30))
     seen = []
     with pytest.raises(PlaygroundError, match=r"Batch size 64 .* would not fit: it needs about .* GB .* KV cache"):

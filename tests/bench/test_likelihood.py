@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from playground.bench import decode_grid, likelihood, run_grid
-from playground.bench.grid import Result
+from playground.bench.results import Result
 from playground.runner import Runner, encode_prompt
 from playground.config import DecodeConfig, DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from playground.bench import grid_frame, hf, report, targets
-from playground.bench.grid import Result
+from playground.bench.results import Result
 from playground.errors import PlaygroundError
 from playground.config import DEFAULT_POLICY
 

@@ -21,7 +21,7 @@ import pytest
 
 from tests.helpers import run_all
 from playground import trace
-from playground.bench import vllm_server
+from playground.bench import vllm_serve, vllm_server
 from playground.bench.vllm_metrics import SpecCounters, parse_prometheus
 from playground.bench.vllm import Stopped, VLLMRequest, run_worker, vllm_python
 from playground.errors import PlaygroundError
@@ -166,7 +166,7 @@ def test_a_server_serving_another_model_is_named(server, allow_vllm):
 
 
 def test_an_unreachable_url_says_so(monkeypatch):
-    url = f"http://127.0.0.1:{vllm_server.free_port()}"  # nothing listens there
+    url = f"http://127.0.0.1:{vllm_serve.free_port()}"  # nothing listens there
     monkeypatch.setenv("PLAYGROUND_VLLM_URLS", url)  # loopback: reached only when allow-listed
     with pytest.raises(PlaygroundError, match="Cannot reach a vLLM server at .* Is it running"):
         vllm_server.VLLMServer(url, connect_timeout_s=2).check()

@@ -16,8 +16,9 @@ import pytest
 
 from playground import bench
 from playground.bench import report, vllm_peer, vllm_report
-from playground.bench.grid import Result
-from playground.bench.vllm_peer import VLLMEngine, engine_choice, methods_for, positions_frame, vllm_ks
+from playground.bench.results import Result
+from playground.bench.vllm_peer import VLLMEngine, engine_choice, methods_for, vllm_ks
+from playground.bench.vllm_report import positions_frame
 from playground.errors import PlaygroundError
 from playground.runner import Runner
 from playground.config import DecodeConfig, DrafterKind, KPolicy

@@ -2,6 +2,7 @@
 
 The page answers at once; the default pair is prepared (converted once, loaded, warmed up, profiled) in the
 background, its progress in the page (playground/startup.py)."""
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ q: target prob, p: draft prob, k: draft length.
   with one-hot drafts); tree_sampling walks down the tree with the rule its draft needs.
 Everything but the final host reads stays on the device.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 
 # ---------------------------------------------------------------- a chain
+
 
 def residual(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """norm(max(0, q - p)): where the correction token is drawn after a rejection.
@@ -95,6 +97,7 @@ def chain_sampling(
 
 # ---------------------------------------------------------------- a tree (a model's draws or deterministic candidates)
 
+
 def tree_greedy(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:
     """The longest path of target argmaxes, and the target's argmax after it: (path nodes, token)."""
     best = logits.argmax(-1).tolist()
@@ -107,8 +110,9 @@ def tree_greedy(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:
         row = match[0] + 1
 
 
-def select_child(q: torch.Tensor, p: torch.Tensor, candidates: list[int], generator: torch.Generator | None
-                 ) -> tuple[int, int]:
+def select_child(
+    q: torch.Tensor, p: torch.Tensor, candidates: list[int], generator: torch.Generator | None
+) -> tuple[int, int]:
     """Recursive rejection sampling at one node: candidates drawn from p without replacement, in draw
     order. Returns (index of the accepted candidate or -1, the token kept), the token following q."""
     r, p_i = q, p
@@ -172,7 +176,8 @@ def tree_sampling(tree: Tree, q_rows: torch.Tensor, generator: torch.Generator |
         row = kids[index] + 1
 
 
-def accept_tree(tree: Tree, logits: torch.Tensor, q_rows: torch.Tensor, greedy: bool,
-                generator: torch.Generator | None) -> tuple[list[int], int]:
+def accept_tree(
+    tree: Tree, logits: torch.Tensor, q_rows: torch.Tensor, greedy: bool, generator: torch.Generator | None
+) -> tuple[list[int], int]:
     """The accepted path and the token after it, greedy (from the target's logits) or sampled (from q)."""
     return tree_greedy(tree, logits) if greedy else tree_sampling(tree, q_rows, generator)

@@ -27,6 +27,7 @@ part of what batching speculative decoding costs. A finished row (EOS or its tok
 batch, in both methods alike. An int8 (dynamically quantised) draft computes one activation scale over
 the whole batch, so its proposals can depend on the other rows: that changes alpha, never the output.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,8 +48,8 @@ def left_pad(chunks: list[list[int]], pad: int, device: torch.device) -> tuple[t
     real = torch.zeros((len(chunks), width), dtype=torch.bool)
     for b, chunk in enumerate(chunks):
         if chunk:
-            ids[b, width - len(chunk):] = torch.tensor(chunk, dtype=torch.long)
-            real[b, width - len(chunk):] = True
+            ids[b, width - len(chunk) :] = torch.tensor(chunk, dtype=torch.long)
+            real[b, width - len(chunk) :] = True
     return ids.to(device), real.to(device)
 
 
@@ -83,8 +84,14 @@ class PaddedCache:
     def forward(self, ids: torch.Tensor, real_new: torch.Tensor, keep: int) -> torch.Tensor:
         """Append W columns (ids and which are real, (B, W)); the logits of the last `keep` columns (B, keep, V)."""
         positions = self.length[:, None] + (real_new.long().cumsum(1) - 1).clamp_min(0)
-        out = self.model(input_ids=ids, attention_mask=self.mask(real_new), position_ids=positions, cache=self.cache,
-                         use_cache=True, logits_to_keep=keep)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self.mask(real_new),
+            position_ids=positions,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=keep,
+        )
         self.real = torch.cat([self.real, real_new], dim=1)
         self.length += real_new.sum(1)
         return out.logits
@@ -146,8 +153,16 @@ class BatchedDecoder:
     (k = 0 or no draft) through the same loop. Invariant between rounds, per row: the target's cache holds
     every real token of the row but `pending` (the last); the draft's holds all but `draft_pending`."""
 
-    def __init__(self, target: PreTrainedModel, draft: PreTrainedModel | None, prompts: list[list[int]], k: int,
-                 max_new_tokens: int, eos: set[int], pad: int = 0):
+    def __init__(
+        self,
+        target: PreTrainedModel,
+        draft: PreTrainedModel | None,
+        prompts: list[list[int]],
+        k: int,
+        max_new_tokens: int,
+        eos: set[int],
+        pad: int = 0,
+    ):
         if not prompts or any(not p for p in prompts):
             raise PlaygroundError("A batch needs at least one prompt, and no prompt may be empty.")
         if k < 0 or (k > 0 and draft is None):
@@ -203,8 +218,12 @@ class BatchedDecoder:
         choice = logits.argmax(-1)
         accepted = (drafts == choice[:, :k]).long().cumprod(1).sum(1) if k else torch.zeros_like(choice[:, 0])
         top2 = torch.topk(logits, 2, dim=-1).values
-        n_list, choice_list, gaps, draft_list = (accepted.tolist(), choice.tolist(), (top2[..., 0] - top2[..., 1]).tolist(),
-                                                 drafts.tolist())  # the host sync
+        n_list, choice_list, gaps, draft_list = (
+            accepted.tolist(),
+            choice.tolist(),
+            (top2[..., 0] - top2[..., 1]).tolist(),
+            drafts.tolist(),
+        )  # the host sync
         t2 = clock(self.device)
 
         record = BatchRound(len(self.result.rounds), k, rows, n_list, [], t1 - t0, t2 - t1)
@@ -238,7 +257,14 @@ class BatchedDecoder:
         return record
 
 
-def decode_batch(target: PreTrainedModel, draft: PreTrainedModel | None, prompts: list[list[int]], k: int,
-                 max_new_tokens: int, eos: set[int], pad: int = 0) -> BatchResult:
+def decode_batch(
+    target: PreTrainedModel,
+    draft: PreTrainedModel | None,
+    prompts: list[list[int]],
+    k: int,
+    max_new_tokens: int,
+    eos: set[int],
+    pad: int = 0,
+) -> BatchResult:
     """Run a batch to the end (BatchedDecoder)."""
     return BatchedDecoder(target, draft, prompts, k, max_new_tokens, eos, pad).run()

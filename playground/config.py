@@ -111,10 +111,14 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)
         if not is_int(self.k) or not K_MIN <= self.k <= K_MAX:
-            raise PlaygroundError(f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {shown(self.k)}.")
+            raise PlaygroundError(
+                f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {shown(self.k)}."
+            )
         limit = settings.read().max_new_tokens
         if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= limit:
-            raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {limit}, got {shown(self.max_new_tokens)}.")
+            raise PlaygroundError(
+                f"max_new_tokens must be a whole number from 1 to {limit}, got {shown(self.max_new_tokens)}."
+            )
         if not is_real(self.temperature) or not 0 <= self.temperature <= 2:
             raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {shown(self.temperature)}.")
         if not is_real(self.top_p) or not 0 < self.top_p <= 1:
@@ -161,8 +165,10 @@ def parse_confidence(value: object) -> float:
         except ValueError:
             pass
     if not is_real(c) or not 0 <= c < 1:
-        raise PlaygroundError(f"The draft confidence threshold must be a number from 0 to below 1 "
-                              f"(0 = never stop a draft early), got {shown(value)}.")
+        raise PlaygroundError(
+            f"The draft confidence threshold must be a number from 0 to below 1 "
+            f"(0 = never stop a draft early), got {shown(value)}."
+        )
     return float(c)
 
 
@@ -171,4 +177,6 @@ def enum_value(cls: type[Enum], value: object, what: str) -> Enum:
     try:
         return cls(value)
     except ValueError:
-        raise PlaygroundError(f"Unknown {what} {shown(value)}; choose one of: {', '.join(m.value for m in cls)}.") from None
+        raise PlaygroundError(
+            f"Unknown {what} {shown(value)}; choose one of: {', '.join(m.value for m in cls)}."
+        ) from None

@@ -6,6 +6,7 @@ drafter that proposes nothing, so both are timed the same way. The engine names 
 and the engine times the round, cuts it at EOS and at the token budget (`cut`, shared with batch.py) and
 plans the next k.
 """
+
 from __future__ import annotations
 
 import time
@@ -51,8 +52,9 @@ class KSchedule:
         self._plain = 0  # rounds in a row THEORY chose not to draft
         self._verify_s: dict[int, float] = {}  # n -> EMA of seconds, when no profile was given
 
-    def update(self, drafted: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0.0,
-               first: bool = False) -> None:
+    def update(
+        self, drafted: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0.0, first: bool = False
+    ) -> None:
         if self.policy in (KPolicy.FIXED, KPolicy.CONFIDENCE):
             return
         if self.policy is KPolicy.HEURISTIC:

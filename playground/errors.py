@@ -1,5 +1,6 @@
 """The error a user can fix, and how a message quotes what the user sent: never in full when it is long, and
 never a server path."""
+
 from __future__ import annotations
 
 import re
@@ -32,4 +33,4 @@ _PATH = re.compile(r"(?<![\w.:/\\-])(?:/|[A-Za-z]:\\)[^\s'\"<>]*")
 def without_paths(text: str) -> str:
     """`text` with every absolute path replaced by "…" (trailing punctuation kept): a message never shows where
     the server keeps its files."""
-    return _PATH.sub(lambda m: "…" + m.group()[len(m.group().rstrip(":;,.)]")):], text)
+    return _PATH.sub(lambda m: "…" + m.group()[len(m.group().rstrip(":;,.)]")) :], text)

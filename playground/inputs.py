@@ -1,6 +1,7 @@
 """The shapes of user input that are no one field's own: text, a number in a range, a list of names, a list of
 numbers. Each is refused with a message that names the field and quotes the value short (errors.shown). Part of
 the spec: user input is read there and here only. Pure: no torch."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -43,9 +44,10 @@ def parse_names(value: object, name: str) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def parse_list(text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str,
-               limit: int = 64) -> list:
-    """"1 2 4, 8" -> [1, 2, 4, 8], in linear time; oversized input is refused before it is parsed."""
+def parse_list(
+    text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str, limit: int = 64
+) -> list:
+    """ "1 2 4, 8" -> [1, 2, 4, 8], in linear time; oversized input is refused before it is parsed."""
     text = "" if text is None else str(text)
     if len(text) > MAX_LIST_CHARS:
         raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")

@@ -1,5 +1,6 @@
 """Numbers in and out, one definition each: what counts as a whole or a real number in user input (the
 spec's checks), how a number is written in a table or a tooltip, and JSON without NaN. Pure: no torch."""
+
 from __future__ import annotations
 
 import math

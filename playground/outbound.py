@@ -14,6 +14,7 @@
   The answer is bounded (MAX_ANSWER bytes) and never quoted in a message.
 Standard library only (no torch, no gradio): settings.py reads the allow-list with parse_url.
 """
+
 from __future__ import annotations
 
 import errno
@@ -88,6 +89,7 @@ def parse_url(text: object, what: str = "vLLM server URL") -> Origin:
 
 # ---------------------------------------------------------------- where a request may go
 
+
 def _unreachable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """An address a user-typed URL may not reach: anything not public, or public only by an embedding."""
     if isinstance(ip, ipaddress.IPv6Address):
@@ -96,8 +98,15 @@ def _unreachable(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
             embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
         if embedded is not None and _unreachable(embedded):
             return True
-    return (not ip.is_global or ip.is_multicast or ip.is_reserved or ip.is_unspecified or ip.is_loopback
-            or ip.is_link_local or ip.is_private)
+    return (
+        not ip.is_global
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_private
+    )
 
 
 def _this_machine(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
@@ -133,10 +142,14 @@ class Policy:
         if origin in self.listed or self.any_public:
             return
         if not self.open:
-            raise Refused("This app reaches no vLLM server by URL (its operator lists none in PLAYGROUND_VLLM_URLS): "
-                          "choose vLLM started here.")
-        raise Refused(f"{origin} is not one of the vLLM servers this app may reach: "
-                      f"{', '.join(sorted(map(str, self.listed)))} (PLAYGROUND_VLLM_URLS).")
+            raise Refused(
+                "This app reaches no vLLM server by URL (its operator lists none in PLAYGROUND_VLLM_URLS): "
+                "choose vLLM started here."
+            )
+        raise Refused(
+            f"{origin} is not one of the vLLM servers this app may reach: "
+            f"{', '.join(sorted(map(str, self.listed)))} (PLAYGROUND_VLLM_URLS)."
+        )
 
     def addresses(self, origin: Origin) -> list[tuple]:
         """The addresses to connect to (getaddrinfo's sockaddrs), every one checked; Refused when any is not allowed."""
@@ -145,20 +158,25 @@ class Policy:
             infos = socket.getaddrinfo(origin.host, origin.port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError):
             raise PlaygroundError(f"Cannot find the host of {origin} (its name does not resolve).") from None
-        found = [(family, sockaddr) for family, _, _, _, sockaddr in infos if family in (socket.AF_INET, socket.AF_INET6)]
+        found = [
+            (family, sockaddr) for family, _, _, _, sockaddr in infos if family in (socket.AF_INET, socket.AF_INET6)
+        ]
         if not found:
             raise PlaygroundError(f"Cannot find the host of {origin} (no IPv4 or IPv6 address).")
         if origin not in self.listed:  # reached as "any public server": every address it resolves to must be one
             for _, sockaddr in found:
                 ip = ipaddress.ip_address(sockaddr[0].split("%")[0])
                 if _unreachable(ip) or _this_machine(ip):
-                    raise Refused(f"{origin} resolves to an address this app does not reach (loopback, link-local, "
-                                  "private or this machine's own) unless its operator lists the server in "
-                                  "PLAYGROUND_VLLM_URLS.")
+                    raise Refused(
+                        f"{origin} resolves to an address this app does not reach (loopback, link-local, "
+                        "private or this machine's own) unless its operator lists the server in "
+                        "PLAYGROUND_VLLM_URLS."
+                    )
         return found
 
 
 # ---------------------------------------------------------------- one request, one deadline
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -178,8 +196,10 @@ class _Clock:
             raise Stopped(f"Stopped: the request to {self.origin} was ended.")
         left = self.end - time.monotonic()
         if left <= 0:
-            raise TimedOut(f"The server at {self.origin} did not answer {self.path} within {self.deadline_s:.0f} s "
-                           "(the whole answer, however slowly it came).")
+            raise TimedOut(
+                f"The server at {self.origin} did not answer {self.path} within {self.deadline_s:.0f} s "
+                "(the whole answer, however slowly it came)."
+            )
         return min(left, TICK_S)
 
     def wait(self, sock: socket.socket, writing: bool) -> None:
@@ -215,8 +235,9 @@ def _connect(addresses: list[tuple], origin: Origin, clock: _Clock) -> socket.so
             sock.close()
             raise
         if origin.scheme == "https":
-            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=origin.host,
-                                                            do_handshake_on_connect=False)
+            sock = ssl.create_default_context().wrap_socket(
+                sock, server_hostname=origin.host, do_handshake_on_connect=False
+            )
             try:
                 _io(sock, clock, False, sock.do_handshake)
             except OSError as exc:  # ssl.SSLError is one: a certificate refused, a server that is not TLS
@@ -283,16 +304,29 @@ class _Bytes:
         return io.BytesIO(self._data)
 
 
-def request(policy: Policy, origin: Origin, method: str, path: str, body: bytes | None = None,
-            headers: dict[str, str] | None = None, deadline_s: float = 10.0,
-            should_stop: Callable[[], bool] | None = None, addresses: list[tuple] | None = None) -> Answer:
+def request(
+    policy: Policy,
+    origin: Origin,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    deadline_s: float = 10.0,
+    should_stop: Callable[[], bool] | None = None,
+    addresses: list[tuple] | None = None,
+) -> Answer:
     """One HTTP request to an allowed origin within deadline_s in all; raises Refused, TimedOut, Stopped or a
     PlaygroundError (unreachable, not HTTP). `addresses`: those policy.addresses() gave before (kept per server)."""
     clock = _Clock(origin, path, deadline_s, should_stop)
     addresses = addresses if addresses is not None else policy.addresses(origin)
     host = f"[{origin.host}]" if ":" in origin.host else origin.host
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{origin.port}", "Connection: close",
-             "Accept-Encoding: identity", "User-Agent: spec-playground"]
+    lines = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: {host}:{origin.port}",
+        "Connection: close",
+        "Accept-Encoding: identity",
+        "User-Agent: spec-playground",
+    ]
     lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
     if body is not None:
         lines.append(f"Content-Length: {len(body)}")
@@ -309,12 +343,15 @@ def request(policy: Policy, origin: Origin, method: str, path: str, body: bytes 
                 break
             received.add(chunk)
             if len(received.data) > MAX_ANSWER:
-                raise PlaygroundError(f"The server at {origin} answered {path} with more than "
-                                      f"{MAX_ANSWER // 2**20} MB: not what a vLLM server sends.")
+                raise PlaygroundError(
+                    f"The server at {origin} answered {path} with more than "
+                    f"{MAX_ANSWER // 2**20} MB: not what a vLLM server sends."
+                )
             clock.left()
     except OSError as exc:
-        raise PlaygroundError(f"The server at {origin} dropped the connection during {path} "
-                              f"({exc.strerror or type(exc).__name__}).") from None
+        raise PlaygroundError(
+            f"The server at {origin} dropped the connection during {path} ({exc.strerror or type(exc).__name__})."
+        ) from None
     finally:
         sock.close()
     try:

@@ -2,6 +2,7 @@
 
 quiet says nothing; printer() writes one line per new message (the terminal's progress, for the model packs
 and the benchmark); the UI passes a gr.Progress through ui.common.gradio_progress."""
+
 from __future__ import annotations
 
 import sys

@@ -8,6 +8,7 @@ that answers the same questions from that table. Pure: no torch, transformers or
 untrusted: each field is checked for its type and range, and every text reaches the page through the views'
 escaping (views.text.escape_text, html.escape).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ from playground.config import DecodeConfig, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.treeshape import parse_tree
 from playground.trace import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
+
 MAX_BYTES = 1_000_000  # a recorded run is a few tens of kB; 1 MB holds about a thousand rounds
 MAX_ROUNDS = 4_096
 MAX_DECODED = 100_000  # entries of the decode table
@@ -38,6 +40,7 @@ class BadRecording(PlaygroundError):
 
 
 # ---------------------------------------------------------------- the tokenizer's answers
+
 
 class RecordingTokenizer:
     """A tokenizer that remembers every decode the views ask of it (the table goes into the trace)."""
@@ -84,6 +87,7 @@ def decoded_table(tokenizer: Any) -> list | None:
 
 # ---------------------------------------------------------------- reading a file
 
+
 @dataclass
 class Recorded:
     """A recorded run, checked: what ran, its rounds, the target alone's, the profile, the tokenizer's answers."""
@@ -106,13 +110,17 @@ def read(data: bytes) -> Recorded:
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise BadRecording("The file is not JSON: open a trace.json that the Run tab's 'Trace as JSON' saved.") from None
+        raise BadRecording(
+            "The file is not JSON: open a trace.json that the Run tab's 'Trace as JSON' saved."
+        ) from None
     if not isinstance(doc, dict):
         raise BadRecording("The file is JSON but not a trace: a trace is one object with 'format', 'rounds', ...")
     if doc.get("format") != FORMAT:
         if "rounds" in doc and "summary" in doc and "format" not in doc:
-            raise BadRecording("This trace was saved by an older version of the app, without the token texts: "
-                               "run it again and save a new one.")
+            raise BadRecording(
+                "This trace was saved by an older version of the app, without the token texts: "
+                "run it again and save a new one."
+            )
         raise BadRecording(f"The file is not a trace of this app (its 'format' is {shown(doc.get('format'))}).")
     if doc.get("version") != VERSION:
         raise BadRecording(f"The trace has version {shown(doc.get('version'))}; this app reads version {VERSION}.")
@@ -129,7 +137,9 @@ def _recorded(doc: dict) -> Recorded:
     decode = {f.name: config[f.name] for f in fields(DecodeConfig) if f.name in config}
     tree = decode.get("tree")
     if isinstance(tree, dict):  # dataclasses.asdict wrote the TreeShape
-        tree = f"dynamic:{tree.get('budget')}" if tree.get("budget") else "-".join(map(str, tree.get("branching") or []))
+        tree = (
+            f"dynamic:{tree.get('budget')}" if tree.get("budget") else "-".join(map(str, tree.get("branching") or []))
+        )
     decode["tree"] = parse_tree(tree)
     decode["explain"] = 0
     target_precision = _precision(doc.get("target_precision"), "target_precision")
@@ -137,14 +147,19 @@ def _recorded(doc: dict) -> Recorded:
     chosen = doc.get("chosen_precisions") or [None, None]  # what the controls asked for (null: the device default)
     if not (isinstance(chosen, list) and len(chosen) == 2):
         raise BadRecording(f"The trace's 'chosen_precisions' must be [target, draft], got {shown(chosen)}.")
-    drafter = DrafterSpec(doc.get("drafter"), _precision(chosen[1], "chosen_precisions", optional=True),
-                          doc.get("exit_layer") or None)
+    drafter = DrafterSpec(
+        doc.get("drafter"), _precision(chosen[1], "chosen_precisions", optional=True), doc.get("exit_layer") or None
+    )
     invariant = doc.get("invariant")  # the target ran the batch-invariant kernels (absent: not recorded)
     if invariant is not None and not isinstance(invariant, bool):
         raise BadRecording(f"The trace's 'invariant' must be true or false, got {shown(invariant)}.")
-    pair = PairSpec(_text(doc.get("pair"), "pair"), _text(doc.get("target"), "target"),
-                    _text(doc.get("draft"), "draft") if doc.get("draft") is not None else None,
-                    _precision(chosen[0], "chosen_precisions", optional=True), invariant)
+    pair = PairSpec(
+        _text(doc.get("pair"), "pair"),
+        _text(doc.get("target"), "target"),
+        _text(doc.get("draft"), "draft") if doc.get("draft") is not None else None,
+        _precision(chosen[0], "chosen_precisions", optional=True),
+        invariant,
+    )
     spec = RunSpec(pair, drafter, DecodeConfig(**decode), doc.get("prompt"))
     rounds = _rounds(doc.get("rounds"), "rounds")
     if not rounds:
@@ -160,16 +175,27 @@ def _recorded(doc: dict) -> Recorded:
         except (TypeError, ValueError):
             seconds = {0: math.nan}
         if not all(0 < s <= MAX_SECONDS for s in seconds.values()):
-            raise BadRecording(f"The trace's 'profile_verify_s' must map n (1, 2, ...) to seconds above 0 and at most "
-                               f"{MAX_SECONDS:,.0f}.")
+            raise BadRecording(
+                f"The trace's 'profile_verify_s' must map n (1, 2, ...) to seconds above 0 and at most "
+                f"{MAX_SECONDS:,.0f}."
+            )
         draft_s = doc.get("profile_draft_s") or 0.0
         if isinstance(draft_s, bool) or not isinstance(draft_s, (int, float)) or not 0 <= draft_s <= MAX_SECONDS:
-            raise BadRecording(f"The trace's 'profile_draft_s' (the draft's seconds per token) must be from 0 to "
-                               f"{MAX_SECONDS:,.0f}, got {shown(draft_s)}.")
+            raise BadRecording(
+                f"The trace's 'profile_draft_s' (the draft's seconds per token) must be from 0 to "
+                f"{MAX_SECONDS:,.0f}, got {shown(draft_s)}."
+            )
         profile = theory.CostProfile(seconds, float(draft_s))
-    return Recorded(spec, target_precision, draft_precision, rounds, baseline, profile,
-                    ReplayTokenizer(_decoded(doc.get("decoded"))),
-                    _text(doc.get("recorded_at") or "", "recorded_at")[:40])
+    return Recorded(
+        spec,
+        target_precision,
+        draft_precision,
+        rounds,
+        baseline,
+        profile,
+        ReplayTokenizer(_decoded(doc.get("decoded"))),
+        _text(doc.get("recorded_at") or "", "recorded_at")[:40],
+    )
 
 
 def _dict(doc: dict, key: str) -> dict:
@@ -189,19 +215,30 @@ def _precision(value: Any, name: str, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
     if value not in {p.value for p in Precision}:
-        raise BadRecording(f"The trace's {name!r} must be one of {', '.join(p.value for p in Precision)}, got {shown(value)}.")
+        raise BadRecording(
+            f"The trace's {name!r} must be one of {', '.join(p.value for p in Precision)}, got {shown(value)}."
+        )
     return value
 
 
 def _decoded(table: Any) -> dict:
     if not isinstance(table, list) or len(table) > MAX_DECODED:
-        raise BadRecording(f"The trace's 'decoded' (the token texts) must be a list of at most {MAX_DECODED:,} entries.")
+        raise BadRecording(
+            f"The trace's 'decoded' (the token texts) must be a list of at most {MAX_DECODED:,} entries."
+        )
     answers = {}
     for entry in table:
-        if not (isinstance(entry, list) and len(entry) == 3 and _ints(entry[0]) and isinstance(entry[1], bool)
-                and isinstance(entry[2], str) and len(entry[2]) <= MAX_TEXT):
-            raise BadRecording(f"The trace's 'decoded' has an entry that is not [token ids, true/false, text]: "
-                               f"{shown(entry)}.")
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and _ints(entry[0])
+            and isinstance(entry[1], bool)
+            and isinstance(entry[2], str)
+            and len(entry[2]) <= MAX_TEXT
+        ):
+            raise BadRecording(
+                f"The trace's 'decoded' has an entry that is not [token ids, true/false, text]: {shown(entry)}."
+            )
         answers[(tuple(entry[0]), entry[1])] = entry[2]
     return answers
 
@@ -239,12 +276,16 @@ def _rounds(items: Any, key: str) -> list[RoundRecord]:
             row = _round(item)
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             field = f": {exc.args[0]}" if isinstance(exc, _Impossible) else ""
-            raise BadRecording(f"The trace's {key!r}: round {i} is not a round this app wrote (a field is missing, of "
-                               f"the wrong type or out of range{field}).") from None
+            raise BadRecording(
+                f"The trace's {key!r}: round {i} is not a round this app wrote (a field is missing, of "
+                f"the wrong type or out of range{field})."
+            ) from None
         total += len(row["new_tokens"])
         if row["round"] != i or row["total_new"] != total:  # rounds in order, the output growing by what each added
-            raise BadRecording(f"The trace's {key!r}: round {i} is not a round this app wrote (its 'round' must be {i} "
-                               f"and its 'total_new' {total}, the tokens of the rounds so far).")
+            raise BadRecording(
+                f"The trace's {key!r}: round {i} is not a round this app wrote (its 'round' must be {i} "
+                f"and its 'total_new' {total}, the tokens of the rounds so far)."
+            )
         rows.append(row)
     used = [cls for cls in EXTRAS if any(extra(row, cls) != cls() for row in rows)]  # the strategy that ran
     return [_record(row, used[0] if used else None) for row in rows]
@@ -285,7 +326,11 @@ def _round(item: dict) -> dict:
     if item["token_kind"] not in KINDS or item.get("stop", "") not in STOPS:
         raise ValueError("kind")
     row["token_kind"], row["stop"] = item["token_kind"], item.get("stop", "")
-    if len(row["draft_tokens"]) != row["k"] or row["accepted"] > row["k"] or len(row["new_tokens"]) > row["accepted"] + 1:
+    if (
+        len(row["draft_tokens"]) != row["k"]
+        or row["accepted"] > row["k"]
+        or len(row["new_tokens"]) > row["accepted"] + 1
+    ):
         raise ValueError("counts")
     for cls in EXTRAS:  # a strategy's own fields, under their prefixed names, their defaults when absent
         for f in fields(cls):

@@ -1,5 +1,6 @@
 """What one draft/verify round leaves behind: plain data, no torch, so that the trace, the views,
 the benchmark report and the tests can read it without a model."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -7,6 +8,7 @@ from typing import ClassVar, Union
 
 
 # ---------------------------------------------------------------- a strategy's own part of a round
+
 
 @dataclass
 class CrossExtras:
@@ -133,6 +135,7 @@ def _own_fields(cls: type) -> list[str]:
 
 # ---------------------------------------------------------------- the round
 
+
 @dataclass
 class RoundRecord:
     """One draft/verify round, as it happened."""
@@ -161,7 +164,9 @@ class RoundRecord:
     residual: list[tuple[int, float]] = field(default_factory=list)
     stop: str = ""  # "eos", "length" when this round ended the run
     prefill: int = 0  # tokens the target scored in this pass beyond the k + 1 (the prompt, in round 0)
-    extras: Extras | None = None  # what the strategy adds to the round (cross-tokenizer, tree, staged, suffix, lookahead)
+    extras: Extras | None = (
+        None  # what the strategy adds to the round (cross-tokenizer, tree, staged, suffix, lookahead)
+    )
 
     @property
     def tree(self) -> TreeExtras | None:

@@ -14,6 +14,7 @@ per target and drafter, and the target's cost profile V(n) once per target), and
 decoder. Timing is the engine's: each record carries its draft and verify seconds, and
 trace.summarize turns them into tokens/s, c, v, speedup, one definition each.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -44,8 +45,9 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> torch.Tensor:
     turn), others see the raw text."""
     check_prompt(prompt)
     if chat and getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                             add_generation_prompt=True)
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
         ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
     else:
         ids = tokenizer(prompt, return_tensors="pt").input_ids
@@ -73,8 +75,14 @@ class Runner:
     @staticmethod
     def load(spec: RunSpec, progress: Progress = quiet) -> LoadedPair:
         draft = spec.pair.draft if spec.drafter.needs_draft_model else None
-        return models.load_pair(draft, spec.pair.target, progress, spec.pair.target_precision, spec.drafter.precision,
-                                same_tokenizer=spec.drafter.same_tokenizer)
+        return models.load_pair(
+            draft,
+            spec.pair.target,
+            progress,
+            spec.pair.target_precision,
+            spec.drafter.precision,
+            same_tokenizer=spec.drafter.same_tokenizer,
+        )
 
     # ------------------------------------------------------------ one-time costs
 
@@ -86,8 +94,9 @@ class Runner:
 
     def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
         invariant = pair.kernels_for(spec.pair.invariant)
-        return (self._key(spec.drafter, pair, invariant) in self._warm.get(pair.target, set())
-                and invariant in self._verify.get(pair.target, {}))
+        return self._key(spec.drafter, pair, invariant) in self._warm.get(
+            pair.target, set()
+        ) and invariant in self._verify.get(pair.target, {})
 
     def warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> None:
         """Pay the first-run costs (kernel selection, allocator growth) on a few tokens outside any
@@ -130,27 +139,40 @@ class Runner:
         pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
-        drafter = decoding.make_drafter(spec.drafter, pair, drafter_confidence(spec.decode), spec.decode.tree,
-                                        lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
-                                        memory)
+        drafter = decoding.make_drafter(
+            spec.drafter,
+            pair,
+            drafter_confidence(spec.decode),
+            spec.decode.tree,
+            lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
+            memory,
+        )
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
-    def decoder(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet,
-                memory: SuffixMemory | None = None) -> SpeculativeDecoder:
+    def decoder(
+        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, memory: SuffixMemory | None = None
+    ) -> SpeculativeDecoder:
         """A ready decoder, warm: call step() for one round, or iterate it. memory: the session's memory of
         earlier runs (suffix decoding reads and extends it when its spec asks; warm-ups never touch it)."""
         if not self.is_warm(spec, pair):
             self.warm_up(spec, pair, progress)
         return self._decoder(spec, pair, memory)
 
-    def rounds(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet,
-               memory: SuffixMemory | None = None) -> Iterator[RoundRecord]:
+    def rounds(
+        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, memory: SuffixMemory | None = None
+    ) -> Iterator[RoundRecord]:
         """Run one spec on a loaded pair, round by round (the caller keeps the pair in use)."""
         return iter(self.decoder(spec, pair, progress, memory))
 
-    def session(self, spec: RunSpec, progress: Progress = quiet, memory: SuffixMemory | None = None,
-                warm: bool = True, fast_verify: bool | None = None,
-                check: Callable[[], None] | None = None) -> Session:
+    def session(
+        self,
+        spec: RunSpec,
+        progress: Progress = quiet,
+        memory: SuffixMemory | None = None,
+        warm: bool = True,
+        fast_verify: bool | None = None,
+        check: Callable[[], None] | None = None,
+    ) -> Session:
         """`with runner.session(spec) as s:` the one way to decode: iterating s loads the pair (cached), sets the
         target's kernels and warms up (once per model and drafter), yielding a status event before each step;
         then s.rounds() / s.decoder() run on the warm pair, kept in use until the block ends. memory: the
@@ -194,8 +216,11 @@ class Session:
         """Load, kernels, warm-up, each announced before it runs; nothing to do once done."""
         spec = self.spec
         if self.pair is None:
-            names = [models.display_name(m) for m in (spec.pair.target, spec.pair.draft if spec.drafter.needs_draft_model
-                                                      else None) if m]
+            names = [
+                models.display_name(m)
+                for m in (spec.pair.target, spec.pair.draft if spec.drafter.needs_draft_model else None)
+                if m
+            ]
             yield Event("load", "Loading " + " and ".join(names))
             pair = self.runner.load(spec, self.progress)
             held = pair.in_use()  # the model cache never evicts a pair while a session holds it
@@ -228,8 +253,9 @@ class Session:
     def decoder(self, spec: RunSpec | None = None) -> SpeculativeDecoder:
         """A decoder of the session's spec (or another spec on the same pair), for one round at a time."""
         spec = spec or self.spec
-        decoder = self.runner.decoder(spec, self.ready().pair, self.progress,
-                                      self.memory if spec is self.spec else None)
+        decoder = self.runner.decoder(
+            spec, self.ready().pair, self.progress, self.memory if spec is self.spec else None
+        )
         return _Checked(decoder, self.check) if self.check is not None else decoder
 
     def rounds(self, spec: RunSpec | None = None) -> Iterator[RoundRecord]:
@@ -261,4 +287,3 @@ class _Checked:
 def new_tokens(rounds: list[RoundRecord]) -> list[int]:
     """The output of a run: the new tokens of its rounds, in order."""
     return [t for r in rounds for t in r.new_tokens]
-

@@ -3,6 +3,7 @@
 Notation (used across the project): p = draft probability, q = target probability,
 k = draft length.
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,5 +47,3 @@ def choose(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
     if params.greedy:
         return logits.argmax(-1)
     return sample(logits_to_probs(logits, params), generator)
-
-

@@ -5,6 +5,7 @@ variable sees it take effect on the next read. A value that does not parse is re
 the variable. What a value means (a precision's aliases, a model root's resolution) stays with the module that
 uses it; this one only says what was set.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,37 +21,69 @@ QUEUE_SIZE = 32  # the device queue's places (ui/layout.py's demo.queue): no cli
 # name -> (default, what it sets): the README's table of the variables is this one
 VARIABLES = {
     "PLAYGROUND_CACHE": ("~/.cache/spec-playground", "where the offline packs are assembled and converted"),
-    "PLAYGROUND_MODEL_ROOTS": ("./models", "folders local models may be loaded from (os.pathsep-separated); "
-                                           "the cache is always one"),
-    "PLAYGROUND_PAIRS_FILE": ("", 'a JSON list of extra pairs: {"name", "draft", "target"}, optional "note" '
-                                  'and "drafter"'),
-    "PLAYGROUND_DEFAULT_PAIR": ("Qwen2.5-Coder 0.5B -> 1.5B (offline)", "the pair the app and the benchmark start with"),
+    "PLAYGROUND_MODEL_ROOTS": (
+        "./models",
+        "folders local models may be loaded from (os.pathsep-separated); the cache is always one",
+    ),
+    "PLAYGROUND_PAIRS_FILE": (
+        "",
+        'a JSON list of extra pairs: {"name", "draft", "target"}, optional "note" and "drafter"',
+    ),
+    "PLAYGROUND_DEFAULT_PAIR": (
+        "Qwen2.5-Coder 0.5B -> 1.5B (offline)",
+        "the pair the app and the benchmark start with",
+    ),
     "PLAYGROUND_DEVICE": ("cuda if present, else cpu", "the device models load on"),
     "PLAYGROUND_DTYPE": ("bf16 on CUDA or a CPU with native bf16, else fp32", "the target's default precision"),
     "PLAYGROUND_DRAFT_PRECISION": ("int8 on CPU, the target's on CUDA", "the draft's default precision"),
     "PLAYGROUND_MEMORY_GB": ("80 % of the GPU's or the machine's memory", "what the model cache may hold"),
     "PLAYGROUND_FAST_VERIFY": ("1", "0 turns off the short-row-block verify kernel for fp32 targets on CPU"),
-    "PLAYGROUND_INVARIANT": ("1", "0 starts runs on torch's stock bf16 kernels instead of the batch-invariant ones "
-                                  "(docs/exactness.md); the Run tab and the benchmark can still choose"),
+    "PLAYGROUND_INVARIANT": (
+        "1",
+        "0 starts runs on torch's stock bf16 kernels instead of the batch-invariant ones "
+        "(docs/exactness.md); the Run tab and the benchmark can still choose",
+    ),
     "PLAYGROUND_MAX_NEW_TOKENS": ("1024", "the largest max_new_tokens a run may ask for"),
     "PLAYGROUND_MAX_PROMPT_CHARS": ("20000", "the longest prompt accepted, in characters"),
-    "PLAYGROUND_MAX_JOBS_PER_CLIENT": ("2", "decoding jobs one client (a page, an API session) may have waiting or "
-                                            "running, 1 to 32"),
-    "PLAYGROUND_MAX_JOBS_PER_ADDRESS": ("8", "decoding jobs one network address may have waiting or running, all its "
-                                             "clients together (its share of the 32-place queue), 1 to 32"),
-    "PLAYGROUND_PROXY_HOPS": ("1 on Hugging Face Spaces, else 0", "proxies in front of the app that append the "
-                              "address they saw to X-Forwarded-For; a client's address is the entry this many from the "
-                              "end (0: the connection's own; docs/reliability.md)"),
-    "PLAYGROUND_SESSION_IDLE_S": ("900", "seconds a session with no job may stay idle before its state and files are "
-                                         "removed, with the messages held for it (a REST call's own session: 30 s after its result was read)"),
-    "PLAYGROUND_PRELOAD": ("1", "0: app.py does not prepare, load and warm up the default pair in the background at "
-                                "start-up (it is then prepared on the first Generate)"),
-    "PLAYGROUND_VLLM_VENV": ("$PLAYGROUND_CACHE/vllm-venv", "the virtual environment with vLLM, for the vLLM peer "
-                                                            "(scripts/install_vllm.sh)"),
-    "PLAYGROUND_VLLM_URLS": ("", "vLLM servers the Compare pairs tab may reach by URL (comma-separated http(s)://host:port; "
-                                 "* adds any public server); empty: only vLLM started here (docs/reliability.md)"),
-    "PLAYGROUND_KERNELS": ("auto", "off: report the batch-invariant kernels unavailable (torch's kernels run, their tests "
-                                   "skip); auto: they run where the CPU has AVX512-BF16 and a C compiler"),
+    "PLAYGROUND_MAX_JOBS_PER_CLIENT": (
+        "2",
+        "decoding jobs one client (a page, an API session) may have waiting or running, 1 to 32",
+    ),
+    "PLAYGROUND_MAX_JOBS_PER_ADDRESS": (
+        "8",
+        "decoding jobs one network address may have waiting or running, all its "
+        "clients together (its share of the 32-place queue), 1 to 32",
+    ),
+    "PLAYGROUND_PROXY_HOPS": (
+        "1 on Hugging Face Spaces, else 0",
+        "proxies in front of the app that append the "
+        "address they saw to X-Forwarded-For; a client's address is the entry this many from the "
+        "end (0: the connection's own; docs/reliability.md)",
+    ),
+    "PLAYGROUND_SESSION_IDLE_S": (
+        "900",
+        "seconds a session with no job may stay idle before its state and files are "
+        "removed, with the messages held for it (a REST call's own session: 30 s after its result was read)",
+    ),
+    "PLAYGROUND_PRELOAD": (
+        "1",
+        "0: app.py does not prepare, load and warm up the default pair in the background at "
+        "start-up (it is then prepared on the first Generate)",
+    ),
+    "PLAYGROUND_VLLM_VENV": (
+        "$PLAYGROUND_CACHE/vllm-venv",
+        "the virtual environment with vLLM, for the vLLM peer (scripts/install_vllm.sh)",
+    ),
+    "PLAYGROUND_VLLM_URLS": (
+        "",
+        "vLLM servers the Compare pairs tab may reach by URL (comma-separated http(s)://host:port; "
+        "* adds any public server); empty: only vLLM started here (docs/reliability.md)",
+    ),
+    "PLAYGROUND_KERNELS": (
+        "auto",
+        "off: report the batch-invariant kernels unavailable (torch's kernels run, their tests "
+        "skip); auto: they run where the CPU has AVX512-BF16 and a C compiler",
+    ),
 }
 KERNELS = ("auto", "off")
 
@@ -107,8 +140,9 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         if value is None:
             return default
         if not (value.isascii() and value.isdigit() and low <= int(value[:12]) <= high):
-            raise PlaygroundError(f"{name} must be a whole number from {low} to {high} (unset: {default}), "
-                                  f"got {value[:40]!r}.")
+            raise PlaygroundError(
+                f"{name} must be a whole number from {low} to {high} (unset: {default}), got {value[:40]!r}."
+            )
         return int(value)
 
     def origins(name: str) -> tuple[str, ...]:
@@ -118,7 +152,9 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
 
     kernels = (text("PLAYGROUND_KERNELS") or "auto").lower()
     if kernels not in KERNELS:
-        raise PlaygroundError(f"PLAYGROUND_KERNELS must be one of {', '.join(KERNELS)} (unset: auto), got {kernels[:40]!r}.")
+        raise PlaygroundError(
+            f"PLAYGROUND_KERNELS must be one of {', '.join(KERNELS)} (unset: auto), got {kernels[:40]!r}."
+        )
     roots = text("PLAYGROUND_MODEL_ROOTS")
     pairs_file, venv = text("PLAYGROUND_PAIRS_FILE"), text("PLAYGROUND_VLLM_VENV")
     on_spaces = text("SPACE_ID") is not None

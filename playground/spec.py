@@ -6,6 +6,7 @@ input (the UI's widgets, API values, CLI strings) is read only by the `parse_*` 
 functions of this module; after that, drafters, precisions and k policies travel as enums.
 Every error is a PlaygroundError whose message names the field.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -29,7 +30,9 @@ class DrafterSpec:
     precision: Precision | None = None  # draft models: None = the device default (models.default_draft_precision)
     exit_layer: int | None = None  # early exit: the target's layers that draft; None = a quarter of them
     max_ngram: int = 3  # prompt lookup: longest n-gram matched
-    draft_vocab: int = 0  # draft model (chains): propose from the first N token ids and the sequence's (0: all; decoding/vocab.py)
+    draft_vocab: int = (
+        0  # draft model (chains): propose from the first N token ids and the sequence's (0: all; decoding/vocab.py)
+    )
     # suffix decoding, vLLM's names in brackets; lookahead decoding's W, N, G (spec_draftfree.py: ranges, checks)
     suffix_memory: bool = False  # also draft from this session's earlier outputs (off: runs stay independent)
     suffix_factor: float = 1.0  # a draft holds at most factor x (matched length) tokens [max_spec_factor]
@@ -46,15 +49,21 @@ class DrafterSpec:
             object.__setattr__(self, "precision", enum_value(Precision, self.precision, "draft precision"))
         if self.exit_layer is not None:
             if not is_int(self.exit_layer) or self.exit_layer < 1:
-                raise PlaygroundError(f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
-                                      f"of the target's layers), got {shown(self.exit_layer)}.")
+                raise PlaygroundError(
+                    f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
+                    f"of the target's layers), got {shown(self.exit_layer)}."
+                )
             object.__setattr__(self, "exit_layer", int(self.exit_layer))
         if not is_int(self.draft_vocab) or not (self.draft_vocab == 0 or 256 <= self.draft_vocab <= 10**6):
-            raise PlaygroundError(f"The draft vocabulary must be 0 (all of it) or a whole number of tokens from 256 to "
-                                  f"1,000,000, got {shown(self.draft_vocab)}.")
+            raise PlaygroundError(
+                f"The draft vocabulary must be 0 (all of it) or a whole number of tokens from 256 to "
+                f"1,000,000, got {shown(self.draft_vocab)}."
+            )
         object.__setattr__(self, "draft_vocab", int(self.draft_vocab))
         if not is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
-            raise PlaygroundError(f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {shown(self.max_ngram)}.")
+            raise PlaygroundError(
+                f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {shown(self.max_ngram)}."
+            )
         for name, value in draftfree.check(self).items():
             object.__setattr__(self, name, value)
 
@@ -62,8 +71,11 @@ class DrafterSpec:
     def label(self) -> str:
         """A short human name: "draft model (int8)", "early exit (L = 7)", "prompt lookup"."""
         if self.needs_draft_model and (self.precision or self.draft_vocab):
-            parts = [p for p in (self.precision and self.precision.value,
-                                 self.draft_vocab and f"{self.draft_vocab:,} tokens") if p]
+            parts = [
+                p
+                for p in (self.precision and self.precision.value, self.draft_vocab and f"{self.draft_vocab:,} tokens")
+                if p
+            ]
             return f"{self.kind.value} ({', '.join(parts)})"
         if self.kind is DrafterKind.EARLY_EXIT and self.exit_layer:
             return f"{self.kind.value} (L = {self.exit_layer})"
@@ -103,11 +115,15 @@ class PairSpec:
 
     def __post_init__(self) -> None:
         if self.invariant is not None and not isinstance(self.invariant, bool):
-            raise PlaygroundError(f"invariant (the batch-invariant kernels) must be true or false, got {self.invariant!r}.")
+            raise PlaygroundError(
+                f"invariant (the batch-invariant kernels) must be true or false, got {self.invariant!r}."
+            )
         if self.target_precision is not None:
             p = enum_value(Precision, self.target_precision, "target precision")
             if p not in TARGET_PRECISIONS:
-                raise PlaygroundError(f"target precision must be one of {', '.join(x.value for x in TARGET_PRECISIONS)}, got {shown(p.value)}.")
+                raise PlaygroundError(
+                    f"target precision must be one of {', '.join(x.value for x in TARGET_PRECISIONS)}, got {shown(p.value)}."
+                )
             object.__setattr__(self, "target_precision", p)
 
 
@@ -124,23 +140,31 @@ class RunSpec:
     def __post_init__(self) -> None:
         check_prompt(self.prompt)
         if self.drafter.needs_draft_model and not self.pair.draft:
-            raise PlaygroundError(f"The '{self.drafter.kind.value}' drafter needs a pair with a draft model; "
-                                  f"{shown(self.pair.name)} has none.")
+            raise PlaygroundError(
+                f"The '{self.drafter.kind.value}' drafter needs a pair with a draft model; "
+                f"{shown(self.pair.name)} has none."
+            )
         if self.decode.tree is not None and not strategy(self.drafter.kind).tree:
             tree_drafters = [d.value for d in DRAFTERS if strategy(d).tree]
-            raise PlaygroundError(f"A token tree needs a drafter that can draft one ({', '.join(tree_drafters)}); "
-                                  f"'{self.drafter.kind.value}' drafts a chain only.")
+            raise PlaygroundError(
+                f"A token tree needs a drafter that can draft one ({', '.join(tree_drafters)}); "
+                f"'{self.drafter.kind.value}' drafts a chain only."
+            )
 
     def baseline(self) -> "RunSpec":
         """The target alone on the same prompt, target, precision and sampling settings."""
-        return replace(self, drafter=DrafterSpec(DrafterKind.TARGET_ALONE),
-                       decode=replace(self.decode, policy=KPolicy.FIXED, tree=None))
+        return replace(
+            self,
+            drafter=DrafterSpec(DrafterKind.TARGET_ALONE),
+            decode=replace(self.decode, policy=KPolicy.FIXED, tree=None),
+        )
 
     def with_decode(self, **changes: Any) -> "RunSpec":
         return replace(self, decode=replace(self.decode, **changes))
 
 
 # ---------------------------------------------------------------- reading user input (the one place)
+
 
 def check_prompt(prompt: object) -> str:
     """A prompt the models can take (not empty, not over PLAYGROUND_MAX_PROMPT_CHARS, valid text), else a clear error."""
@@ -154,8 +178,9 @@ def check_prompt(prompt: object) -> str:
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError:
-        raise PlaygroundError("The prompt contains characters that are not valid text (a lone surrogate): "
-                              "remove them and try again.") from None
+        raise PlaygroundError(
+            "The prompt contains characters that are not valid text (a lone surrogate): remove them and try again."
+        ) from None
     return prompt
 
 
@@ -207,8 +232,9 @@ def parse_invariant(value: object) -> bool:
     raise PlaygroundError(f"'Exact numerics' must be true or false, got {str(value)[:40]!r}.")
 
 
-def parse_drafter(kind: object, precision: object = None, exit_layer: object = None,
-                  options: dict | None = None) -> DrafterSpec:
+def parse_drafter(
+    kind: object, precision: object = None, exit_layer: object = None, options: dict | None = None
+) -> DrafterSpec:
     """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer. options: the
     draft-free drafters' fields by name (suffix_*, lookahead_*); only the chosen drafter's are read."""
     if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
@@ -217,11 +243,16 @@ def parse_drafter(kind: object, precision: object = None, exit_layer: object = N
     if exit_layer in (None, "", 0, 0.0):
         exit_layer = None
     elif isinstance(exit_layer, bool) or not is_int(exit_layer) or exit_layer < 0:
-        raise PlaygroundError(f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {shown(exit_layer)}.")
+        raise PlaygroundError(
+            f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {shown(exit_layer)}."
+        )
     precision = parse_precision(precision)
-    return DrafterSpec(kind, precision if strategy(kind).draft_model else None,
-                       exit_layer if kind is DrafterKind.EARLY_EXIT else None,
-                       **draftfree.options_of(strategy(kind).options, options))
+    return DrafterSpec(
+        kind,
+        precision if strategy(kind).draft_model else None,
+        exit_layer if kind is DrafterKind.EARLY_EXIT else None,
+        **draftfree.options_of(strategy(kind).options, options),
+    )
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
@@ -231,15 +262,17 @@ def parse_drafter_name(name: str) -> DrafterSpec:
     min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too."""
     name = str(name)
     if name.startswith(DrafterKind.STAGED.value):  # its own name has a colon
-        name = "staged" + name[len(DrafterKind.STAGED.value):]
+        name = "staged" + name[len(DrafterKind.STAGED.value) :]
     kind, _, option = name.partition(":")
     short = {"staged": DrafterKind.STAGED, "suffix": DrafterKind.SUFFIX, "lookahead": DrafterKind.LOOKAHEAD}
     kind = short[kind].value if kind in short else kind
     if kind in [d.value for d in DRAFTERS] and strategy(kind).options:
         return DrafterSpec(DrafterKind(kind), **draftfree.named_options(strategy(kind).options, option, name, kind))
     if kind not in [d.value for d in DRAFTERS]:
-        raise PlaygroundError(f"Unknown drafter {shown(name)}: use {[d.value for d in DRAFTERS]}, optionally with "
-                              f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit.")
+        raise PlaygroundError(
+            f"Unknown drafter {shown(name)}: use {[d.value for d in DRAFTERS]}, optionally with "
+            f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit."
+        )
     if kind == DrafterKind.EARLY_EXIT.value:
         if option and not (option.isascii() and option.isdigit()):
             raise PlaygroundError(f"Early exit takes a layer number after the colon, got {shown(name)}.")
@@ -266,7 +299,9 @@ def parse_k(value: str) -> tuple[int, KPolicy]:
     if whole(value) or (start and whole(start)):
         k = int(start or value)
         if not K_MIN <= k <= K_MAX:
-            raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX} or a policy name, got {shown(value)}.")
+            raise PlaygroundError(
+                f"--k takes whole numbers from {K_MIN} to {K_MAX} or a policy name, got {shown(value)}."
+            )
         if not start:
             return k, KPolicy.FIXED
     else:
@@ -274,6 +309,7 @@ def parse_k(value: str) -> tuple[int, KPolicy]:
     try:
         return k, parse_policy(name if start else value)
     except PlaygroundError:
-        raise PlaygroundError(f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic', "
-                              f"'theory' or 'confidence' (with ':k' for its start or cap), got {shown(value)}.") from None
-
+        raise PlaygroundError(
+            f"--k takes whole numbers from {K_MIN} to {K_MAX}, 'adaptive' / 'heuristic', "
+            f"'theory' or 'confidence' (with ':k' for its start or cap), got {shown(value)}."
+        ) from None

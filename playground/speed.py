@@ -10,6 +10,7 @@
   the target checks at once) streams the weights several times; computing (W @ x^T)^T streams
   them once (docs/levers.md). Single-token steps (the baseline, the draft) keep the default path.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -64,8 +65,9 @@ def fast_verify(model: PreTrainedModel, on: bool = True) -> PreTrainedModel:
 
 
 @torch.inference_mode()
-def verify_profile(target: PreTrainedModel, ns: tuple[int, ...] = (1, 2, 3, 5, 9, 17), context: int = 128,
-                   reps: int = 3, progress=None) -> dict[int, float]:
+def verify_profile(
+    target: PreTrainedModel, ns: tuple[int, ...] = (1, 2, 3, 5, 9, 17), context: int = 128, reps: int = 3, progress=None
+) -> dict[int, float]:
     """V(n): median seconds of one target pass that scores n new tokens on top of a KV cache of
     `context` tokens, for each n (the cache is cut back after every pass)."""
     device = target.device

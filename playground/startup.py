@@ -3,6 +3,7 @@ offline packs once, with progress and the time left), then load it, warm it up a
 the first Generate streams at once. The page reads `snapshot()` for its status line; the Run tab's Generate waits on
 `wait()` when it needs what the start-up is still preparing, saying what it waits for. A failure is kept as a
 message: the rest of the app works (another pair, a recorded run)."""
+
 from __future__ import annotations
 
 import threading
@@ -49,8 +50,9 @@ class Startup:
     def spec(self) -> RunSpec:
         """The run the page starts with: the default pair, its drafter, the default precisions."""
         pair = models.get_pair(self.pair_name)
-        return RunSpec(PairSpec(pair.name, pair.target, pair.draft), DrafterSpec(pair.drafter), DecodeConfig(),
-                       "warm-up")
+        return RunSpec(
+            PairSpec(pair.name, pair.target, pair.draft), DrafterSpec(pair.drafter), DecodeConfig(), "warm-up"
+        )
 
     def begin(self) -> None:
         if self._began:
@@ -90,23 +92,31 @@ class Startup:
     def _progress(self, phase: str):
         def report(message: str, fraction: float) -> None:
             self._set(phase, message, fraction)
+
         return report
 
     def _work(self) -> None:
         try:
             spec = self.spec()
             for model in (spec.pair.draft, spec.pair.target):
-                if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX):] in models.PACKS:
-                    models.convert_pack(models.PACKS[model[len(PACK_PREFIX):]], self._progress("preparing"))
+                if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX) :] in models.PACKS:
+                    models.convert_pack(models.PACKS[model[len(PACK_PREFIX) :]], self._progress("preparing"))
             self._set("loading", "Loading the default pair …", 0.85)
             with self.runner.session(spec, self._progress("loading")) as session:
                 session.ready()
             took = time.monotonic() - self._began
-            self._set("ready", f"Ready: the default pair is loaded, warmed up and its costs measured "
-                               f"({took:.0f} s after start-up). Press Generate.", 1.0)
+            self._set(
+                "ready",
+                f"Ready: the default pair is loaded, warmed up and its costs measured "
+                f"({took:.0f} s after start-up). Press Generate.",
+                1.0,
+            )
         except Exception as exc:  # the page says why; every other pair, the gallery and the tabs still work
             why = without_paths(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-            self._set("failed", f"The default pair could not be prepared: {why} The rest of the app works: pick "
-                                f"another pair, or open a recorded run.")
+            self._set(
+                "failed",
+                f"The default pair could not be prepared: {why} The rest of the app works: pick "
+                f"another pair, or open a recorded run.",
+            )
         finally:
             self._done.set()

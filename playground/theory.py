@@ -9,6 +9,7 @@ v(k) = V(k + 1) / V(1): the verify cost of a round in target steps. Leviathan et
 CPU kernels it is not, and the calibrated model uses the measured v(k).
 Pure functions, no torch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -92,7 +93,9 @@ class CostProfile:
         return self.draft_s / self.step_s
 
 
-def calibrated_speedup(alpha: float, k: int, c: float, profile: CostProfile, tokens_per_round: float | None = None) -> float:
+def calibrated_speedup(
+    alpha: float, k: int, c: float, profile: CostProfile, tokens_per_round: float | None = None
+) -> float:
     """E_tokens / (k c + v(k)) with this machine's v(k). E_tokens is the i.i.d. E(alpha, k) unless the
     run's own measured tokens per round is given (acceptances come in runs, not independently)."""
     if k == 0:
@@ -134,7 +137,9 @@ class AcceptanceEstimate:
 
     def update(self, drafted: int, accepted: int) -> None:
         self.accepted = self.decay * self.accepted + (1 - self.decay) * 1.0 + accepted
-        self.evaluated = self.decay * self.evaluated + (1 - self.decay) * 2.0 + (min(drafted, accepted + 1) if drafted else 0)
+        self.evaluated = (
+            self.decay * self.evaluated + (1 - self.decay) * 2.0 + (min(drafted, accepted + 1) if drafted else 0)
+        )
 
     @property
     def alpha(self) -> float:

@@ -1,5 +1,6 @@
 """Tiny random model pairs, built and saved locally: for tests, the browser test and
 offline demos of the UI mechanics. No weights are downloaded."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,10 @@ def build_metaspace_tokenizer(folder: Path, vocab_size: int = 200) -> PreTrained
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never")
     tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="never")
-    alphabet = sorted(set("".join(CORPUS)) | set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:;!?()+-*/=<>_'\"\n"))
+    alphabet = sorted(
+        set("".join(CORPUS))
+        | set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:;!?()+-*/=<>_'\"\n")
+    )
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["</s>", "<unk>"], initial_alphabet=alphabet)
     tok.train_from_iterator(CORPUS, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", bos_token="</s>", unk_token="<unk>")
@@ -47,8 +51,9 @@ def build_metaspace_tokenizer(folder: Path, vocab_size: int = 200) -> PreTrained
     return fast
 
 
-def train_on_corpus(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, steps: int = 150,
-                    seed: int = 0) -> LlamaForCausalLM:
+def train_on_corpus(
+    model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, steps: int = 150, seed: int = 0
+) -> LlamaForCausalLM:
     """A few Adam steps on the corpus: two models trained this way on two tokenizers agree on text
     (both continue the corpus), which cross-tokenizer drafting needs to accept anything."""
     torch.manual_seed(seed)
@@ -71,13 +76,31 @@ def train_on_corpus(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast,
     return model.eval()
 
 
-def build_model(folder: Path, vocab_size: int, eos: int, seed: int, layers: int = 2, hidden: int = 64,
-                base: LlamaForCausalLM | None = None, noise: float = 0.0, save: bool = True) -> LlamaForCausalLM:
+def build_model(
+    folder: Path,
+    vocab_size: int,
+    eos: int,
+    seed: int,
+    layers: int = 2,
+    hidden: int = 64,
+    base: LlamaForCausalLM | None = None,
+    noise: float = 0.0,
+    save: bool = True,
+) -> LlamaForCausalLM:
     """A random Llama; with `base`, a copy of it with Gaussian noise added to the LM head (a draft that agrees often, not always)."""
     config = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.3,
-        eos_token_id=eos, bos_token_id=eos, pad_token_id=eos, tie_word_embeddings=False,
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.3,
+        eos_token_id=eos,
+        bos_token_id=eos,
+        pad_token_id=eos,
+        tie_word_embeddings=False,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
@@ -119,8 +142,9 @@ def build_cross_pair(root: Path, soften: float = 0.3) -> dict[str, Path]:
     target_tok = build_tokenizer(folders["target"])
     draft_tok = build_metaspace_tokenizer(folders["draft"])
     for name, tok, seed, layers, hidden in (("target", target_tok, 3, 2, 64), ("draft", draft_tok, 4, 1, 48)):
-        model = build_model(folders[name], len(tok), tok.eos_token_id, seed=seed, layers=layers, hidden=hidden,
-                            save=False)
+        model = build_model(
+            folders[name], len(tok), tok.eos_token_id, seed=seed, layers=layers, hidden=hidden, save=False
+        )
         train_on_corpus(model, tok, seed=seed)
         with torch.no_grad():
             model.lm_head.weight.mul_(soften)
@@ -137,9 +161,15 @@ def write_pairs_file(root: Path, cross: bool = False) -> Path:
     ]
     if cross:
         folders = build_cross_pair(root)
-        pairs.append({"name": "tiny cross-tokenizer (test)", "draft": str(folders["draft"]),
-                      "target": str(folders["target"]), "drafter": "cross-tokenizer draft model",
-                      "note": "Cross-tokenizer: a Metaspace BPE draft for a byte-level BPE target."})
+        pairs.append(
+            {
+                "name": "tiny cross-tokenizer (test)",
+                "draft": str(folders["draft"]),
+                "target": str(folders["target"]),
+                "drafter": "cross-tokenizer draft model",
+                "note": "Cross-tokenizer: a Metaspace BPE draft for a byte-level BPE target.",
+            }
+        )
     path = Path(root) / "pairs.json"
     path.write_text(json.dumps(pairs, indent=1))
     return path

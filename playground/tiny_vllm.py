@@ -2,6 +2,7 @@
 which vLLM's CPU attention does not support ("Unsupported CPU attention configuration: head_dim=16";
 it takes 32, 64, 80, 96, 112, 128, ...); these have 32 (hidden 128, 4 heads). The draft is a noisy
 copy of the target, as in tiny.build_pair. No weights are downloaded."""
+
 from __future__ import annotations
 
 import sys

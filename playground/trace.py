@@ -1,4 +1,5 @@
 """Round records -> a DataFrame, a summary, CSV and JSON. Pure functions, no model."""
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,7 @@ def accepted_histogram(rounds: list[RoundRecord]) -> tuple[list[int], list[float
     for r in drafts:
         measured[r.accepted] += 1
         for j in range(r.k + 1):
-            expected[j] += a ** j * ((1 - a) if j < r.k else 1.0)
+            expected[j] += a**j * ((1 - a) if j < r.k else 1.0)
     return measured, expected
 
 
@@ -90,13 +91,20 @@ def batch_summary(rounds: list, tokens: int) -> dict:
     accepted = sum(sum(r.accepted) for r in rounds)
     row_rounds = sum(len(r.rows) for r in rounds if r.k)
     seconds = draft_s + verify_s
-    return dict(tokens=tokens, seconds=seconds, tokens_per_s=tokens / seconds if seconds > 0 else NAN,
-                alpha=accepted / drafted if drafted else NAN, mean_accepted=accepted / row_rounds if row_rounds else NAN,
-                draft_s=draft_s, verify_s=verify_s)
+    return dict(
+        tokens=tokens,
+        seconds=seconds,
+        tokens_per_s=tokens / seconds if seconds > 0 else NAN,
+        alpha=accepted / drafted if drafted else NAN,
+        mean_accepted=accepted / row_rounds if row_rounds else NAN,
+        draft_s=draft_s,
+        verify_s=verify_s,
+    )
 
 
-def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
-              profile: theory.CostProfile | None = None) -> dict:
+def summarize(
+    rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None, profile: theory.CostProfile | None = None
+) -> dict:
     """Headline numbers of a run: every figure the UI, the benchmark and the reports show, defined here once.
 
     - tokens/s = new tokens / the run's engine time (the sum of its rounds' draft and verify seconds;
@@ -133,10 +141,34 @@ def summarize(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = No
     return {key: summary[key] for key in SUMMARY_KEYS}
 
 
-SUMMARY_KEYS = ("rounds", "tokens", "wall_s", "ttft_s", "tokens_per_s", "drafted", "accepted", "alpha", "alpha_eval", "mean_k",
-                "mean_accepted", "tokens_per_round", "draft_s", "verify_s", "step_s", "step_source", "c", "v",
-                "position_acceptance", *counts(None),
-                "theory_speedup", "calibrated_speedup", "best_k", "best_k_calibrated", "baseline_tokens_per_s", "speedup")
+SUMMARY_KEYS = (
+    "rounds",
+    "tokens",
+    "wall_s",
+    "ttft_s",
+    "tokens_per_s",
+    "drafted",
+    "accepted",
+    "alpha",
+    "alpha_eval",
+    "mean_k",
+    "mean_accepted",
+    "tokens_per_round",
+    "draft_s",
+    "verify_s",
+    "step_s",
+    "step_source",
+    "c",
+    "v",
+    "position_acceptance",
+    *counts(None),
+    "theory_speedup",
+    "calibrated_speedup",
+    "best_k",
+    "best_k_calibrated",
+    "baseline_tokens_per_s",
+    "speedup",
+)
 
 
 def _totals(rounds: list[RoundRecord]) -> dict:
@@ -148,13 +180,20 @@ def _totals(rounds: list[RoundRecord]) -> dict:
     evaluated = sum(min(r.k, r.accepted + 1) for r in rounds)  # drafts after a rejection are never evaluated
     draft_rounds = sum(1 for r in rounds if r.k > 0)
     return {
-        "rounds": len(rounds), "tokens": tokens, "wall_s": seconds,
+        "rounds": len(rounds),
+        "tokens": tokens,
+        "wall_s": seconds,
         "ttft_s": rounds[0].draft_s + rounds[0].verify_s if rounds else NAN,
-        "tokens_per_s": tokens / seconds if seconds > 0 else NAN, "drafted": drafted, "accepted": accepted,
-        "alpha": accepted / drafted if drafted else NAN, "alpha_eval": accepted / evaluated if evaluated else NAN,
+        "tokens_per_s": tokens / seconds if seconds > 0 else NAN,
+        "drafted": drafted,
+        "accepted": accepted,
+        "alpha": accepted / drafted if drafted else NAN,
+        "alpha_eval": accepted / evaluated if evaluated else NAN,
         "mean_k": drafted / draft_rounds if draft_rounds else 0.0,
         "mean_accepted": accepted / draft_rounds if draft_rounds else NAN,
-        "tokens_per_round": tokens / len(rounds) if rounds else NAN, "draft_s": draft_s, "verify_s": verify_s,
+        "tokens_per_round": tokens / len(rounds) if rounds else NAN,
+        "draft_s": draft_s,
+        "verify_s": verify_s,
     }
 
 
@@ -196,8 +235,10 @@ def _predictions(rounds: list[RoundRecord], s: dict, profile: theory.CostProfile
     alpha, c, k = s["alpha_eval"], s["c"], max(1, round(s["mean_k"]))
     out |= {"theory_speedup": theory.speedup(alpha, k, c), "best_k": theory.best_k(alpha, c)}
     if profile is not None:
-        out |= {"calibrated_speedup": theory.run_speedup(alpha, k, c, profile, s["tokens"], rounds[0].seconds),
-                "best_k_calibrated": theory.best_k_calibrated(alpha, c, profile)}
+        out |= {
+            "calibrated_speedup": theory.run_speedup(alpha, k, c, profile, s["tokens"], rounds[0].seconds),
+            "best_k_calibrated": theory.best_k_calibrated(alpha, c, profile),
+        }
     return out
 
 
@@ -206,7 +247,7 @@ def kept_by_source(rounds: list[RoundRecord]) -> dict[str, int]:
     order first seen; {} for the other strategies (their extras have no `kept`)."""
     out: dict[str, int] = {}
     for r in rounds:
-        for source in (r.extras.kept(r.accepted) if hasattr(r.extras, "kept") else ()):
+        for source in r.extras.kept(r.accepted) if hasattr(r.extras, "kept") else ():
             out[source] = out.get(source, 0) + 1
     return out
 
@@ -216,7 +257,7 @@ def extras_totals(rounds: list[RoundRecord]) -> dict:
     prefixed names (stage_proposed, ...); 0 where the strategy did not run."""
     totals = dict.fromkeys(counts(None), 0)
     for r in rounds:
-        for key, value in (counts(r.extras).items() if r.extras is not None else ()):
+        for key, value in counts(r.extras).items() if r.extras is not None else ():
             totals[key] += value
     return totals
 
@@ -251,8 +292,21 @@ def vllm_metrics(rounds: list[RoundRecord]) -> dict:
 def as_rounds(tokens: list[int], margins: list[float] = ()) -> list[RoundRecord]:
     """An output that has no rounds of its own (HF's generate, a batch row) as one record: what
     compare_outputs reads (new_tokens and margins)."""
-    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1] if tokens else -1, token_kind="target",
-                        new_tokens=list(tokens), draft_s=0.0, verify_s=0.0, total_new=len(tokens), margins=list(margins))]
+    return [
+        RoundRecord(
+            round=0,
+            k=0,
+            draft_tokens=[],
+            accepted=0,
+            token=tokens[-1] if tokens else -1,
+            token_kind="target",
+            new_tokens=list(tokens),
+            draft_s=0.0,
+            verify_s=0.0,
+            total_new=len(tokens),
+            margins=list(margins),
+        )
+    ]
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -279,8 +333,9 @@ def near_tie_tolerance(precision: str, exact: bool = False) -> float:
     return {"bf16": 0.5, "fp16": 0.1, "int8": 0.5}.get(str(precision), 1e-3)
 
 
-def compare_outputs(spec_rounds: list[RoundRecord], base_rounds: list[RoundRecord], precision: str,
-                    exact: bool = False) -> dict:
+def compare_outputs(
+    spec_rounds: list[RoundRecord], base_rounds: list[RoundRecord], precision: str, exact: bool = False
+) -> dict:
     """Greedy speculative output against the target alone's: {"equal", "position", "gap_spec", "gap_base",
     "near_tie"}. The promise in low precision: identical, except where a near-tie (both computations'
     top-2 gap under near_tie_tolerance) flipped; after a flip the texts continue from different
@@ -308,17 +363,28 @@ def to_csv(rounds: list[RoundRecord]) -> str:
 TRACE_FORMAT, TRACE_VERSION = "speculative-decoding-playground trace", 2  # what playground.recorded reads back
 
 
-def to_json(rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None,
-            profile: theory.CostProfile | None = None, decoded: list | None = None, **meta) -> str:
+def to_json(
+    rounds: list[RoundRecord],
+    baseline: list[RoundRecord] | None = None,
+    profile: theory.CostProfile | None = None,
+    decoded: list | None = None,
+    **meta,
+) -> str:
     """The run as JSON: meta, the summary (the same summarize as the panel: same baseline, same profile),
     the cost profile V(n) it used, the spec-decode figures under vLLM's names, every round, the target alone's
     rounds, and `decoded`, the token texts the views showed (so that the run opens again with no model:
     playground.recorded; docs/trace.md)."""
-    doc = {"format": TRACE_FORMAT, "version": TRACE_VERSION, **meta, "summary": summarize(rounds, baseline, profile),
-           "profile_verify_s": {str(n): s for n, s in profile.verify_s.items()} if profile else None,
-           "profile_draft_s": profile.draft_s if profile else None,
-           "baseline_summary": summarize(baseline) if baseline else None, "vllm": vllm_metrics(rounds),
-           "rounds": [r.as_dict() for r in rounds],
-           "baseline_rounds": [r.as_dict() for r in baseline] if baseline else None,
-           "decoded": decoded}
+    doc = {
+        "format": TRACE_FORMAT,
+        "version": TRACE_VERSION,
+        **meta,
+        "summary": summarize(rounds, baseline, profile),
+        "profile_verify_s": {str(n): s for n, s in profile.verify_s.items()} if profile else None,
+        "profile_draft_s": profile.draft_s if profile else None,
+        "baseline_summary": summarize(baseline) if baseline else None,
+        "vllm": vllm_metrics(rounds),
+        "rounds": [r.as_dict() for r in rounds],
+        "baseline_rounds": [r.as_dict() for r in baseline] if baseline else None,
+        "decoded": decoded,
+    }
     return json.dumps(json_safe(doc), indent=1)

@@ -1,5 +1,6 @@
 """The shape of a token tree (DecodeConfig.tree): typed and validated here, parsed from text by
 parse_tree (part of the run description: config.DecodeConfig holds one). Pure: no torch."""
+
 from __future__ import annotations
 
 import math
@@ -25,15 +26,25 @@ class TreeShape:
 
     def __post_init__(self) -> None:
         b = tuple(self.branching)
-        if len(b) > MAX_TREE_DEPTH or not all(is_int(x) and 1 <= x <= MAX_TREE_WIDTH for x in b) or bool(b) == bool(self.budget):
-            raise PlaygroundError(f"tree: each depth takes 1 to {MAX_TREE_WIDTH} children, at most {MAX_TREE_DEPTH} depths "
-                                  f"(or 'dynamic:N'), got {shown('-'.join(map(str, b)) or self.budget)}.")
+        if (
+            len(b) > MAX_TREE_DEPTH
+            or not all(is_int(x) and 1 <= x <= MAX_TREE_WIDTH for x in b)
+            or bool(b) == bool(self.budget)
+        ):
+            raise PlaygroundError(
+                f"tree: each depth takes 1 to {MAX_TREE_WIDTH} children, at most {MAX_TREE_DEPTH} depths "
+                f"(or 'dynamic:N'), got {shown('-'.join(map(str, b)) or self.budget)}."
+            )
         if self.budget and (not is_int(self.budget) or not 2 <= self.budget <= MAX_TREE_NODES):
-            raise PlaygroundError(f"tree: a dynamic tree's node budget must be from 2 to {MAX_TREE_NODES}, got {shown(self.budget)}.")
+            raise PlaygroundError(
+                f"tree: a dynamic tree's node budget must be from 2 to {MAX_TREE_NODES}, got {shown(self.budget)}."
+            )
         object.__setattr__(self, "branching", tuple(int(x) for x in b))
         object.__setattr__(self, "budget", int(self.budget))
         if self.nodes > MAX_TREE_NODES:
-            raise PlaygroundError(f"tree: {shown(self.label)} has {self.nodes} nodes; the target scores at most {MAX_TREE_NODES} at once.")
+            raise PlaygroundError(
+                f"tree: {shown(self.label)} has {self.nodes} nodes; the target scores at most {MAX_TREE_NODES} at once."
+            )
 
     @property
     def dynamic(self) -> bool:
@@ -69,14 +80,18 @@ def parse_tree(value: object) -> TreeShape | None:
     if not isinstance(value, str):
         raise PlaygroundError(f"tree: give the tree as text, e.g. '3-2-1-1' or 'dynamic:16', got {shown(value)}.")
     if len(value) > MAX_TREE_CHARS:
-        raise PlaygroundError(f"tree: too long ({len(value):,} characters; at most {MAX_TREE_CHARS}): write children "
-                              f"per depth, e.g. '3-2-1-1', or 'dynamic:N'.")
+        raise PlaygroundError(
+            f"tree: too long ({len(value):,} characters; at most {MAX_TREE_CHARS}): write children "
+            f"per depth, e.g. '3-2-1-1', or 'dynamic:N'."
+        )
     text = value.strip().lower().replace(" ", "")
     if text in ("", "chain", "none"):
         return None
     if dynamic := _DYNAMIC.fullmatch(text):
         return TreeShape(budget=int(dynamic.group(1)))
     if not _STATIC.fullmatch(text):
-        raise PlaygroundError(f"tree: write children per depth in the digits 0-9 (1 to {MAX_TREE_WIDTH} each), e.g. "
-                              f"'3-2-1-1', or 'dynamic:N' with N from 2 to {MAX_TREE_NODES}; got {shown(value)}.")
+        raise PlaygroundError(
+            f"tree: write children per depth in the digits 0-9 (1 to {MAX_TREE_WIDTH} each), e.g. "
+            f"'3-2-1-1', or 'dynamic:N' with N from 2 to {MAX_TREE_NODES}; got {shown(value)}."
+        )
     return TreeShape(tuple(int(x) for x in text.split("-")))

@@ -38,6 +38,7 @@ or {"ok": false, "error": "model_missing" | "model_mismatch" | "unsupported" | "
 The counters are vLLM's own Prometheus counters (vllm/v1/spec_decode/metrics.py, read with
 LLM.get_metrics(), which needs disable_log_stats=False), differenced around each generate call.
 """
+
 from __future__ import annotations
 
 import os
@@ -93,18 +94,23 @@ def features() -> dict:
 
     try:
         from vllm.utils.import_utils import has_arctic_inference
+
         suffix = bool(has_arctic_inference())
     except ImportError:
         suffix = False
     try:
         from vllm.platforms import current_platform
+
         device = str(current_platform.device_type)
     except Exception:  # noqa: BLE001 - only a label
         device = "unknown"
-    return {"vllm_version": vllm.__version__, "torch_version": torch.__version__,
-            "transformers_version": transformers.__version__, "device": device,
-            "features": {"methods": sorted(set(literals(spec_config.SpeculativeMethod))),
-                         "suffix": suffix}}
+    return {
+        "vllm_version": vllm.__version__,
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
+        "device": device,
+        "features": {"methods": sorted(set(literals(spec_config.SpeculativeMethod))), "suffix": suffix},
+    }
 
 
 def check_folder(path: str | None, role: str) -> dict:
@@ -134,18 +140,27 @@ def _speculative_config(request: dict, target_config: dict) -> dict | None:
     if method == "draft_model":
         draft_config = check_folder(request.get("draft"), "draft")
         if draft_config.get("vocab_size") != target_config.get("vocab_size"):
-            raise WorkerError("model_mismatch", (
-                f"The draft's vocabulary ({draft_config.get('vocab_size')} tokens) is not the target's "
-                f"({target_config.get('vocab_size')}): vLLM's draft-model speculation needs one shared tokenizer."))
+            raise WorkerError(
+                "model_mismatch",
+                (
+                    f"The draft's vocabulary ({draft_config.get('vocab_size')} tokens) is not the target's "
+                    f"({target_config.get('vocab_size')}): vLLM's draft-model speculation needs one shared tokenizer."
+                ),
+            )
         return {"method": "draft_model", "model": request["draft"], "num_speculative_tokens": k}
     if method == "ngram":
-        return {"method": "ngram", "num_speculative_tokens": k,
-                "prompt_lookup_max": int(request.get("prompt_lookup_max", 3)),
-                "prompt_lookup_min": int(request.get("prompt_lookup_min", 1))}
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": k,
+            "prompt_lookup_max": int(request.get("prompt_lookup_max", 3)),
+            "prompt_lookup_min": int(request.get("prompt_lookup_min", 1)),
+        }
     from vllm.utils.import_utils import has_arctic_inference
+
     if not has_arctic_inference():
-        raise WorkerError("unsupported", "Suffix decoding needs the arctic-inference package, which this vLLM "
-                                         "environment lacks.")
+        raise WorkerError(
+            "unsupported", "Suffix decoding needs the arctic-inference package, which this vLLM environment lacks."
+        )
     return {"method": "suffix", "num_speculative_tokens": k}
 
 
@@ -156,16 +171,20 @@ def same_tokenizer(request: dict, tokenizer) -> None:
 
     draft = AutoTokenizer.from_pretrained(request["draft"])
     if draft.get_vocab() != tokenizer.get_vocab():
-        raise WorkerError("model_mismatch", "The draft's tokenizer is not the target's (different vocabularies): "
-                                            "vLLM's draft-model speculation needs one shared tokenizer.")
+        raise WorkerError(
+            "model_mismatch",
+            "The draft's tokenizer is not the target's (different vocabularies): "
+            "vLLM's draft-model speculation needs one shared tokenizer.",
+        )
 
 
 def encode(prompt: dict, tokenizer, vocab_size: int) -> list[int]:
     if "token_ids" in prompt:
         ids = [int(t) for t in prompt["token_ids"]]
     elif "chat" in prompt and getattr(tokenizer, "chat_template", None):  # as the playground's runner.encode_prompt
-        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt["chat"]}], tokenize=False,
-                                             add_generation_prompt=True)
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt["chat"]}], tokenize=False, add_generation_prompt=True
+        )
         ids = tokenizer(text, add_special_tokens=False).input_ids
     elif "chat" in prompt:  # a model without a chat template sees the raw text, as in the playground
         ids = tokenizer(prompt["chat"]).input_ids
@@ -177,9 +196,13 @@ def encode(prompt: dict, tokenizer, vocab_size: int) -> list[int]:
         raise WorkerError("bad_request", f"Prompt {prompt.get('id')!r} encodes to no tokens.")
     bad = [t for t in ids if not 0 <= t < vocab_size]
     if bad:
-        raise WorkerError("model_mismatch", (
-            f"Prompt {prompt.get('id')!r} has token ids outside the target's vocabulary of {vocab_size} "
-            f"(e.g. {bad[0]}): it was encoded with another model's tokenizer."))
+        raise WorkerError(
+            "model_mismatch",
+            (
+                f"Prompt {prompt.get('id')!r} has token ids outside the target's vocabulary of {vocab_size} "
+                f"(e.g. {bad[0]}): it was encoded with another model's tokenizer."
+            ),
+        )
     return ids
 
 
@@ -231,11 +254,15 @@ def run(request: dict) -> dict:
     info = features()
     from vllm import LLM, SamplingParams
 
-    kwargs = {"model": request["target"], "dtype": request.get("dtype", "auto"),
-              "max_model_len": int(request.get("max_model_len", 4096)),
-              "enforce_eager": bool(request.get("enforce_eager", False)), "seed": int(request.get("seed", 0)),
-              "disable_log_stats": False,  # the spec-decode counters are only kept with stats on
-              "generation_config": "vllm"}  # neutral defaults: not the model's repetition penalty or top_k
+    kwargs = {
+        "model": request["target"],
+        "dtype": request.get("dtype", "auto"),
+        "max_model_len": int(request.get("max_model_len", 4096)),
+        "enforce_eager": bool(request.get("enforce_eager", False)),
+        "seed": int(request.get("seed", 0)),
+        "disable_log_stats": False,  # the spec-decode counters are only kept with stats on
+        "generation_config": "vllm",
+    }  # neutral defaults: not the model's repetition penalty or top_k
     if spec is not None:
         kwargs["speculative_config"] = spec
     if request.get("in_process"):
@@ -248,15 +275,20 @@ def run(request: dict) -> dict:
     seed = int(request.get("seed", 0))
 
     def params(temperature: float, tokens: int) -> SamplingParams:
-        return SamplingParams(temperature=float(temperature), top_p=float(request.get("top_p", 1.0)),
-                              top_k=int(request.get("top_k", 0)) or 0, max_tokens=tokens, seed=seed,
-                              ignore_eos=bool(request.get("ignore_eos", False)), repetition_penalty=1.0)
+        return SamplingParams(
+            temperature=float(temperature),
+            top_p=float(request.get("top_p", 1.0)),
+            top_k=int(request.get("top_k", 0)) or 0,
+            max_tokens=tokens,
+            seed=seed,
+            ignore_eos=bool(request.get("ignore_eos", False)),
+            repetition_penalty=1.0,
+        )
 
     temperatures = [float(t) for t in request.get("temperatures", [0.0])]
     if request.get("warmup", True):
         for temperature in temperatures:
-            llm.generate([{"prompt_token_ids": encoded[0][1]}], params(temperature, min(8, max_tokens)),
-                         use_tqdm=False)
+            llm.generate([{"prompt_token_ids": encoded[0][1]}], params(temperature, min(8, max_tokens)), use_tqdm=False)
     results = []
     totals = snapshot(llm)
     totals = difference(totals, totals)
@@ -274,13 +306,30 @@ def run(request: dict) -> dict:
                 if stats is not None and getattr(stats, "first_token_ts", 0) and getattr(stats, "queued_ts", 0):
                     ttft = stats.first_token_ts - stats.queued_ts
                 completion = output.outputs[0]
-                results.append({"id": prompt_id, "temperature": temperature, "repeat": repeat,
-                                "prompt_token_ids": ids, "token_ids": list(completion.token_ids),
-                                "text": completion.text, "finish_reason": completion.finish_reason,
-                                "wall_s": wall_s, "ttft_s": ttft, "counters": counters})
-    return {"ok": True, **info, "engine_kwargs": kwargs, "load_s": load_s, "vocab_size": vocab_size,
-            "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith("VLLM_CPU_")},
-            "results": results, "totals": totals}
+                results.append(
+                    {
+                        "id": prompt_id,
+                        "temperature": temperature,
+                        "repeat": repeat,
+                        "prompt_token_ids": ids,
+                        "token_ids": list(completion.token_ids),
+                        "text": completion.text,
+                        "finish_reason": completion.finish_reason,
+                        "wall_s": wall_s,
+                        "ttft_s": ttft,
+                        "counters": counters,
+                    }
+                )
+    return {
+        "ok": True,
+        **info,
+        "engine_kwargs": kwargs,
+        "load_s": load_s,
+        "vocab_size": vocab_size,
+        "env": {k: os.environ[k] for k in sorted(os.environ) if k.startswith("VLLM_CPU_")},
+        "results": results,
+        "totals": totals,
+    }
 
 
 def write(path: str, payload: dict) -> None:
@@ -303,8 +352,12 @@ def main(argv: list[str]) -> int:
     except WorkerError as exc:
         payload = {"ok": False, "error": exc.kind, "message": str(exc)}
     except Exception as exc:  # noqa: BLE001 - everything else is reported as a crash, with its traceback
-        payload = {"ok": False, "error": "crash", "message": f"{type(exc).__name__}: {exc}",
-                   "traceback": traceback.format_exc()[-6000:]}
+        payload = {
+            "ok": False,
+            "error": "crash",
+            "message": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-6000:],
+        }
     write(result_path, payload)
     sys.stdout.flush()
     return 0 if payload["ok"] else 1

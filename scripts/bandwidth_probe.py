@@ -13,6 +13,7 @@ Measures, in one process:
 4. where the invariant step's time goes: its matrix-vector products alone, back to back, against the whole step;
 each repeat beside its own bandwidth reading (the machine's bandwidth drifts), and prints a markdown table (docs/levers.md keeps the numbers with their date).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -126,7 +127,7 @@ def main() -> None:
             for name, rate in read_bandwidths().items():
                 reads.setdefault(name, []).append(rate)
             peak = max(v[-1] for v in reads.values())
-            for mode in (modes if rep % 2 == 0 else modes[::-1]):
+            for mode in modes if rep % 2 == 0 else modes[::-1]:
                 kernel_model.make_invariant(model, mode == "invariant")
                 for n in ns:
                     steps = args.steps if n == 1 else max(4, args.steps // 4)
@@ -142,23 +143,42 @@ def main() -> None:
     for name, rate in bandwidth.items():
         print(f"- {name}: {rate / 1e9:.1f} GB/s (repeats: {', '.join(f'{r / 1e9:.1f}' for r in reads[name])})")
     print(f"\nOne step of {args.target} (bf16) reads {nbytes / 1e9:.2f} GB of weights.\n")
-    print("| kernels | one step | tokens/s | GB/s | of the bandwidth | " + " | ".join(f"V({n})/V(1)" for n in ns[1:]) + " |")
+    print(
+        "| kernels | one step | tokens/s | GB/s | of the bandwidth | "
+        + " | ".join(f"V({n})/V(1)" for n in ns[1:])
+        + " |"
+    )
     print("| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in ns[1:]) + " |")
     for mode, v in step.items():
-        print(f"| {mode} | {v[1] * 1e3:.1f} ms | {1 / v[1]:.2f} | {nbytes / v[1] / 1e9:.1f} | "
-              f"{statistics.median(shares[mode]):.0%} | " + " | ".join(f"{v[n] / v[1]:.2f}" for n in ns[1:]) + " |")
-    print(f"\n'of the bandwidth': the median over repeats of the step's GB/s over the best read rate measured just "
-          f"before it. Invariant over stock, one step: {step['stock'][1] / step['invariant'][1]:.2f}x faster.")
+        print(
+            f"| {mode} | {v[1] * 1e3:.1f} ms | {1 / v[1]:.2f} | {nbytes / v[1] / 1e9:.1f} | "
+            f"{statistics.median(shares[mode]):.0%} | " + " | ".join(f"{v[n] / v[1]:.2f}" for n in ns[1:]) + " |"
+        )
+    print(
+        f"\n'of the bandwidth': the median over repeats of the step's GB/s over the best read rate measured just "
+        f"before it. Invariant over stock, one step: {step['stock'][1] / step['invariant'][1]:.2f}x faster."
+    )
     mv, whole = statistics.median(gemv), step["invariant"][1]
-    print(f"Where the invariant step's time goes: its matrix-vector products alone (every projection and the LM "
-          f"head back to back) take {mv * 1e3:.1f} ms = {nbytes / mv / 1e9:.1f} GB/s; the rest of the step "
-          f"(attention over the cache, norms, rotary, the layers' Python code) {max(whole - mv, 0) * 1e3:.1f} ms "
-          f"= {max(whole - mv, 0) / whole:.0%}.")
+    print(
+        f"Where the invariant step's time goes: its matrix-vector products alone (every projection and the LM "
+        f"head back to back) take {mv * 1e3:.1f} ms = {nbytes / mv / 1e9:.1f} GB/s; the rest of the step "
+        f"(attention over the cache, norms, rotary, the layers' Python code) {max(whole - mv, 0) * 1e3:.1f} ms "
+        f"= {max(whole - mv, 0) / whole:.0%}."
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"target": args.target, "step_bytes": nbytes, "read_bandwidth": reads,
-                                               "seconds": {m: {str(n): s for n, s in v.items()} for m, v in step.items()},
-                                               "share_of_bandwidth": shares,
-                                               "linears_seconds": gemv}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "target": args.target,
+                    "step_bytes": nbytes,
+                    "read_bandwidth": reads,
+                    "seconds": {m: {str(n): s for n, s in v.items()} for m, v in step.items()},
+                    "share_of_bandwidth": shares,
+                    "linears_seconds": gemv,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

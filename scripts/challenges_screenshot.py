@@ -3,6 +3,7 @@
 Starts `python app.py` (default pair and precisions), opens the Challenges tab, runs the batch-size challenge
 (batch sizes 1 2 4 8, k = 4, 32 new tokens, greedy), saves a screenshot of the tab and prints the status line.
 Needs the offline packs and Debian's chromium (scripts/install.sh --dev)."""
+
 import sys
 import time
 from pathlib import Path
@@ -21,8 +22,9 @@ with app_page(PORT, height=1200, timeout_ms=1_800_000) as page:
     page.locator("#challenge-batch textarea, #challenge-batch input").first.fill(SIZES)
     started = time.time()
     page.click("#challenge-run")
-    page.wait_for_function("() => /Done|rror|Refused|refused/.test(document.querySelector('#challenge-status').innerText)")
+    page.wait_for_function(
+        "() => /Done|rror|Refused|refused/.test(document.querySelector('#challenge-status').innerText)"
+    )
     print(f"{time.time() - started:.0f} s: {page.locator('#challenge-status').inner_text()}")
     page.wait_for_timeout(1500)
     page.locator(".tabitem:visible").first.screenshot(path=str(OUT))
-

@@ -4,6 +4,7 @@ Starts `python app.py` (default precisions), opens the Compare pairs tab, picks 
 Qwen2.5-Coder 1.5B target and the drafters draft model, prompt lookup and early exit, runs a code prompt and a
 prose prompt (48 tokens each, greedy, k = 4, the app's default k policy), saves a screenshot of the code run and
 prints each run's table (from its CSV download). Needs the offline packs (scripts/install.sh --models) and Debian's chromium."""
+
 import sys
 import time
 from pathlib import Path
@@ -50,10 +51,11 @@ with app_page(PORT, height=1300, timeout_ms=1_800_000) as page:
             page.click("#cmp-csv")
         grid = pd.read_csv(download.value.path())
         grid = grid[grid["engine"] == "ours"]
-        print(grid[[c for c in COLUMNS if c in grid]].to_string(index=False, float_format=lambda x: f"{x:.2f}"),
-              flush=True)
+        print(
+            grid[[c for c in COLUMNS if c in grid]].to_string(index=False, float_format=lambda x: f"{x:.2f}"),
+            flush=True,
+        )
         if i == 0:
             page.wait_for_timeout(1500)
             page.locator("#chart-compare").scroll_into_view_if_needed()
             page.locator(".tabitem:visible").first.screenshot(path=str(OUT))
-

@@ -6,6 +6,7 @@ at fixed k = 4 (vLLM drafts a fixed k), chooses *vLLM started here (same pair)*,
 screenshot of the tab (default assets/screenshot-compare-vllm.png), then prints the table (from its CSV download).
 vLLM starts two engines (its target alone, its draft model): minutes each on a 2-core CPU. Needs the offline packs,
 vLLM's environment (scripts/install.sh --vllm) and Debian's chromium."""
+
 import argparse
 import sys
 import time

@@ -6,6 +6,7 @@ target is the only model these drafters load), picks the drafter, puts the bench
 prompt (suffix) or the example code prompt (lookahead) in the box, generates 64 tokens with *Compare with target
 alone* ticked, prints the status and the summary, and saves a screenshot of the text (kept drafts underlined by
 source) and the round panel (assets/screenshot-suffix.png or assets/screenshot-lookahead.png)."""
+
 import json
 import os
 import sys
@@ -16,8 +17,9 @@ from browser_app import app_page, generate
 ROOT = Path(__file__).resolve().parent.parent
 METHOD = sys.argv[1] if len(sys.argv) > 1 else "suffix"
 OUT = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "assets" / f"screenshot-{METHOD}.png"
-os.environ["PLAYGROUND_DEFAULT_PAIR"] = (sys.argv[3] if len(sys.argv) > 3 else
-                                         "SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)")
+os.environ["PLAYGROUND_DEFAULT_PAIR"] = (
+    sys.argv[3] if len(sys.argv) > 3 else "SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)"
+)
 DRAFTER = {"suffix": "suffix decoding", "lookahead": "lookahead decoding"}[METHOD]
 PORT = "7917" if METHOD == "suffix" else "7918"
 
@@ -34,6 +36,13 @@ with app_page(PORT, height=1400, timeout_ms=900_000) as page:
     page.locator("#tokens .tok-output").evaluate("e => { e.scrollTop = e.scrollHeight; }")
     top = page.locator("#status").bounding_box()
     bottom = page.locator("#tree").bounding_box()  # the round panel, under the text
-    page.screenshot(path=str(OUT), full_page=True,
-                    clip={"x": top["x"] - 8, "y": top["y"] - 8, "width": top["width"] + 16,
-                          "height": bottom["y"] + bottom["height"] - top["y"] + 16})
+    page.screenshot(
+        path=str(OUT),
+        full_page=True,
+        clip={
+            "x": top["x"] - 8,
+            "y": top["y"] - 8,
+            "width": top["width"] + 16,
+            "height": bottom["y"] + bottom["height"] - top["y"] + 16,
+        },
+    )

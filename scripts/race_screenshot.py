@@ -3,6 +3,7 @@
 Starts `python app.py` (default pair, default precisions), ticks *Compare with target alone*, runs the
 example prompt (64 tokens), replays the race at 4x, saves a screenshot of the comparison and prints both
 lanes' measured figures. Needs Debian's chromium (scripts/install.sh --dev)."""
+
 import sys
 from pathlib import Path
 
@@ -22,4 +23,3 @@ with app_page(PORT, height=1000, timeout_ms=900_000) as page:
     pass
     print(page.locator("#compare .race").inner_text())
     print(page.locator("#status").inner_text())
-

@@ -2,6 +2,7 @@
 its 'Trace as JSON' download. python scripts/record_gallery.py [NAME ...] [--max-new-tokens N]
 
 The runs take a few minutes on a 2-core CPU (the pairs load, warm up and profile once)."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,12 +34,28 @@ RUNS_TO_RECORD = {
 
 
 def page_defaults(max_new_tokens: int) -> dict:
-    return dict(pair=DEFAULT_PAIR, draft_id="", target_id="", target_precision="default", invariant=True,
-                drafter="draft model",
-                draft_precision="default", exit_layer=0, **SUFFIX_DEFAULTS,
-                **dict(zip(LOOKAHEAD_RANGES, LOOKAHEAD_DEFAULTS)), lookahead_prompt_pool=False, k=4, tree="", policy=DEFAULT_POLICY.label,
-                confidence=DEFAULT_CONFIDENCE, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0,
-                prompt="")
+    return dict(
+        pair=DEFAULT_PAIR,
+        draft_id="",
+        target_id="",
+        target_precision="default",
+        invariant=True,
+        drafter="draft model",
+        draft_precision="default",
+        exit_layer=0,
+        **SUFFIX_DEFAULTS,
+        **dict(zip(LOOKAHEAD_RANGES, LOOKAHEAD_DEFAULTS)),
+        lookahead_prompt_pool=False,
+        k=4,
+        tree="",
+        policy=DEFAULT_POLICY.label,
+        confidence=DEFAULT_CONFIDENCE,
+        temperature=0.0,
+        top_p=1.0,
+        max_new_tokens=max_new_tokens,
+        seed=0,
+        prompt="",
+    )
 
 
 def main() -> None:
@@ -51,8 +68,11 @@ def main() -> None:
     for name in args.names:
         changes, compare = RUNS_TO_RECORD[name]
         began = time.monotonic()
-        views = list(run_tab.generate(runner, SessionState(), Controls(**(page_defaults(args.max_new_tokens) | changes)),
-                                      compare))
+        views = list(
+            run_tab.generate(
+                runner, SessionState(), Controls(**(page_defaults(args.max_new_tokens) | changes)), compare
+            )
+        )
         final = views[-1]
         if "status-ok" not in final.status:
             raise SystemExit(f"{name}: {final.status}")

@@ -8,6 +8,7 @@ Gradio's cache and in the app's temporary folder, and writes the samples as JSON
 The app runs with its own GRADIO_TEMP_DIR and TMPDIR (in a fresh temporary folder, removed at the end) so that only
 its own files are counted. Builds the tiny models (playground.tiny) there first; never uses the network.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,19 +36,43 @@ PAIR = "tiny (test)"
 
 def inputs(tokens: int, seed: int) -> list:
     """/generate's inputs: the shared controls on the tiny pair, then "Compare with target alone" (off)."""
-    controls = Controls(pair=PAIR, draft_id="", target_id="", target_precision="default", invariant=True,
-                        drafter="draft model", draft_precision="default", exit_layer=0, suffix_factor=1.0,
-                        suffix_min_prob=0.1, suffix_depth=24, suffix_memory=False, lookahead_window=5, lookahead_ngram=3,
-                        lookahead_guesses=3, lookahead_prompt_pool=False, k=4, tree="",
-                        policy="fixed k", confidence=0.4, temperature=1.0, top_p=1.0, max_new_tokens=tokens, seed=seed,
-                        prompt="Once upon a time")
+    controls = Controls(
+        pair=PAIR,
+        draft_id="",
+        target_id="",
+        target_precision="default",
+        invariant=True,
+        drafter="draft model",
+        draft_precision="default",
+        exit_layer=0,
+        suffix_factor=1.0,
+        suffix_min_prob=0.1,
+        suffix_depth=24,
+        suffix_memory=False,
+        lookahead_window=5,
+        lookahead_ngram=3,
+        lookahead_guesses=3,
+        lookahead_prompt_pool=False,
+        k=4,
+        tree="",
+        policy="fixed k",
+        confidence=0.4,
+        temperature=1.0,
+        top_p=1.0,
+        max_new_tokens=tokens,
+        seed=seed,
+        prompt="Once upon a time",
+    )
     return controls.as_inputs() + [False]
 
 
 def rest_call(url: str, data: list) -> str:
     """POST, then read the result as a REST client does; the final status line's text."""
-    post = urllib.request.Request(f"{url}gradio_api/call/generate", data=json.dumps({"data": data}).encode(),
-                                  headers={"Content-Type": "application/json"})
+    post = urllib.request.Request(
+        f"{url}gradio_api/call/generate",
+        data=json.dumps({"data": data}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(post, timeout=60) as response:
         event_id = json.loads(response.read())["event_id"]
     last, kind = None, ""
@@ -93,10 +118,20 @@ def main() -> None:
         folder.mkdir()
     pairs = tiny.write_pairs_file(models)
     port = free_port()
-    env = dict(os.environ, PLAYGROUND_PAIRS_FILE=str(pairs), PLAYGROUND_MODEL_ROOTS=str(models),
-               PLAYGROUND_DEFAULT_PAIR=PAIR, PLAYGROUND_DTYPE="fp32", GRADIO_SERVER_NAME="127.0.0.1",
-               GRADIO_SERVER_PORT=str(port), GRADIO_TEMP_DIR=str(cache), TMPDIR=str(tmp), HF_HUB_OFFLINE="1",
-               GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        PLAYGROUND_PAIRS_FILE=str(pairs),
+        PLAYGROUND_MODEL_ROOTS=str(models),
+        PLAYGROUND_DEFAULT_PAIR=PAIR,
+        PLAYGROUND_DTYPE="fp32",
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_TEMP_DIR=str(cache),
+        TMPDIR=str(tmp),
+        HF_HUB_OFFLINE="1",
+        GRADIO_ANALYTICS_ENABLED="False",
+        OMP_NUM_THREADS="1",
+    )
     log = open(work / "app.log", "w")
     app = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
@@ -115,9 +150,15 @@ def main() -> None:
 
         def sample(calls: int, start: float) -> None:
             (cache_files, cache_folders), (tmp_files, tmp_folders) = count(cache), count(tmp)
-            row = dict(calls=calls, seconds=round(time.monotonic() - start, 1),
-                       rss_mb=round(process.memory_info().rss / 2**20, 1), cache_files=cache_files,
-                       cache_folders=cache_folders, tmp_files=tmp_files, tmp_folders=tmp_folders)
+            row = dict(
+                calls=calls,
+                seconds=round(time.monotonic() - start, 1),
+                rss_mb=round(process.memory_info().rss / 2**20, 1),
+                cache_files=cache_files,
+                cache_folders=cache_folders,
+                tmp_files=tmp_files,
+                tmp_folders=tmp_folders,
+            )
             samples.append(row)
             print(json.dumps(row), flush=True)
 
@@ -147,9 +188,15 @@ def main() -> None:
     done = samples[-1]["calls"]
     first = next((s for s in samples if s["calls"] >= min(100, done)), samples[0])
     peak_after = max(s["rss_mb"] for s in samples if s["calls"] >= first["calls"])
-    summary = dict(calls=done, tokens=args.tokens, rss_at_100_mb=first["rss_mb"], rss_peak_after_100_mb=peak_after,
-                   rss_final_mb=samples[-1]["rss_mb"], growth_after_100_mb=round(peak_after - first["rss_mb"], 1),
-                   seconds=samples[-1]["seconds"])
+    summary = dict(
+        calls=done,
+        tokens=args.tokens,
+        rss_at_100_mb=first["rss_mb"],
+        rss_peak_after_100_mb=peak_after,
+        rss_final_mb=samples[-1]["rss_mb"],
+        growth_after_100_mb=round(peak_after - first["rss_mb"], 1),
+        seconds=samples[-1]["seconds"],
+    )
     print("summary:", json.dumps(summary), flush=True)
     if args.report:
         args.report.write_text(json.dumps(dict(summary=summary, samples=samples), indent=1))

@@ -3,6 +3,7 @@
 Starts `python app.py` (default pair and precisions), generates 64 tokens of the example prompt (code) with
 *Compare with target alone* ticked, prints the status, the summary and the comparison, and saves a full-page
 screenshot (assets/screenshot.png by default). Needs the offline packs and Debian's chromium."""
+
 import sys
 import time
 from pathlib import Path

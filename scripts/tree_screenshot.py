@@ -3,6 +3,7 @@
 Starts `python app.py` (default pair and precisions), sets the token tree (default 3-2-1-1), generates 48 tokens
 of the example prompt with *Compare with target alone* ticked, prints the status and the summary, and saves a
 screenshot of the Run tab's tree panel (the latest round) and the text. Needs the offline packs and chromium."""
+
 import sys
 from pathlib import Path
 
@@ -22,4 +23,3 @@ with app_page(PORT, height=1000, timeout_ms=900_000) as page:
     shot = page.locator("#tree")
     shot.scroll_into_view_if_needed()
     shot.screenshot(path=str(OUT))
-

@@ -8,6 +8,7 @@ One vLLM engine per method (target alone, draft model), on the default pair's co
 own environment (bash scripts/install_vllm.sh), each run greedy and at --temperature on two prompts. It prints
 vLLM's own counters (accepted / draft tokens) and the start of each text. No claim is made here about why: the
 acceptance rule lives in vLLM (vllm/v1/sample/rejection_sampler.py)."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,15 +35,26 @@ def main() -> None:
     prompts = {c: PROMPTS[c] for c in args.categories}
     temperatures = (0.0, args.temperature)
     for method in ("target", "draft_model"):
-        request = VLLMRequest(target=target, method=method, draft=draft if method == "draft_model" else None,
-                              k=args.k, max_tokens=args.max_tokens, temperatures=temperatures,
-                              enforce_eager=True, in_process=True, cpu_threads_bind="0-1")
+        request = VLLMRequest(
+            target=target,
+            method=method,
+            draft=draft if method == "draft_model" else None,
+            k=args.k,
+            max_tokens=args.max_tokens,
+            temperatures=temperatures,
+            enforce_eager=True,
+            in_process=True,
+            cpu_threads_bind="0-1",
+        )
         run = run_worker(request, prompts)
         print(f"== {run.label} (vLLM {run.vllm_version}, {run.device})")
         for temperature in temperatures:
             counters = run.counters(temperature=temperature)
-            accepted = (f"accepted {counters.num_accepted_tokens} of {counters.num_draft_tokens} draft tokens"
-                        if counters.num_draft_tokens else "no drafts")
+            accepted = (
+                f"accepted {counters.num_accepted_tokens} of {counters.num_draft_tokens} draft tokens"
+                if counters.num_draft_tokens
+                else "no drafts"
+            )
             print(f"  T={temperature}: {accepted}")
             for category in prompts:
                 text = run.result(category, temperature).text

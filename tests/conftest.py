@@ -1,5 +1,6 @@
 """Shared fixtures: tiny random models built and saved once per test session, loaded
 back through the real loading code (playground.models)."""
+
 from __future__ import annotations
 
 import copy
@@ -41,8 +42,9 @@ def tiny_models(tmp_path_factory):
 def tiny_pair(tiny_models) -> models.LoadedPair:
     """fp32 draft and target: exact cache checks need it (int8 quantises activations per call);
     the int8 and bf16 drafts have tests of their own."""
-    return models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32",
-                            draft_precision="fp32")
+    return models.load_pair(
+        str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32", draft_precision="fp32"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +69,9 @@ def tiny_spec(tiny_models):
     """make(prompt="Once upon a time", drafter="draft model", **decode) -> a RunSpec on the tiny pair."""
     pair = PairSpec("tiny (test)", str(tiny_models["target"]), str(tiny_models["draft"]))
 
-    def make(prompt: str = "Once upon a time", drafter: DrafterKind | str | DrafterSpec = DrafterKind.DRAFT_MODEL,
-             **decode) -> RunSpec:
+    def make(
+        prompt: str = "Once upon a time", drafter: DrafterKind | str | DrafterSpec = DrafterKind.DRAFT_MODEL, **decode
+    ) -> RunSpec:
         d = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(DrafterKind(drafter))
         return RunSpec(pair, d, DecodeConfig(**decode), prompt)
 
@@ -78,8 +81,9 @@ def tiny_spec(tiny_models):
 @pytest.fixture(scope="session")
 def twin_pair(tiny_models) -> models.LoadedPair:
     # fp32 on both sides: the twin is the target's exact copy (an int8 twin would not be)
-    return models.load_pair(str(tiny_models["twin"]), str(tiny_models["target"]), target_precision="fp32",
-                            draft_precision="fp32")
+    return models.load_pair(
+        str(tiny_models["twin"]), str(tiny_models["target"]), target_precision="fp32", draft_precision="fp32"
+    )
 
 
 def free_port() -> int:
@@ -140,13 +144,27 @@ def app_process(tmp_path_factory, vllm_pair, vllm_urls):
     root_dir = Path(__file__).resolve().parents[1]
     root = tmp_path_factory.mktemp("app-models")
     pairs = tiny.write_pairs_file(root)
-    pairs.write_text(json.dumps(json.loads(pairs.read_text()) + [
-        {"name": VLLM_PAIR, "draft": str(vllm_pair["draft"]), "target": str(vllm_pair["target"])}], indent=1))
+    pairs.write_text(
+        json.dumps(
+            json.loads(pairs.read_text())
+            + [{"name": VLLM_PAIR, "draft": str(vllm_pair["draft"]), "target": str(vllm_pair["target"])}],
+            indent=1,
+        )
+    )
     port = free_port()
     roots = os.pathsep.join([str(root), str(vllm_pair["target"].parent)])
-    env = dict(os.environ, PLAYGROUND_PAIRS_FILE=str(pairs), PLAYGROUND_MODEL_ROOTS=roots,
-               PLAYGROUND_DEFAULT_PAIR="tiny (test)", GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
-               HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", OMP_NUM_THREADS="1", PLAYGROUND_VLLM_URLS=vllm_urls)
+    env = dict(
+        os.environ,
+        PLAYGROUND_PAIRS_FILE=str(pairs),
+        PLAYGROUND_MODEL_ROOTS=roots,
+        PLAYGROUND_DEFAULT_PAIR="tiny (test)",
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        HF_HUB_OFFLINE="1",
+        GRADIO_ANALYTICS_ENABLED="False",
+        OMP_NUM_THREADS="1",
+        PLAYGROUND_VLLM_URLS=vllm_urls,
+    )
     log = open(root / "app.log", "w")
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=root_dir, env=env, stdout=log, stderr=subprocess.STDOUT)
     (root / "app.pid").write_text(str(proc.pid))  # for the memory load test
@@ -182,9 +200,13 @@ def cross_models(tiny_models) -> dict[str, str]:
     "draft" -> "target": trained on the corpus, a Metaspace BPE draft for a byte-level BPE target;
     "other" -> "random": tiny.build_pair's unrelated random draft (its own BPE) for the random target."""
     folders = tiny.build_cross_pair(tiny_models["target"].parent)
-    return {"draft": str(folders["draft"]), "target": str(folders["target"]),
-            "other": str(tiny_models["other"]), "random": str(tiny_models["target"]),
-            "same": str(tiny_models["draft"])}
+    return {
+        "draft": str(folders["draft"]),
+        "target": str(folders["target"]),
+        "other": str(tiny_models["other"]),
+        "random": str(tiny_models["target"]),
+        "same": str(tiny_models["draft"]),
+    }
 
 
 TINY_PAIR, TWIN_PAIR, VLLM_PAIR = "tiny (test)", "tiny twin (test)", "tiny vllm (test)"
@@ -196,10 +218,14 @@ def tiny_catalog(tiny_models, tmp_path, monkeypatch):
     import json
 
     path = tmp_path / "pairs.json"
-    path.write_text(json.dumps([
-        {"name": TINY_PAIR, "draft": str(tiny_models["draft"]), "target": str(tiny_models["target"])},
-        {"name": TWIN_PAIR, "draft": str(tiny_models["twin"]), "target": str(tiny_models["target"])},
-    ]))
+    path.write_text(
+        json.dumps(
+            [
+                {"name": TINY_PAIR, "draft": str(tiny_models["draft"]), "target": str(tiny_models["target"])},
+                {"name": TWIN_PAIR, "draft": str(tiny_models["twin"]), "target": str(tiny_models["target"])},
+            ]
+        )
+    )
     monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(path))
     monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", TINY_PAIR)
     return path
@@ -222,6 +248,7 @@ def vllm_server(vllm_pair, vllm_port):
     from tests.vllm_support import fast_request, require_vllm
 
     require_vllm()
-    with server_module.start_server(fast_request(vllm_pair, "draft_model"), port=vllm_port, served_name="tiny",
-                                    timeout_s=300) as s:
+    with server_module.start_server(
+        fast_request(vllm_pair, "draft_model"), port=vllm_port, served_name="tiny", timeout_s=300
+    ) as s:
         yield s

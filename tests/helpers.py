@@ -1,6 +1,7 @@
 """What several test modules share: the prompts, the greedy reference, and the chi-square test of the
 acceptance rules (the statistic, its critical values, and the loop that counts the first two tokens of
 many seeded runs through the real engine)."""
+
 from __future__ import annotations
 
 from typing import Callable
@@ -25,8 +26,9 @@ PROMPTS = [
     "<|endoftext|> & <script>",
 ]
 # Text that repeats itself: what draft-free drafters (suffix, lookahead's prompt pool) draft from.
-REPEAT = ("def f(x):\n    return x + 1\n\ndef g(x):\n    return x + 1\n\ndef f(x):\n    return x + 1\n\n"
-          "def g(x):\n    return")
+REPEAT = (
+    "def f(x):\n    return x + 1\n\ndef g(x):\n    return x + 1\n\ndef f(x):\n    return x + 1\n\ndef g(x):\n    return"
+)
 
 
 def run_all(runner, spec, progress=None, memory=None) -> list[RoundRecord]:
@@ -38,9 +40,8 @@ def run_all(runner, spec, progress=None, memory=None) -> list[RoundRecord]:
 def target_greedy(target, ids, max_new_tokens, eos):
     """The reference: HF generate, greedy. With no EOS ids it runs to the budget."""
     stop = sorted(eos) if eos else [target.config.vocab_size + 1]  # an id the model cannot emit
-    out = target.generate(ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=stop,
-                          pad_token_id=0)
-    return out[0, ids.shape[1]:].tolist()
+    out = target.generate(ids, do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=stop, pad_token_id=0)
+    return out[0, ids.shape[1] :].tolist()
 
 
 def decode(pair, drafter: Drafter, ids, eos=None, **cfg) -> tuple[SpeculativeDecoder, list[RoundRecord]]:
@@ -71,8 +72,23 @@ class Hostile:
 # ---------------------------------------------------------------- the chi-square test
 
 # Upper 1e-3 quantiles of chi-square by degrees of freedom (scipy.stats.chi2.ppf(0.999, df)).
-CHI2_999 = {1: 10.828, 2: 13.816, 3: 16.266, 4: 18.467, 5: 20.515, 6: 22.458, 7: 24.322, 8: 26.124,
-            9: 27.877, 10: 29.588, 11: 31.264, 12: 32.909, 13: 34.528, 14: 36.123, 15: 37.697}
+CHI2_999 = {
+    1: 10.828,
+    2: 13.816,
+    3: 16.266,
+    4: 18.467,
+    5: 20.515,
+    6: 22.458,
+    7: 24.322,
+    8: 26.124,
+    9: 27.877,
+    10: 29.588,
+    11: 31.264,
+    12: 32.909,
+    13: 34.528,
+    14: 36.123,
+    15: 37.697,
+}
 
 
 def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> tuple[float, int]:
@@ -113,8 +129,14 @@ def exact_two_token_distribution(pair, ids, params: SamplingParams) -> torch.Ten
     return joint.flatten()
 
 
-def two_token_test(pair, make_drafter: Callable[[], Drafter], ids, runs: int,
-                   on_round: Callable[[int, RoundRecord], None] | None = None, **cfg) -> tuple[float, int]:
+def two_token_test(
+    pair,
+    make_drafter: Callable[[], Drafter],
+    ids,
+    runs: int,
+    on_round: Callable[[int, RoundRecord], None] | None = None,
+    **cfg,
+) -> tuple[float, int]:
     """The first two tokens of `runs` seeded runs through the real engine (a fresh drafter each, no EOS),
     against the target's exact joint law: (chi-square, degrees of freedom). on_round(seed, record) sees
     every round."""
@@ -132,6 +154,7 @@ def two_token_test(pair, make_drafter: Callable[[], Drafter], ids, runs: int,
 
 
 # ---------------------------------------------------------------- draft-free drafters
+
 
 def branching_prompt(pair, text: str = "Once upon a time") -> torch.Tensor:
     """`text`, its target's two likeliest next tokens t1 and t2, and `text` again each time: text t1 text t2 text.

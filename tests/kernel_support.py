@@ -2,6 +2,7 @@
 and -VNNI and a C compiler (playground/kernels). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns kernels that did
 not load into a failure only on such a machine, where they should have; elsewhere (ARM, AVX2 only, no compiler,
 PLAYGROUND_KERNELS=off) the tests skip, saying why, and everything else runs on torch's kernels."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,9 @@ from playground.kernels import ops as kernel_ops
 
 def expected_here() -> bool:
     """Whether this machine should run the kernels: a CPU that has them, a C compiler, the switch not off."""
-    return kernel_ops.cpu_supported() is None and bool(os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc"))
+    return kernel_ops.cpu_supported() is None and bool(
+        os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    )
 
 
 def require_kernels() -> None:
@@ -24,6 +27,7 @@ def require_kernels() -> None:
     if why is None:
         return
     if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1" and expected_here():
-        raise RuntimeError(f"PLAYGROUND_REQUIRE_KERNELS=1 and this machine has what the kernels need, but they did not "
-                           f"load: {why}")
+        raise RuntimeError(
+            f"PLAYGROUND_REQUIRE_KERNELS=1 and this machine has what the kernels need, but they did not load: {why}"
+        )
     pytest.skip(f"batch-invariant kernels unavailable: {why}", allow_module_level=True)

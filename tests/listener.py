@@ -1,6 +1,7 @@
 """A local HTTP listener that records every request that reaches it (path, headers): the outbound tests read what
 was sent, or that nothing was. Its kind says how it answers: like a vLLM server, with a secret it must never have
 echoed, with a redirect, or a byte at a time (a slow drip that never trips a per-read timeout)."""
+
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,7 @@
 """The batched engine (playground/batch.py) on the tiny fp32 pair: every sequence of a batch gets exactly its own
 solo greedy output (transformers' generate, one prompt at a time), whatever the other rows accept; prompts of
 different lengths, so that left padding and per-row holes both happen."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,12 @@ from playground.batch import BatchedDecoder, decode_batch
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt
 
-PROMPTS = ["Once upon a time", "def fibonacci(n):\n    if n < 2:", "Q", "The quick brown fox jumps over the lazy dog and"]
+PROMPTS = [
+    "Once upon a time",
+    "def fibonacci(n):\n    if n < 2:",
+    "Q",
+    "The quick brown fox jumps over the lazy dog and",
+]
 N = 24
 
 
@@ -25,9 +31,10 @@ def prompt_ids(tiny_pair):
 def solo_generate(pair, ids: list[int], max_new_tokens: int = N, eos: set[int] | None = None) -> list[int]:
     """One prompt alone through transformers' own greedy generate: the reference."""
     eos = sorted(eos if eos is not None else pair.eos)
-    out = pair.target.generate(torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos,
-                               pad_token_id=eos[0])
-    return out[0, len(ids):].tolist()
+    out = pair.target.generate(
+        torch.tensor([ids]), max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=eos, pad_token_id=eos[0]
+    )
+    return out[0, len(ids) :].tolist()
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +66,7 @@ def test_rows_accept_different_numbers_of_tokens_in_one_round_and_leave_holes(ti
 def test_a_mask_that_shows_rows_their_holes_breaks_equality(tiny_pair, prompt_ids, solo, monkeypatch):
     """The comparison can fail: with a mask that lets a query see every earlier column of the block (padding and
     rejected drafts included), batched outputs no longer equal the solo ones."""
+
     def careless(self, real_new):
         everything = torch.ones_like(self.real)
         saved, self.real = self.real, everything

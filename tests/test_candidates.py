@@ -1,6 +1,7 @@
 """Candidate trees (playground/decoding/candidates.py): the trie of several deterministic continuations, and the
 sampling rule at a node (one-hot drafts: keep x_i with the probability r(x_i) of what is left, else draw from
 the rest), checked against the exact target distribution by chi-square, with two broken variants caught."""
+
 from __future__ import annotations
 
 import pytest
@@ -48,5 +49,7 @@ def test_a_broken_node_rule_is_caught_by_the_same_test(broken):
     q, cands = random_dists(1, 6, seed=12)[0], [2, 0, 4]
     good, _ = fit(node_outputs(broken_select, q, cands, 20_000), q)
     stat, critical = fit(node_outputs(lambda *a: broken_select(*a, **broken), q, cands, 20_000), q)
-    print(f"chi-square, candidates {cands}: correct rule {good:.1f}, broken {broken} {stat:.1f}, critical {critical:.1f}")
+    print(
+        f"chi-square, candidates {cands}: correct rule {good:.1f}, broken {broken} {stat:.1f}, critical {critical:.1f}"
+    )
     assert good < critical < stat, (good, stat, critical)

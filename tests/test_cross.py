@@ -5,6 +5,7 @@ Lossless: greedy output token-identical to the target alone on pairs of differen
 sampling, the joint law of the first two tokens equals the target's (the chi-square test of
 test_sampling.py), and the same test catches a rule broken on purpose.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -28,30 +29,50 @@ CROSS = DrafterKind.CROSS_TOKENIZER
 
 @pytest.fixture(scope="session")
 def cross_pair(cross_models) -> models.LoadedPair:
-    return models.load_pair(cross_models["draft"], cross_models["target"], target_precision="fp32",
-                            draft_precision="fp32", same_tokenizer=False)
+    return models.load_pair(
+        cross_models["draft"],
+        cross_models["target"],
+        target_precision="fp32",
+        draft_precision="fp32",
+        same_tokenizer=False,
+    )
 
 
 def spec(draft: str, target: str, prompt: str, drafter: DrafterSpec | None = None, **decode) -> RunSpec:
-    return RunSpec(PairSpec("cross (test)", target, draft), drafter or DrafterSpec(CROSS, precision="fp32"),
-                   DecodeConfig(**decode), prompt)
+    return RunSpec(
+        PairSpec("cross (test)", target, draft),
+        drafter or DrafterSpec(CROSS, precision="fp32"),
+        DecodeConfig(**decode),
+        prompt,
+    )
 
 
 def target_greedy(pair: models.LoadedPair, prompt: str, n: int) -> list[int]:
     ids = encode_prompt(pair.tokenizer, prompt)
     with torch.inference_mode():
-        out = pair.target.generate(ids, do_sample=False, max_new_tokens=n, eos_token_id=sorted(pair.eos), pad_token_id=0)
-    return out[0, ids.shape[1]:].tolist()
+        out = pair.target.generate(
+            ids, do_sample=False, max_new_tokens=n, eos_token_id=sorted(pair.eos), pad_token_id=0
+        )
+    return out[0, ids.shape[1] :].tolist()
 
 
 # ---------------------------------------------------------------- greedy: token-identical to the target alone
 
-PROMPTS = ["Once upon a time", "The quick brown", "def fibonacci(n):", "Question: what is", "for i in range(1",
-           "zebra Ωmega ünïcode 😀 text"]
+PROMPTS = [
+    "Once upon a time",
+    "The quick brown",
+    "def fibonacci(n):",
+    "Question: what is",
+    "for i in range(1",
+    "zebra Ωmega ünïcode 😀 text",
+]
 
 
-@pytest.mark.parametrize("draft, target", [("draft", "target"), ("other", "random"), ("same", "random")],
-                         ids=["trained pair", "random pair", "same tokenizer"])
+@pytest.mark.parametrize(
+    "draft, target",
+    [("draft", "target"), ("other", "random"), ("same", "random")],
+    ids=["trained pair", "random pair", "same tokenizer"],
+)
 def test_greedy_output_equals_target_alone(runner, cross_models, draft, target):
     """Whatever the translation proposes, the target keeps only its own argmax: the output is the target's
     own generate, for every k and k policy, on pairs of different tokenizers (and on one of the same)."""
@@ -61,8 +82,11 @@ def test_greedy_output_equals_target_alone(runner, cross_models, draft, target):
             s = spec(cross_models[draft], cross_models[target], prompt, max_new_tokens=30, k=k, policy=policy)
             rounds = run_all(runner, s)
             pair = runner.load(s)
-            assert new_tokens(rounds) == target_greedy(pair, prompt, 30) == new_tokens(run_all(runner, s.baseline())), \
-                (prompt, k, policy)
+            assert new_tokens(rounds) == target_greedy(pair, prompt, 30) == new_tokens(run_all(runner, s.baseline())), (
+                prompt,
+                k,
+                policy,
+            )
             if policy is KPolicy.FIXED:  # at most k draft steps, k target tokens (THEORY picks its own k)
                 assert all(r.k <= k and len(r.extras.pieces) <= k for r in rounds)
             accepted += sum(r.accepted for r in rounds)
@@ -75,16 +99,29 @@ def test_a_sliding_window_draft_runs_past_its_window(cross_pair, tmp_path):
     back to where the re-encoded text differs, which a sliding layer past its window cannot do; the
     drafter's cache keeps full layers (the model's mask applies the window)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
     draft_tok = tiny.build_metaspace_tokenizer(tmp_path / "gemma-like")
-    config = Gemma3TextConfig(vocab_size=len(draft_tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                              num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=8,
-                              layer_types=["sliding_attention", "full_attention"], max_position_embeddings=512,
-                              eos_token_id=draft_tok.eos_token_id, pad_token_id=draft_tok.eos_token_id)
+    config = Gemma3TextConfig(
+        vocab_size=len(draft_tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=512,
+        eos_token_id=draft_tok.eos_token_id,
+        pad_token_id=draft_tok.eos_token_id,
+    )
     torch.manual_seed(0)
     draft = Gemma3ForCausalLM(config).eval()
     prompt = "The quick brown fox jumps over the lazy dog. Once upon a time"
     ids = encode_prompt(cross_pair.tokenizer, prompt)
-    drafter = CrossTokenizerDrafter(draft, draft_tok, cross_pair.tokenizer, encode_prompt(draft_tok, prompt)[0].tolist())
+    drafter = CrossTokenizerDrafter(
+        draft, draft_tok, cross_pair.tokenizer, encode_prompt(draft_tok, prompt)[0].tolist()
+    )
     dec = SpeculativeDecoder(cross_pair.target, drafter, ids, DecodeConfig(max_new_tokens=30, k=4), cross_pair.eos)
     rounds = list(dec)
     assert dec.new_tokens == target_greedy(cross_pair, prompt, 30)
@@ -92,8 +129,14 @@ def test_a_sliding_window_draft_runs_past_its_window(cross_pair, tmp_path):
 
 
 def test_int8_draft_and_step_through_stay_identical(runner, cross_models):
-    s = spec(cross_models["draft"], cross_models["target"], "The quick brown", DrafterSpec(CROSS, precision="int8"),
-             max_new_tokens=20, k=4)
+    s = spec(
+        cross_models["draft"],
+        cross_models["target"],
+        "The quick brown",
+        DrafterSpec(CROSS, precision="int8"),
+        max_new_tokens=20,
+        k=4,
+    )
     pair = runner.load(s)
     dec = runner.decoder(s, pair)
     rounds = [dec.step() for _ in range(3)]
@@ -103,8 +146,9 @@ def test_int8_draft_and_step_through_stay_identical(runner, cross_models):
 
 def test_rounds_record_the_draft_side(runner, cross_models, cross_pair):
     """Each round keeps the draft's own tokens as text, for a view to show on hover."""
-    rounds = run_all(runner, spec(cross_models["draft"], cross_models["target"], "Once upon a time",
-                                 max_new_tokens=24, k=4))
+    rounds = run_all(
+        runner, spec(cross_models["draft"], cross_models["target"], "Once upon a time", max_new_tokens=24, k=4)
+    )
     drafted = [r for r in rounds if r.k]
     assert all(isinstance(r.extras, CrossExtras) for r in rounds)
     assert drafted and all(r.extras.pieces and r.extras.text for r in drafted)
@@ -159,8 +203,14 @@ def two_token_test_of(pair, drafter_class, runs: int = 2000) -> tuple[float, int
         seen["accepted"] += r.accepted
         seen["drafted"] += r.k
 
-    stat, df = two_token_test(pair, lambda: drafter_class(pair.draft, pair.draft_tokenizer, pair.tokenizer, draft_prompt),
-                              ids, runs, count, **CHI_CONFIG)
+    stat, df = two_token_test(
+        pair,
+        lambda: drafter_class(pair.draft, pair.draft_tokenizer, pair.tokenizer, draft_prompt),
+        ids,
+        runs,
+        count,
+        **CHI_CONFIG,
+    )
     return stat, df, seen["accepted"] / max(1, seen["drafted"])
 
 
@@ -179,6 +229,7 @@ def test_the_same_test_catches_a_rule_broken_on_purpose(cross_pair):
 
 
 # ---------------------------------------------------------------- text round trips
+
 
 def test_translation_keeps_the_targets_own_tokens_as_a_stable_prefix(cross_pair):
     tok = cross_pair.tokenizer
@@ -210,6 +261,7 @@ def test_a_character_cut_between_tokens_is_held_back(cross_pair):
 
 
 # ---------------------------------------------------------------- spec, runner, refusal
+
 
 def test_the_cross_tokenizer_drafter_is_parsed_like_the_others():
     assert CROSS in DRAFTERS
@@ -244,8 +296,14 @@ def test_the_benchmark_runs_hf_universal_assisted_as_the_peer(cross_models):
     from playground.bench import grid_frame, hf, run_grid
 
     pair = PairSpec("cross (test)", cross_models["target"], cross_models["draft"])
-    results = run_grid(Runner(), [pair], {"story": "Once upon a time", "code": "def fibonacci(n):"},
-                       [DecodeConfig(max_new_tokens=16, k=3)], [DrafterSpec(CROSS, precision="fp32")], compare_hf=True)
+    results = run_grid(
+        Runner(),
+        [pair],
+        {"story": "Once upon a time", "code": "def fibonacci(n):"},
+        [DecodeConfig(max_new_tokens=16, k=3)],
+        [DrafterSpec(CROSS, precision="fp32")],
+        compare_hf=True,
+    )
     methods = {r.method for r in results}
     assert methods == {"target alone", "cross-tokenizer draft model (fp32)", hf.HF_TARGET_ALONE, hf.HF_UNIVERSAL}
     universal = [r for r in results if r.method == hf.HF_UNIVERSAL]

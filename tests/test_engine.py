@@ -1,4 +1,5 @@
 """The decoding loop: lossless greedy output, caches, k schedule, limits, seeding."""
+
 from __future__ import annotations
 
 import copy
@@ -16,6 +17,7 @@ from playground.runner import encode_prompt
 from playground.config import DecodeConfig, DrafterKind, KPolicy, K_MAX, K_MIN
 from playground.spec import DrafterSpec
 from tests.helpers import PROMPTS, decode, target_greedy
+
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 16])
 @pytest.mark.parametrize("kind", list(DrafterKind)[:3])
@@ -63,8 +65,15 @@ def test_never_emits_past_max_new_tokens(tiny_pair, twin_pair):
         for max_new in (1, 3, 9, 17):
             for k in (1, 4, 16):
                 for temperature in (0.0, 1.0):
-                    dec, rounds = decode(pair, ModelDrafter(pair.draft), ids, eos=set(), max_new_tokens=max_new,
-                                      k=k, temperature=temperature)
+                    dec, rounds = decode(
+                        pair,
+                        ModelDrafter(pair.draft),
+                        ids,
+                        eos=set(),
+                        max_new_tokens=max_new,
+                        k=k,
+                        temperature=temperature,
+                    )
                     assert len(dec.new_tokens) == max_new
                     assert rounds[-1].stop == "length"
                     assert sum(len(r.new_tokens) for r in rounds) == max_new
@@ -73,8 +82,16 @@ def test_never_emits_past_max_new_tokens(tiny_pair, twin_pair):
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_identical_draft_is_accepted_every_time(twin_pair, temperature):
     ids = encode_prompt(twin_pair.tokenizer, PROMPTS[0])
-    dec, rounds = decode(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=60, k=5,
-                      temperature=temperature, seed=3)
+    dec, rounds = decode(
+        twin_pair,
+        ModelDrafter(twin_pair.draft),
+        ids,
+        eos=set(),
+        max_new_tokens=60,
+        k=5,
+        temperature=temperature,
+        seed=3,
+    )
     drafted = sum(r.k for r in rounds)
     assert drafted > 0 and sum(r.accepted for r in rounds) == drafted
     assert all(r.token_kind == "bonus" for r in rounds if r.k > 0)
@@ -97,8 +114,9 @@ def _check_caches(dec: SpeculativeDecoder, drafter: ModelDrafter) -> None:
 def test_caches_stay_consistent_after_rejections(tiny_pair, temperature):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[3])
     drafter = ModelDrafter(tiny_pair.draft)
-    dec = SpeculativeDecoder(tiny_pair.target, drafter, ids, DecodeConfig(max_new_tokens=40, k=6,
-                             temperature=temperature, seed=1), set())
+    dec = SpeculativeDecoder(
+        tiny_pair.target, drafter, ids, DecodeConfig(max_new_tokens=40, k=6, temperature=temperature, seed=1), set()
+    )
     rejections = 0
     for record in dec:
         rejections += record.accepted < record.k
@@ -108,17 +126,23 @@ def test_caches_stay_consistent_after_rejections(tiny_pair, temperature):
 
 def test_adaptive_k_stays_within_bounds(tiny_pair, twin_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
-    _, grown = decode(twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=200, k=1, policy=KPolicy.HEURISTIC)
+    _, grown = decode(
+        twin_pair, ModelDrafter(twin_pair.draft), ids, eos=set(), max_new_tokens=200, k=1, policy=KPolicy.HEURISTIC
+    )
     ks = [r.k for r in grown[:-1]]  # the last round may be cut by the budget
     assert ks[:3] == [1, 3, 5] and max(ks) == K_MAX and all(K_MIN <= k <= K_MAX for k in ks)
-    _, shrunk = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=120, k=16, policy=KPolicy.HEURISTIC)
+    _, shrunk = decode(
+        tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=120, k=16, policy=KPolicy.HEURISTIC
+    )
     assert all(K_MIN <= r.k <= K_MAX for r in shrunk[:-1]) and min(r.k for r in shrunk) < 16
 
 
 def test_k_schedule_rule():
     s = KSchedule(4, KPolicy.HEURISTIC)
-    s.update(4, 4); assert s.k == 6
-    s.update(6, 2); assert s.k == 5
+    s.update(4, 4)
+    assert s.k == 6
+    s.update(6, 2)
+    assert s.k == 5
     for _ in range(20):
         s.update(s.k, s.k)
     assert s.k == K_MAX
@@ -126,14 +150,27 @@ def test_k_schedule_rule():
         s.update(s.k, 0)
     assert s.k == K_MIN
     fixed = KSchedule(4, KPolicy.FIXED)
-    fixed.update(4, 4); fixed.update(4, 0)
+    fixed.update(4, 4)
+    fixed.update(4, 0)
     assert fixed.k == 4
 
 
 def test_sampling_is_seeded(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[1])
-    outs = [decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, eos=set(), max_new_tokens=30, k=4,
-                temperature=1.0, top_p=0.9, seed=s)[0].new_tokens for s in (7, 7, 8)]
+    outs = [
+        decode(
+            tiny_pair,
+            ModelDrafter(tiny_pair.draft),
+            ids,
+            eos=set(),
+            max_new_tokens=30,
+            k=4,
+            temperature=1.0,
+            top_p=0.9,
+            seed=s,
+        )[0].new_tokens
+        for s in (7, 7, 8)
+    ]
     assert outs[0] == outs[1] and outs[0] != outs[2]
 
 
@@ -165,14 +202,19 @@ def test_draft_precision_and_verify_kernel_keep_greedy_output_equal_to_stock_tar
     """A cheaper draft and the CPU verify kernel change speed, never the output: the reference
     here is HF generate on the fp32 target with its stock kernels."""
     from playground import models, speed
-    pair = models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32",
-                            draft_precision=precision)
+
+    pair = models.load_pair(
+        str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32", draft_precision=precision
+    )
     assert pair.draft_precision.value == precision
     if precision == "int8":  # quantised at load: the draft's Linears, LM head included, are int8
         linears = [m for m in pair.draft.modules() if isinstance(m, torch.nn.Linear)]
-        if hasattr(pair.draft, "_int8_bytes"):  # the VNNI kernels: each Linear keeps an int8 copy, its bf16 weight freed
-            assert linears and all(m.weight.numel() == 0 or m.weight is pair.draft.get_input_embeddings().weight
-                                   for m in linears)
+        if hasattr(
+            pair.draft, "_int8_bytes"
+        ):  # the VNNI kernels: each Linear keeps an int8 copy, its bf16 weight freed
+            assert linears and all(
+                m.weight.numel() == 0 or m.weight is pair.draft.get_input_embeddings().weight for m in linears
+            )
             assert pair.draft.get_input_embeddings().weight.dtype == torch.bfloat16  # a lookup: stays bf16
         else:  # torch's dynamic int8: the Linears are replaced by packed ones
             assert not linears
@@ -184,7 +226,9 @@ def test_draft_precision_and_verify_kernel_keep_greedy_output_equal_to_stock_tar
             reference = target_greedy(pair.target, ids, 30, pair.eos)
         finally:
             speed.fast_verify(pair.target, True)  # as load_pair leaves it
-        dec, rounds = decode(pair, make_drafter(DrafterSpec(DrafterKind.DRAFT_MODEL), pair), ids, max_new_tokens=30, k=6)
+        dec, rounds = decode(
+            pair, make_drafter(DrafterSpec(DrafterKind.DRAFT_MODEL), pair), ids, max_new_tokens=30, k=6
+        )
         assert dec.new_tokens == reference
         assert sum(r.accepted for r in rounds) > 0
 
@@ -219,7 +263,9 @@ def test_theory_k_policy_without_a_profile_uses_the_runs_own_timings():
 def test_theory_k_policy_is_lossless_and_in_bounds(tiny_pair):
     for prompt in PROMPTS[:4]:
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
-        dec, rounds = decode(tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, k=4, policy=KPolicy.THEORY)
+        dec, rounds = decode(
+            tiny_pair, ModelDrafter(tiny_pair.draft), ids, max_new_tokens=40, k=4, policy=KPolicy.THEORY
+        )
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 40, tiny_pair.eos)
         assert all(0 <= r.k <= K_MAX for r in rounds[:-1])
 

@@ -5,6 +5,7 @@ The tiny random models decide many near-ties (their logits are close), which mak
 torch's stock bf16 kernels these comparisons are allowed to differ after a near-tie; with the kernels they may
 not differ at all. Skipped where the kernels cannot run (tests/kernel_support.py).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -39,23 +40,26 @@ def hf_greedy(loaded, prompt: str, n: int) -> list[int]:
     ids = encode_prompt(loaded.tokenizer, prompt, chat=False)
     with torch.inference_mode():
         out = loaded.target.generate(ids, do_sample=False, max_new_tokens=n, pad_token_id=loaded.tokenizer.eos_token_id)
-    return out[0, ids.shape[1]:].tolist()
+    return out[0, ids.shape[1] :].tolist()
 
 
-@pytest.mark.parametrize("drafter,decode", [
-    (DrafterKind.DRAFT_MODEL, dict(k=4)),
-    (DrafterKind.DRAFT_MODEL, dict(k=7, policy=KPolicy.HEURISTIC)),
-    (DrafterKind.DRAFT_MODEL, dict(k=4, policy=KPolicy.THEORY)),
-    (DrafterKind.DRAFT_MODEL, dict(k=6, policy=KPolicy.CONFIDENCE)),
-    (DrafterKind.DRAFT_MODEL, dict(tree="dynamic:6")),
-    (DrafterKind.DRAFT_MODEL, dict(tree="3-2-1-1")),
-    (DrafterKind.PROMPT_LOOKUP, dict(k=3)),
-    (DrafterKind.SUFFIX, dict(k=6)),
-    (DrafterKind.SUFFIX, dict(tree="dynamic:6")),
-    (DrafterKind.LOOKAHEAD, dict()),
-    (DrafterKind.EARLY_EXIT, dict(k=2)),
-    (DrafterKind.STAGED, dict(k=4)),
-])
+@pytest.mark.parametrize(
+    "drafter,decode",
+    [
+        (DrafterKind.DRAFT_MODEL, dict(k=4)),
+        (DrafterKind.DRAFT_MODEL, dict(k=7, policy=KPolicy.HEURISTIC)),
+        (DrafterKind.DRAFT_MODEL, dict(k=4, policy=KPolicy.THEORY)),
+        (DrafterKind.DRAFT_MODEL, dict(k=6, policy=KPolicy.CONFIDENCE)),
+        (DrafterKind.DRAFT_MODEL, dict(tree="dynamic:6")),
+        (DrafterKind.DRAFT_MODEL, dict(tree="3-2-1-1")),
+        (DrafterKind.PROMPT_LOOKUP, dict(k=3)),
+        (DrafterKind.SUFFIX, dict(k=6)),
+        (DrafterKind.SUFFIX, dict(tree="dynamic:6")),
+        (DrafterKind.LOOKAHEAD, dict()),
+        (DrafterKind.EARLY_EXIT, dict(k=2)),
+        (DrafterKind.STAGED, dict(k=4)),
+    ],
+)
 def test_greedy_output_is_exactly_the_targets_with_the_invariant_kernels(runner, bf16_spec, drafter, decode):
     for prompt in PROMPTS:
         spec = bf16_spec(prompt, drafter, **decode)
@@ -82,8 +86,13 @@ def test_the_batched_engine_gives_every_row_its_solo_output(runner, bf16_spec):
 
 def test_switching_the_kernels_off_is_per_run_and_shows(runner, bf16_spec):
     spec = bf16_spec(PROMPTS[1])
-    stock = RunSpec(PairSpec(spec.pair.name, spec.pair.target, spec.pair.draft, "bf16", invariant=False),
-                    spec.drafter, spec.decode, spec.prompt, chat=False)
+    stock = RunSpec(
+        PairSpec(spec.pair.name, spec.pair.target, spec.pair.draft, "bf16", invariant=False),
+        spec.drafter,
+        spec.decode,
+        spec.prompt,
+        chat=False,
+    )
     loaded = runner.load(stock)
     run_all(runner, stock)
     assert not loaded.invariant and not kernel_model.is_invariant(loaded.target)
@@ -97,9 +106,22 @@ def test_an_exact_comparison_never_calls_a_difference_a_near_tie():
     from playground.records import RoundRecord
 
     def run(tokens, margin):
-        return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1], token_kind="target",
-                            new_tokens=tokens, draft_s=0.0, verify_s=0.1, total_new=len(tokens),
-                            margins=[margin] * len(tokens))]
+        return [
+            RoundRecord(
+                round=0,
+                k=0,
+                draft_tokens=[],
+                accepted=0,
+                token=tokens[-1],
+                token_kind="target",
+                new_tokens=tokens,
+                draft_s=0.0,
+                verify_s=0.1,
+                total_new=len(tokens),
+                margins=[margin] * len(tokens),
+            )
+        ]
+
     a, b = run([1, 2, 3], 0.01), run([1, 2, 4], 0.01)
     assert trace.compare_outputs(a, b, "bf16")["near_tie"]  # stock kernels: a gap of 0.01 is a near-tie
     assert not trace.compare_outputs(a, b, "bf16", exact=True)["near_tie"]
@@ -107,7 +129,8 @@ def test_an_exact_comparison_never_calls_a_difference_a_near_tie():
 
 def test_the_default_pair_precisions_load_the_kernels(tiny_models):
     """A bf16 target is switched to the kernels when it loads; an int8 draft gets the int8 kernels."""
-    loaded = models.load_pair(str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="bf16",
-                              draft_precision="int8")
+    loaded = models.load_pair(
+        str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="bf16", draft_precision="int8"
+    )
     assert kernel_model.is_invariant(loaded.target)
     assert all(layer.self_attn.q_proj.weight.numel() == 0 for layer in loaded.draft.model.layers)

@@ -10,6 +10,7 @@ The files in tests/golden/ were written by the code before the decoding refactor
 that is meant to preserve behaviour must leave them passing as they are. Only a change that is meant to
 alter what the engine decides may rewrite them: GOLDEN_WRITE=1 python -m pytest tests/test_golden.py.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +31,10 @@ WRITE = os.environ.get("GOLDEN_WRITE") == "1"
 REL_TOL, ABS_TOL = 1e-5, 1e-8
 TIMINGS = {"draft_s", "verify_s"}  # wall clock: never compared
 
-CODE = ("def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
-        "def fibonacci(n):\n    if n < 2:")
+CODE = (
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
+    "def fibonacci(n):\n    if n < 2:"
+)
 STORY = "Once upon a time"
 # Its last token's latest earlier match and its last 3-gram's are followed by different tokens: what prompt
 # lookup proposes first depends on the order in which it tries n-gram lengths.
@@ -40,8 +43,13 @@ REPEAT = "The quick brown fox jumps over the lazy dog. A little fox lived in the
 CHEAP = theory.CostProfile({1: 0.010, 2: 0.011, 3: 0.012, 5: 0.014, 9: 0.020, 17: 0.034}, draft_s=0.002)
 COSTLY = theory.CostProfile({1: 0.010, 2: 0.012, 3: 0.014, 5: 0.018, 9: 0.026, 17: 0.042}, draft_s=0.008)
 
-DM, LOOKUP, EXIT, STAGED, ALONE = (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT,
-                                   DrafterKind.STAGED, DrafterKind.TARGET_ALONE)
+DM, LOOKUP, EXIT, STAGED, ALONE = (
+    DrafterKind.DRAFT_MODEL,
+    DrafterKind.PROMPT_LOOKUP,
+    DrafterKind.EARLY_EXIT,
+    DrafterKind.STAGED,
+    DrafterKind.TARGET_ALONE,
+)
 CROSS = DrafterKind.CROSS_TOKENIZER
 GREEDY, SAMPLED = dict(temperature=0.0), dict(temperature=0.7, seed=7)
 
@@ -80,8 +88,13 @@ def _cases() -> dict[str, tuple[str, DrafterKind, str, dict]]:
 
 CASES = _cases()
 EOS_CASES = {"draft_model-eos", "target_alone-eos", "draft_model-tree-eos"}
-BATCHES = {"batch-B1-k3": (1, 3), "batch-B2-k3": (2, 3), "batch-B4-k3": (4, 3), "batch-B2-k0": (2, 0),
-           "batch-B4-eos": (4, 2)}
+BATCHES = {
+    "batch-B1-k3": (1, 3),
+    "batch-B2-k3": (2, 3),
+    "batch-B4-k3": (4, 3),
+    "batch-B2-k0": (2, 0),
+    "batch-B4-eos": (4, 2),
+}
 BATCH_PROMPTS = [CODE, STORY, "The quick brown fox", "x"]
 
 
@@ -100,12 +113,16 @@ def golden_runner() -> FixedCostRunner:
 @pytest.fixture(scope="module")
 def golden_pairs(tiny_models, cross_models, tiny_pair) -> dict[str, tuple[PairSpec, models.LoadedPair]]:
     """The pairs the cases run on, as specs and loaded (fp32: exact caches), by name."""
-    def load(name: str, draft: str, target: str) -> tuple[PairSpec, models.LoadedPair]:
-        return PairSpec(name, target, draft), models.load_pair(draft, target, target_precision="fp32",
-                                                               draft_precision="fp32", same_tokenizer=False)
 
-    return {"tiny": (PairSpec("tiny (test)", str(tiny_models["target"]), str(tiny_models["draft"])), tiny_pair),
-            "cross": load("cross (test)", cross_models["draft"], cross_models["target"])}
+    def load(name: str, draft: str, target: str) -> tuple[PairSpec, models.LoadedPair]:
+        return PairSpec(name, target, draft), models.load_pair(
+            draft, target, target_precision="fp32", draft_precision="fp32", same_tokenizer=False
+        )
+
+    return {
+        "tiny": (PairSpec("tiny (test)", str(tiny_models["target"]), str(tiny_models["draft"])), tiny_pair),
+        "cross": load("cross (test)", cross_models["draft"], cross_models["target"]),
+    }
 
 
 def engine_trace(runner: Runner, pairs: dict, name: str) -> list[dict]:
@@ -124,15 +141,22 @@ def batch_trace(pair: models.LoadedPair, name: str) -> dict:
     prompts = [encode_prompt(pair.tokenizer, p)[0].tolist() for p in BATCH_PROMPTS[:rows]]
     eos = pair.eos if name.endswith("eos") else set()
     result = batch.decode_batch(pair.target, pair.draft, prompts, k, 24, eos)
-    return {"outputs": result.outputs, "margins": result.margins,
-            "rounds": [{k: v for k, v in dataclasses.asdict(r).items() if k not in TIMINGS} for r in result.rounds]}
+    return {
+        "outputs": result.outputs,
+        "margins": result.margins,
+        "rounds": [{k: v for k, v in dataclasses.asdict(r).items() if k not in TIMINGS} for r in result.rounds],
+    }
 
 
 def differences(got, want, path: str = "") -> list[str]:
     """Where two JSON values differ: ints, strings, bools and None exactly, floats within REL_TOL."""
     if isinstance(want, float) or isinstance(got, float):
-        if isinstance(got, (int, float)) and isinstance(want, (int, float)) and not isinstance(got, bool) \
-                and math.isclose(got, want, rel_tol=REL_TOL, abs_tol=ABS_TOL):
+        if (
+            isinstance(got, (int, float))
+            and isinstance(want, (int, float))
+            and not isinstance(got, bool)
+            and math.isclose(got, want, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+        ):
             return []
         return [f"{path}: {got!r} != golden {want!r}"]
     if isinstance(want, dict) and isinstance(got, dict):
@@ -142,7 +166,8 @@ def differences(got, want, path: str = "") -> list[str]:
     if isinstance(want, list) and isinstance(got, list):
         if len(got) != len(want):
             return [f"{path}: {len(got)} entries != golden {len(want)}"] + differences(
-                got[:len(want)], want[:len(got)], path)
+                got[: len(want)], want[: len(got)], path
+            )
         return [d for i, (g, w) in enumerate(zip(got, want)) for d in differences(g, w, f"{path}[{i}]")]
     return [] if got == want and type(got) is type(want) else [f"{path}: {got!r} != golden {want!r}"]
 

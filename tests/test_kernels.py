@@ -4,6 +4,7 @@ Every test compares a computation inside a larger pass with the same computation
 They need a CPU with AVX512-BF16 and a C compiler; elsewhere they are skipped with the reason. Under
 PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) kernels that did not load on such a machine are a failure.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -22,6 +23,7 @@ def bf16(*shape: int, seed: int = 0, scale: float = 1.0) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- linear
+
 
 @pytest.mark.parametrize("n,k", [(100, 200), (96, 64), (13, 48), (1537, 96)])
 def test_a_linear_row_is_bitwise_the_same_in_every_pass_size(n, k):
@@ -87,6 +89,7 @@ def test_linear_takes_batched_and_strided_inputs():
 
 # ---------------------------------------------------------------- attention
 
+
 def attend(q, k, v, mask=None):
     return kernel_ops.attention(None, q, k, v, mask)[0]  # (B, Q, H, D)
 
@@ -118,16 +121,21 @@ def test_attention_is_its_definition_for_every_pass(heads, kv_heads, d):
     g = torch.Generator().manual_seed(heads * d)
     for q_len in [*range(1, 41), 97, 300, 1000]:
         context = q_len + int(torch.randint(0, 30, (1,), generator=g))
-        q, k, v = (bf16(1, n, length, d, seed=q_len + i) for i, (n, length) in
-                   enumerate([(heads, q_len), (kv_heads, context), (kv_heads, context)]))
-        assert torch.equal(kernel_ops.attention(None, q, k, v, None)[0],
-                           kernel_ops.attention(None, q, k, v, None, reference=True)[0]), q_len
+        q, k, v = (
+            bf16(1, n, length, d, seed=q_len + i)
+            for i, (n, length) in enumerate([(heads, q_len), (kv_heads, context), (kv_heads, context)])
+        )
+        assert torch.equal(
+            kernel_ops.attention(None, q, k, v, None)[0], kernel_ops.attention(None, q, k, v, None, reference=True)[0]
+        ), q_len
         if q_len <= 40:
             mask = torch.rand(2, 1, q_len, context, generator=g) > 0.3
             mask[1, 0, 0] = False
             q2, k2, v2 = (torch.cat([t, t.flip(-1)]) for t in (q, k, v))
-            assert torch.equal(kernel_ops.attention(None, q2, k2, v2, mask)[0],
-                               kernel_ops.attention(None, q2, k2, v2, mask, reference=True)[0]), q_len
+            assert torch.equal(
+                kernel_ops.attention(None, q2, k2, v2, mask)[0],
+                kernel_ops.attention(None, q2, k2, v2, mask, reference=True)[0],
+            ), q_len
 
 
 def test_a_query_does_not_depend_on_the_other_queries_of_its_pass():
@@ -150,6 +158,7 @@ def test_a_masked_key_is_skipped_not_counted():
 
 
 # ---------------------------------------------------------------- a model
+
 
 @pytest.fixture(scope="module")
 def bf16_target(tiny_models):

@@ -3,6 +3,7 @@ kernel tests raised at collection wherever the kernels could not load (an ARM la
 Now they are required only where the CPU has AVX512-BF16 and a C compiler; elsewhere they skip with the reason.
 PLAYGROUND_KERNELS=off reports the kernels unavailable on any machine, for the app and the tests alike, so that
 the suite can be run here as it runs there."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(code_or_args: list[str], **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("PLAYGROUND_KERNELS", "CC")} | env
-    return subprocess.run([sys.executable, *code_or_args], cwd=ROOT, env=environ, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, *code_or_args], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_switch_reports_the_kernels_unavailable_and_the_app_keeps_torchs_kernels(tiny_models):
@@ -39,13 +41,17 @@ print(json.dumps(dict(why=kernel_ops.why_not(), available=kernel_ops.available()
     done = run(["-c", code], PLAYGROUND_KERNELS="off", PLAYGROUND_MODEL_ROOTS=str(tiny_models["target"].parent))
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen == dict(why="PLAYGROUND_KERNELS=off", available=False, invariant=False, vnni_draft=False,
-                        dtype="torch.bfloat16")  # torch's bf16 target and torch's dynamic int8 draft
+    assert seen == dict(
+        why="PLAYGROUND_KERNELS=off", available=False, invariant=False, vnni_draft=False, dtype="torch.bfloat16"
+    )  # torch's bf16 target and torch's dynamic int8 draft
 
 
 def test_the_kernel_tests_skip_with_the_reason_when_switched_off_even_where_required():
-    done = run(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_kernels.py", "tests/test_exactness.py"],
-               PLAYGROUND_KERNELS="off", PLAYGROUND_REQUIRE_KERNELS="1")
+    done = run(
+        ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_kernels.py", "tests/test_exactness.py"],
+        PLAYGROUND_KERNELS="off",
+        PLAYGROUND_REQUIRE_KERNELS="1",
+    )
     assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]  # 5: every module skipped whole
     assert "2 skipped" in done.stdout and "passed" not in done.stdout, done.stdout[-2000:]
     assert "batch-invariant kernels unavailable: PLAYGROUND_KERNELS=off" in done.stdout
@@ -56,8 +62,12 @@ def test_without_a_compiler_the_kernel_tests_skip_even_where_required(tmp_path):
     PLAYGROUND_REQUIRE_KERNELS=1 the kernel tests used to raise at collection, failing command 2."""
     empty = tmp_path / "bin"
     empty.mkdir()
-    done = run(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_kernels.py"],
-               PLAYGROUND_REQUIRE_KERNELS="1", PLAYGROUND_CACHE=str(tmp_path / "cache"), PATH=str(empty))
+    done = run(
+        ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_kernels.py"],
+        PLAYGROUND_REQUIRE_KERNELS="1",
+        PLAYGROUND_CACHE=str(tmp_path / "cache"),
+        PATH=str(empty),
+    )
     assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]  # 5: the module skipped whole
     assert "1 skipped" in done.stdout and "no C compiler" in done.stdout, done.stdout[-2000:]
 

@@ -4,6 +4,7 @@ gradio or plotly; only playground/ui/ imports gradio. Each module is imported in
 what another test imported does not hide a violation. The engine names no strategy, and only the spec and
 the registry branch on a DrafterKind. No module grows past 400 lines, and no import circle: no module reaches
 itself through the imports that run (at the top or inside a function; not those under `if TYPE_CHECKING:`)."""
+
 from __future__ import annotations
 
 import ast
@@ -19,32 +20,60 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "playground"
 MAX_LINES = 400
 
-VIEWS = ["playground.views"] + sorted(f"playground.views.{p.stem}" for p in (PACKAGE / "views").glob("*.py")
-                                      if p.stem != "__init__")
-STRATEGIES = sorted(f"playground.decoding.{p.stem}" for p in (PACKAGE / "decoding").glob("*.py") if p.stem != "__init__")
-PURE = VIEWS + ["playground.trace", "playground.recorded", "playground.theory", "playground.records", "playground.spec", "playground.treeshape",
-                "playground.inputs", "playground.errors",
-                "playground.decoding", "playground.numbers", "playground.progress", "playground.settings",
-                "playground.outbound"]
+VIEWS = ["playground.views"] + sorted(
+    f"playground.views.{p.stem}" for p in (PACKAGE / "views").glob("*.py") if p.stem != "__init__"
+)
+STRATEGIES = sorted(
+    f"playground.decoding.{p.stem}" for p in (PACKAGE / "decoding").glob("*.py") if p.stem != "__init__"
+)
+PURE = VIEWS + [
+    "playground.trace",
+    "playground.recorded",
+    "playground.theory",
+    "playground.records",
+    "playground.spec",
+    "playground.treeshape",
+    "playground.inputs",
+    "playground.errors",
+    "playground.decoding",
+    "playground.numbers",
+    "playground.progress",
+    "playground.settings",
+    "playground.outbound",
+]
 ENGINE = ["playground.engine", "playground.sampling", "playground.runner", "playground.batch"] + STRATEGIES
 LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
 
 
 def loaded_by(module: str, forbidden: tuple[str, ...]) -> list[str]:
     """The forbidden top-level packages that importing `module` loads, in a fresh interpreter."""
-    code = (f"import sys, json; import {module}; "
-            f"print(json.dumps(sorted(m for m in {list(forbidden)!r} if m in sys.modules)))")
+    code = (
+        f"import sys, json; import {module}; "
+        f"print(json.dumps(sorted(m for m in {list(forbidden)!r} if m in sys.modules)))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"import {module} failed:\n{done.stderr[-2000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_views_modules_are_found():
-    assert {"playground.views.tokens", "playground.views.charts", "playground.views.step", "playground.views.theory",
-            "playground.views.grid", "playground.views.export_code"} <= set(VIEWS)
-    assert {"playground.decoding.base", "playground.decoding.model", "playground.decoding.lookup",
-            "playground.decoding.early_exit", "playground.decoding.cross", "playground.decoding.staged",
-            "playground.decoding.tree"} <= set(STRATEGIES)
+    assert {
+        "playground.views.tokens",
+        "playground.views.charts",
+        "playground.views.step",
+        "playground.views.theory",
+        "playground.views.grid",
+        "playground.views.export_code",
+    } <= set(VIEWS)
+    assert {
+        "playground.decoding.base",
+        "playground.decoding.model",
+        "playground.decoding.lookup",
+        "playground.decoding.early_exit",
+        "playground.decoding.cross",
+        "playground.decoding.staged",
+        "playground.decoding.tree",
+    } <= set(STRATEGIES)
 
 
 @pytest.mark.parametrize("module, forbidden", LAYERS, ids=[m for m, _ in LAYERS])
@@ -61,8 +90,11 @@ GRADIO_IMPORT = re.compile(r"^\s*(?:from\s+gradio\b|import\s+(?:[\w.]+\s*,\s*)*g
 
 def test_only_the_ui_package_imports_gradio():
     ui = PACKAGE / "ui"
-    offenders = [str(p.relative_to(ROOT)) for p in sorted(PACKAGE.rglob("*.py"))
-                 if ui not in p.parents and GRADIO_IMPORT.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if ui not in p.parents and GRADIO_IMPORT.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
 
 
@@ -75,14 +107,17 @@ def test_the_gradio_import_check_recognises_imports():
 
 
 def test_no_module_is_over_400_lines():
-    lengths = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
-               for p in sorted(PACKAGE.rglob("*.py"))}
+    lengths = {
+        str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in sorted(PACKAGE.rglob("*.py"))
+    }
     assert {path: n for path, n in lengths.items() if n > MAX_LINES} == {}
 
 
 # ---------------------------------------------------------------- strategies stay behind the registry
 
-STRATEGY_MODULES = re.compile(r"playground\.decoding\.(?!base\b|cache\b)\w+|from playground\.decoding import (?!.*\bbase\b)")
+STRATEGY_MODULES = re.compile(
+    r"playground\.decoding\.(?!base\b|cache\b)\w+|from playground\.decoding import (?!.*\bbase\b)"
+)
 KIND_BRANCH = re.compile(r"(?:\bis(?: not)?|==|!=|\bin)\s*\(?\s*DrafterKind\.|\{\s*DrafterKind\.\w+\s*:")
 
 
@@ -90,38 +125,61 @@ def test_the_engine_names_no_strategy():
     """engine.py reaches drafters through decoding.base's protocol only: no strategy module, no strategy name."""
     source = (PACKAGE / "engine.py").read_text(encoding="utf-8")
     assert not STRATEGY_MODULES.search(source)
-    assert not re.search(r"DrafterKind|\b(?:Model|EarlyExit|PromptLookup|No|CrossTokenizer|Staged|Tree)Drafter\b|\.tree\b",
-                         source)
+    assert not re.search(
+        r"DrafterKind|\b(?:Model|EarlyExit|PromptLookup|No|CrossTokenizer|Staged|Tree)Drafter\b|\.tree\b", source
+    )
 
 
 def test_only_the_spec_and_the_registry_branch_on_a_drafter_kind():
     allowed = {PACKAGE / "spec.py", PACKAGE / "decoding" / "__init__.py"}
-    offenders = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(PACKAGE.rglob("*.py")) if p not in allowed
-                 for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if KIND_BRANCH.search(line)]
+    offenders = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p not in allowed
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if KIND_BRANCH.search(line)
+    ]
     assert offenders == []
 
 
 def test_the_branch_check_recognises_branches():
-    for line in ("if kind is DrafterKind.STAGED:", "kind is not DrafterKind.DRAFT_MODEL", "x == DrafterKind.EARLY_EXIT",
-                 "if kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED):", "{DrafterKind.DRAFT_MODEL: 1}"):
+    for line in (
+        "if kind is DrafterKind.STAGED:",
+        "kind is not DrafterKind.DRAFT_MODEL",
+        "x == DrafterKind.EARLY_EXIT",
+        "if kind in (DrafterKind.DRAFT_MODEL, DrafterKind.STAGED):",
+        "{DrafterKind.DRAFT_MODEL: 1}",
+    ):
         assert KIND_BRANCH.search(line), line
-    for line in ("DrafterSpec(DrafterKind.TARGET_ALONE)", "name = DrafterKind.STAGED.value", "default=DrafterKind.DRAFT_MODEL"):
+    for line in (
+        "DrafterSpec(DrafterKind.TARGET_ALONE)",
+        "name = DrafterKind.STAGED.value",
+        "default=DrafterKind.DRAFT_MODEL",
+    ):
         assert not KIND_BRANCH.search(line), line
 
 
 # ---------------------------------------------------------------- no import circle
 
+
 def import_graph(root: Path, package: str = "playground") -> dict[str, set[str]]:
     """Each module of `package` under `root` -> the modules of the package it imports, wherever the import statement
     stands (a function's lazy import runs too), except under `if TYPE_CHECKING:` (never runs). `from a import b`
     names the module a.b when there is one, else a."""
-    files = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
-             for p in (root / package).rglob("*.py")}
+    files = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in (root / package).rglob("*.py")
+    }
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                       for stmt in node.body for n in ast.walk(stmt)}
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for stmt in node.body
+            for n in ast.walk(stmt)
+        }
         targets: set[str] = set()
         for node in ast.walk(tree):
             if id(node) in typing_only:

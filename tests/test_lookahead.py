@@ -2,6 +2,7 @@
 target's own argmax for the context the mask gives it), the n-gram pool, greedy output equal to the target
 alone, caches equal to a recompute, the sampling law by chi-square with a broken rule caught end to end, and
 the records the views read."""
+
 from __future__ import annotations
 
 import copy
@@ -18,14 +19,24 @@ from playground.runner import encode_prompt
 from playground.config import DecodeConfig, DrafterKind
 from playground.spec import DrafterSpec
 from playground.treeshape import parse_tree
-from tests.helpers import CHI2_999, PROMPTS, REPEAT, branching_prompt, broken_select, decode, target_greedy, two_token_test
+from tests.helpers import (
+    CHI2_999,
+    PROMPTS,
+    REPEAT,
+    branching_prompt,
+    broken_select,
+    decode,
+    target_greedy,
+    two_token_test,
+)
 
 SETTINGS = [(5, 3, 3, False), (1, 2, 1, False), (4, 4, 2, False), (3, 5, 5, True), (6, 2, 8, True)]
 
 
 def lookahead(w=5, n=3, g=3, pool=False) -> DrafterSpec:
-    return DrafterSpec(DrafterKind.LOOKAHEAD, lookahead_window=w, lookahead_ngram=n, lookahead_guesses=g,
-                       lookahead_prompt_pool=pool)
+    return DrafterSpec(
+        DrafterKind.LOOKAHEAD, lookahead_window=w, lookahead_ngram=n, lookahead_guesses=g, lookahead_prompt_pool=pool
+    )
 
 
 def test_the_window_layout_gives_each_guess_its_column_and_its_trajectory():
@@ -86,16 +97,22 @@ def test_lookahead_caches_hold_exactly_the_kept_sequence(loop_pair):
     """A kept path always moves in the cache: the window's entries sit between the sequence and the nodes."""
     ids = encode_prompt(loop_pair.tokenizer, PROMPTS[1])
     for temperature in (0.0, 0.3):  # sampling at 0.3: the random bigram target's text still repeats
-        dec = SpeculativeDecoder(loop_pair.target, LookaheadDrafter(loop_pair.target, 4, 3, 4, True), ids,
-                                 DecodeConfig(max_new_tokens=40, temperature=temperature, seed=3), set())
+        dec = SpeculativeDecoder(
+            loop_pair.target,
+            LookaheadDrafter(loop_pair.target, 4, 3, 4, True),
+            ids,
+            DecodeConfig(max_new_tokens=40, temperature=temperature, seed=3),
+            set(),
+        )
         gathered = 0
         for record in dec:
             gathered += record.accepted >= 1
             assert dec.cache.get_seq_length() == dec.cached == dec.ids.shape[1] - 1  # no window token stays
             with torch.inference_mode():
-                fresh = dec.target(input_ids=dec.ids).logits[0, dec.cached:]
-                incremental = dec.target(input_ids=dec.ids[:, dec.cached:], cache=copy.deepcopy(dec.cache),
-                                         use_cache=True).logits[0]
+                fresh = dec.target(input_ids=dec.ids).logits[0, dec.cached :]
+                incremental = dec.target(
+                    input_ids=dec.ids[:, dec.cached :], cache=copy.deepcopy(dec.cache), use_cache=True
+                ).logits[0]
             torch.testing.assert_close(incremental, fresh, atol=1e-4, rtol=1e-4)
         assert gathered >= 2, temperature
 
@@ -105,9 +122,17 @@ def two_tokens(pair, runs: int, **decode_values) -> tuple[float, int, list]:
     has two continuations in the prompt pool: both tried in turn at the first round)."""
     ids = branching_prompt(pair)
     first = []
-    stat, df = two_token_test(pair, lambda: LookaheadDrafter(pair.target, 3, 3, 4, prompt_pool=True), ids, runs,
-                              lambda seed, r: r.round or first.append((r.k, r.accepted, r.token_kind)),
-                              max_new_tokens=2, temperature=1.5, top_k=4, **decode_values)
+    stat, df = two_token_test(
+        pair,
+        lambda: LookaheadDrafter(pair.target, 3, 3, 4, prompt_pool=True),
+        ids,
+        runs,
+        lambda seed, r: r.round or first.append((r.k, r.accepted, r.token_kind)),
+        max_new_tokens=2,
+        temperature=1.5,
+        top_k=4,
+        **decode_values,
+    )
     return stat, df, first
 
 
@@ -153,8 +178,16 @@ def test_lookahead_records_say_where_each_token_came_from(loop_pair):
         assert r.p == [1.0] * r.k and (r.is_tree or r.k == 0)
     last = [r for r in rounds if r.extras is not None][-1]  # a round at the token limit may be a plain step
     assert sum(r.accepted for r in rounds) > 10 and last.extras.pool > 0
-    pooled = [r for r in decode(loop_pair, LookaheadDrafter(loop_pair.target, w, n, g, prompt_pool=True),
-                                encode_prompt(loop_pair.tokenizer, REPEAT), max_new_tokens=20)[1] if r.k]
+    pooled = [
+        r
+        for r in decode(
+            loop_pair,
+            LookaheadDrafter(loop_pair.target, w, n, g, prompt_pool=True),
+            encode_prompt(loop_pair.tokenizer, REPEAT),
+            max_new_tokens=20,
+        )[1]
+        if r.k
+    ]
     assert SEQUENCE in {s for r in pooled for s in r.extras.source}  # the prompt's n-grams, with the pool on
     row = last.as_dict()
     assert {"lookahead_window", "tree_parents"} <= set(row) and "suffix_match" not in row

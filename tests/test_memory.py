@@ -1,4 +1,5 @@
 """Memory a loaded model holds: its weights, not a mapping of the file it came from (issue 18)."""
+
 from __future__ import annotations
 
 import sys

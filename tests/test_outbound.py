@@ -2,6 +2,7 @@
 tab's vLLM row; issue 35.1-3). Each case against a local listener that records what reached it: nothing when a URL is
 refused, never a credential from the server's environment, no redirect followed, a slow drip cut at the call's
 deadline, Stop honoured mid-answer, no answer echoed; and an allow-listed loopback server still reached."""
+
 from __future__ import annotations
 
 import socket
@@ -26,10 +27,22 @@ def allow(monkeypatch, *urls: str) -> None:
     monkeypatch.setenv("PLAYGROUND_VLLM_URLS", ",".join(urls))
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/admin?x=", "http://127.0.0.1:8000/admin#",
-                                 "http://127.0.0.1:8000?", "http://127.0.0.1:8000/#", "http://user:pw@127.0.0.1:8000",
-                                 "http://127.0.0.1:8000/v2", "ftp://127.0.0.1:8000", "http://127.0.0.1:8000 /v1",
-                                 "http://127.0.0.1:99999", "http://", 12])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8000/admin?x=",
+        "http://127.0.0.1:8000/admin#",
+        "http://127.0.0.1:8000?",
+        "http://127.0.0.1:8000/#",
+        "http://user:pw@127.0.0.1:8000",
+        "http://127.0.0.1:8000/v2",
+        "ftp://127.0.0.1:8000",
+        "http://127.0.0.1:8000 /v1",
+        "http://127.0.0.1:99999",
+        "http://",
+        12,
+    ],
+)
 def test_a_url_is_an_origin_and_nothing_else(url):
     """A query or fragment picked the path fetched (".../admin#" fetched /admin); user info would be a credential."""
     with pytest.raises(PlaygroundError, match="give http://host:port|give it as http://host:port"):
@@ -58,8 +71,22 @@ def test_a_url_not_listed_is_refused_and_reaches_nothing(monkeypatch):
         assert seen.requests == []
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "169.254.169.254", "10.0.0.1",
-                                  "192.168.1.1", "100.64.0.1", "0.0.0.0", "[::1]", "[fe80::1]", "224.0.0.1"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "localhost",
+        "[::ffff:127.0.0.1]",
+        "169.254.169.254",
+        "10.0.0.1",
+        "192.168.1.1",
+        "100.64.0.1",
+        "0.0.0.0",
+        "[::1]",
+        "[fe80::1]",
+        "224.0.0.1",
+    ],
+)
 def test_with_any_public_server_allowed_internal_addresses_are_still_refused(monkeypatch, host):
     """`*` admits public servers only: loopback (by address or by a DNS name), cloud metadata (link-local),
     private and shared networks, multicast and the unspecified address are refused before any connection."""

@@ -1,5 +1,6 @@
 """The README's code map against the tree: every module it names exists, and every module of playground/ is named
 in its package's lines (a new module cannot land without its line in the map)."""
+
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 """The offline default pair on a fresh machine: packs assembled, verified, converted, loaded at the
 device's default precisions, and speculative decoding lossless against the target alone at the same
 precision. Short on purpose: one load per test session, 24 tokens a run."""
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,10 @@ def test_default_pair_is_lossless_against_the_target_alone_and_hf_generate(real)
         assert verdict["equal"] or (not loaded.invariant and verdict["near_tie"]), (policy, verdict)
     ids = encode_prompt(loaded.tokenizer, PROMPT)
     with torch.inference_mode():
-        ref = loaded.target.generate(ids, do_sample=False, max_new_tokens=24, pad_token_id=loaded.tokenizer.eos_token_id)
-    assert new_tokens(base) == ref[0, ids.shape[1]:].tolist()  # the baseline is HF's own greedy decoding
+        ref = loaded.target.generate(
+            ids, do_sample=False, max_new_tokens=24, pad_token_id=loaded.tokenizer.eos_token_id
+        )
+    assert new_tokens(base) == ref[0, ids.shape[1] :].tolist()  # the baseline is HF's own greedy decoding
     summary = trace.summarize(rounds, base, runner.profile(spec, loaded))
     assert summary["alpha"] > 0.3  # a real same-family pair agrees often on code
     text = loaded.tokenizer.decode(new_tokens(rounds))
@@ -76,16 +79,19 @@ def test_default_pair_is_exact_where_stock_bf16_flips_a_near_tie(real):
     this test fail there). With the batch-invariant kernels: the same tokens as the target alone and HF generate."""
     runner, spec, loaded = real
     if loaded.target_precision.value == "bf16" and not loaded.invariant:  # the claim is the kernels'
-        pytest.skip(f"batch-invariant kernels unavailable: {kernel_ops.why_not()} (torch's bf16 kernels may flip this "
-                    "near-tie)")
+        pytest.skip(
+            f"batch-invariant kernels unavailable: {kernel_ops.why_not()} (torch's bf16 kernels may flip this near-tie)"
+        )
     s = replace(spec.with_decode(max_new_tokens=64), prompt=bench_prompts.PROMPTS["code"])
     rounds, base = run_all(runner, s), run_all(runner, s.baseline())
     verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value, exact=loaded.invariant)
     assert verdict["equal"], verdict
     ids = encode_prompt(loaded.tokenizer, s.prompt)
     with torch.inference_mode():
-        ref = loaded.target.generate(ids, do_sample=False, max_new_tokens=64, pad_token_id=loaded.tokenizer.eos_token_id)
-    assert new_tokens(base) == ref[0, ids.shape[1]:].tolist()
+        ref = loaded.target.generate(
+            ids, do_sample=False, max_new_tokens=64, pad_token_id=loaded.tokenizer.eos_token_id
+        )
+    assert new_tokens(base) == ref[0, ids.shape[1] :].tolist()
 
 
 def test_default_pair_tokenizers_match(real):

@@ -1,4 +1,5 @@
 """The runner: the one way anything decodes (load, warm-up once, cost profile, rounds)."""
+
 from __future__ import annotations
 
 import torch
@@ -13,9 +14,10 @@ from playground.spec import DrafterSpec, PairSpec, RunSpec
 def target_greedy(pair, prompt: str, n: int) -> list[int]:
     ids = encode_prompt(pair.tokenizer, prompt)
     with torch.inference_mode():
-        out = pair.target.generate(ids, do_sample=False, max_new_tokens=n, eos_token_id=sorted(pair.eos),
-                                   pad_token_id=0)
-    return out[0, ids.shape[1]:].tolist()
+        out = pair.target.generate(
+            ids, do_sample=False, max_new_tokens=n, eos_token_id=sorted(pair.eos), pad_token_id=0
+        )
+    return out[0, ids.shape[1] :].tolist()
 
 
 def test_run_equals_target_generate_for_every_drafter_and_policy(runner, tiny_spec):
@@ -79,6 +81,9 @@ def test_figures_are_the_same_with_and_without_a_baseline(runner, tiny_spec):
     profile = runner.profile(spec, pair)
     alone = trace.summarize(rounds, None, profile)
     compared = trace.summarize(rounds, run_all(runner, spec.baseline()), profile)
-    assert (alone["c"], alone["calibrated_speedup"], alone["best_k_calibrated"]) == \
-        (compared["c"], compared["calibrated_speedup"], compared["best_k_calibrated"])
+    assert (alone["c"], alone["calibrated_speedup"], alone["best_k_calibrated"]) == (
+        compared["c"],
+        compared["calibrated_speedup"],
+        compared["best_k_calibrated"],
+    )
     assert alone["step_source"] == "measured"

@@ -4,6 +4,7 @@ Statistical tests: chi-square goodness of fit at significance 1e-3 against the e
 distribution. Each test also runs a deliberately wrong rule through the same statistic, to show
 the sample is large enough to catch one.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -106,8 +107,17 @@ def test_engine_two_token_distribution_equals_target(tiny_pair, kind):
         seen["accepted"] += r.accepted
         seen["drafted"] += r.k
 
-    stat, df = two_token_test(tiny_pair, lambda: make_drafter(DrafterSpec(kind), tiny_pair), ids, 2000, count,
-                              max_new_tokens=2, k=2, temperature=1.5, top_k=4)
+    stat, df = two_token_test(
+        tiny_pair,
+        lambda: make_drafter(DrafterSpec(kind), tiny_pair),
+        ids,
+        2000,
+        count,
+        max_new_tokens=2,
+        k=2,
+        temperature=1.5,
+        top_k=4,
+    )
     assert stat < CHI2_999[df], (stat, df)
     if kind is DrafterKind.DRAFT_MODEL:
         assert 0.1 < seen["accepted"] / seen["drafted"] < 0.95  # both accepts and rejections happened

@@ -1,5 +1,6 @@
 """Every PLAYGROUND_* variable is read by playground/settings.py alone, when it is used (never at import), and
 the README's table lists each one."""
+
 from __future__ import annotations
 
 import re
@@ -26,12 +27,25 @@ def test_an_empty_environment_gives_the_defaults():
 
 
 def test_each_variable_is_read():
-    s = settings.read({"PLAYGROUND_CACHE": "/c", "PLAYGROUND_MODEL_ROOTS": "/a:/b", "PLAYGROUND_PAIRS_FILE": "/p.json",
-                       "PLAYGROUND_DEFAULT_PAIR": "tiny", "PLAYGROUND_DEVICE": "cpu", "PLAYGROUND_DTYPE": "bf16",
-                       "PLAYGROUND_DRAFT_PRECISION": "int8", "PLAYGROUND_MEMORY_GB": "2.5", "PLAYGROUND_FAST_VERIFY": "0",
-                       "PLAYGROUND_MAX_NEW_TOKENS": "64", "PLAYGROUND_MAX_PROMPT_CHARS": "100",
-                       "PLAYGROUND_MAX_JOBS_PER_CLIENT": "5", "PLAYGROUND_MAX_JOBS_PER_ADDRESS": "6",
-                       "PLAYGROUND_PROXY_HOPS": "2", "PLAYGROUND_SESSION_IDLE_S": "120"})
+    s = settings.read(
+        {
+            "PLAYGROUND_CACHE": "/c",
+            "PLAYGROUND_MODEL_ROOTS": "/a:/b",
+            "PLAYGROUND_PAIRS_FILE": "/p.json",
+            "PLAYGROUND_DEFAULT_PAIR": "tiny",
+            "PLAYGROUND_DEVICE": "cpu",
+            "PLAYGROUND_DTYPE": "bf16",
+            "PLAYGROUND_DRAFT_PRECISION": "int8",
+            "PLAYGROUND_MEMORY_GB": "2.5",
+            "PLAYGROUND_FAST_VERIFY": "0",
+            "PLAYGROUND_MAX_NEW_TOKENS": "64",
+            "PLAYGROUND_MAX_PROMPT_CHARS": "100",
+            "PLAYGROUND_MAX_JOBS_PER_CLIENT": "5",
+            "PLAYGROUND_MAX_JOBS_PER_ADDRESS": "6",
+            "PLAYGROUND_PROXY_HOPS": "2",
+            "PLAYGROUND_SESSION_IDLE_S": "120",
+        }
+    )
     assert s.cache == Path("/c") and s.model_roots == (Path("/a"), Path("/b")) and s.pairs_file == Path("/p.json")
     assert (s.default_pair, s.device, s.dtype, s.draft_precision) == ("tiny", "cpu", "bf16", "int8")
     assert s.memory_gb == 2.5 and s.fast_verify is False
@@ -40,11 +54,20 @@ def test_each_variable_is_read():
     assert settings.read({"PLAYGROUND_DEVICE": "  ", "PLAYGROUND_CACHE": ""}).device is None  # empty is unset
 
 
-@pytest.mark.parametrize("name, value", [("PLAYGROUND_MAX_NEW_TOKENS", "many"), ("PLAYGROUND_MEMORY_GB", "0"),
-                                         ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "1.5"), ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "0"),
-                                         ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "abc"), ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "33"),
-                                         ("PLAYGROUND_MAX_JOBS_PER_ADDRESS", "-1"), ("PLAYGROUND_PROXY_HOPS", "x"),
-                                         ("PLAYGROUND_SESSION_IDLE_S", "5")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("PLAYGROUND_MAX_NEW_TOKENS", "many"),
+        ("PLAYGROUND_MEMORY_GB", "0"),
+        ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "1.5"),
+        ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "0"),
+        ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "abc"),
+        ("PLAYGROUND_MAX_JOBS_PER_CLIENT", "33"),
+        ("PLAYGROUND_MAX_JOBS_PER_ADDRESS", "-1"),
+        ("PLAYGROUND_PROXY_HOPS", "x"),
+        ("PLAYGROUND_SESSION_IDLE_S", "5"),
+    ],
+)
 def test_a_bad_value_is_refused_naming_the_variable(name, value):
     with pytest.raises(PlaygroundError, match=name):
         settings.read({name: value})
@@ -57,11 +80,14 @@ def test_a_bad_job_cap_stops_the_app_at_start_up_in_one_line_that_says_what_to_s
     import os
     import subprocess
     import sys
+
     env = dict(os.environ, PLAYGROUND_MAX_JOBS_PER_CLIENT=value, GRADIO_SERVER_PORT="1")  # never gets to listen
     done = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert (f"PLAYGROUND_MAX_JOBS_PER_CLIENT must be a whole number from 1 to 32 (unset: 2), got {value!r}"
-            in done.stderr.strip().splitlines()[-1])
+    assert (
+        f"PLAYGROUND_MAX_JOBS_PER_CLIENT must be a whole number from 1 to 32 (unset: 2), got {value!r}"
+        in done.stderr.strip().splitlines()[-1]
+    )
 
 
 def test_the_limits_are_read_when_used_not_at_import(monkeypatch):
@@ -79,12 +105,19 @@ ENV_READ = re.compile(r"(?:environ|getenv)\b[^\n]*PLAYGROUND_")
 
 
 def test_no_other_module_reads_a_playground_variable():
-    offenders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "playground").rglob("*.py"))
-                 if p.name != "settings.py" and ENV_READ.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in sorted((ROOT / "playground").rglob("*.py"))
+        if p.name != "settings.py" and ENV_READ.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
-    assert ENV_READ.search('os.environ.get("PLAYGROUND_DTYPE")') and not ENV_READ.search('settings.read().dtype')
+    assert ENV_READ.search('os.environ.get("PLAYGROUND_DTYPE")') and not ENV_READ.search("settings.read().dtype")
 
 
 def test_the_readme_lists_every_variable_once_in_its_table():
-    rows = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines() if line.startswith("| `PLAYGROUND_")]
+    rows = [
+        line
+        for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("| `PLAYGROUND_")
+    ]
     assert sorted(re.match(r"\| `(\w+)`", row).group(1) for row in rows) == sorted(settings.VARIABLES)

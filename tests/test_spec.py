@@ -1,4 +1,5 @@
 """The run description: validated once, with messages that name the field; user input read only here."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,18 +30,34 @@ def test_a_run_description_is_frozen_and_typed():
 
 
 def test_baseline_keeps_prompt_precision_and_sampling_and_drops_the_draft():
-    spec = RunSpec(PairSpec("p", "t", "d", target_precision="bf16"), DrafterSpec(),
-                   DecodeConfig(k=6, policy=KPolicy.HEURISTIC, temperature=0.7, seed=3), "hello")
+    spec = RunSpec(
+        PairSpec("p", "t", "d", target_precision="bf16"),
+        DrafterSpec(),
+        DecodeConfig(k=6, policy=KPolicy.HEURISTIC, temperature=0.7, seed=3),
+        "hello",
+    )
     base = spec.baseline()
     assert base.drafter.kind is DrafterKind.TARGET_ALONE and base.decode.policy is KPolicy.FIXED
-    assert (base.prompt, base.pair.target_precision, base.decode.temperature, base.decode.seed) == \
-        ("hello", Precision.BF16, 0.7, 3)
+    assert (base.prompt, base.pair.target_precision, base.decode.temperature, base.decode.seed) == (
+        "hello",
+        Precision.BF16,
+        0.7,
+        3,
+    )
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("fixed k", KPolicy.FIXED), ("adaptive (heuristic)", KPolicy.HEURISTIC), ("adaptive (theory)", KPolicy.THEORY),
-    ("theory", KPolicy.THEORY), (True, KPolicy.HEURISTIC), (False, KPolicy.FIXED), ("adaptive", KPolicy.HEURISTIC),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("fixed k", KPolicy.FIXED),
+        ("adaptive (heuristic)", KPolicy.HEURISTIC),
+        ("adaptive (theory)", KPolicy.THEORY),
+        ("theory", KPolicy.THEORY),
+        (True, KPolicy.HEURISTIC),
+        (False, KPolicy.FIXED),
+        ("adaptive", KPolicy.HEURISTIC),
+    ],
+)
 def test_k_policy_is_read_from_labels_values_and_bools(value, expected):
     assert parse_policy(value) is expected
 
@@ -82,8 +99,16 @@ def test_the_draft_model_drafter_needs_a_draft():
         RunSpec(PairSpec("p", "t"), DrafterSpec(), DecodeConfig(), "hi")
 
 
-@pytest.mark.parametrize("prompt, words", [("", "empty"), ("  \n", "empty"), (None, "empty"),
-                                           ("x" * 100_000, "too long"), ("abc\ud800def", "not valid text")])
+@pytest.mark.parametrize(
+    "prompt, words",
+    [
+        ("", "empty"),
+        ("  \n", "empty"),
+        (None, "empty"),
+        ("x" * 100_000, "too long"),
+        ("abc\ud800def", "not valid text"),
+    ],
+)
 def test_bad_prompts_are_refused_with_a_clear_message(prompt, words):
     with pytest.raises(PlaygroundError, match=words):
         check_prompt(prompt)
@@ -131,9 +156,16 @@ def test_tree_shapes_are_parsed_and_validated_with_clear_messages():
     assert parse_tree("") is None and parse_tree("chain") is None and parse_tree(None) is None
     spec = RunSpec(PAIR, DrafterSpec(), DecodeConfig(tree="2-2"), "hi")
     assert spec.decode.tree.label == "2-2" and spec.decode.k_label == "tree 2-2" and spec.baseline().decode.tree is None
-    for bad, words in (("3-x", "children per depth"), ("dynamic:x", "dynamic:N"), ("dynamic:1", "node budget"),
-                       ("9-1", "1 to 8 children"), ("0-2", "1 to 8 children"), ("8-8", "at most 64"),
-                       ("1-" * 16 + "1", "at most 16 depths"), ("dynamic:65", "node budget")):
+    for bad, words in (
+        ("3-x", "children per depth"),
+        ("dynamic:x", "dynamic:N"),
+        ("dynamic:1", "node budget"),
+        ("9-1", "1 to 8 children"),
+        ("0-2", "1 to 8 children"),
+        ("8-8", "at most 64"),
+        ("1-" * 16 + "1", "at most 16 depths"),
+        ("dynamic:65", "node budget"),
+    ):
         with pytest.raises(PlaygroundError, match=words):
             DecodeConfig(tree=bad)
     with pytest.raises(PlaygroundError, match="drafts a chain only"):
@@ -144,8 +176,11 @@ def test_tree_shapes_are_parsed_and_validated_with_clear_messages():
 def test_a_tree_takes_ascii_digits_only_and_says_so(bad):
     """Issue 29.5: '²-1', 'dynamic:①' or a 5,000-digit tree answered "ValueError: invalid literal for int()" or
     "Exceeds the limit (4300 digits)" (str.isdigit takes any Unicode digit; int() refuses some, reads others)."""
-    with pytest.raises(PlaygroundError, match=r"tree: (write children per depth in the digits 0-9|too long|give the "
-                                              r"tree as text)") as refused:
+    with pytest.raises(
+        PlaygroundError,
+        match=r"tree: (write children per depth in the digits 0-9|too long|give the "
+        r"tree as text)",
+    ) as refused:
         DecodeConfig(tree=bad)
     assert len(str(refused.value)) < 300  # a long value is not echoed back
     with pytest.raises(PlaygroundError, match="--k takes whole numbers"):

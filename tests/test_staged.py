@@ -1,6 +1,7 @@
 """Staged drafting (playground/decoding/staged.py): prompt lookup drafts for the draft model, the draft model keeps
 what it would have drafted itself, the target verifies as for the draft model alone. Lossless greedy and
 sampling, both levels in the records, and fewer draft passes where prompt lookup proposes well."""
+
 from __future__ import annotations
 
 import copy
@@ -20,8 +21,10 @@ from playground.config import DecodeConfig, DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
 from tests.helpers import CHI2_999, PROMPTS, decode, fit, target_greedy, two_token_test
 
-REPETITIVE = ("The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. "
-              "The quick brown fox jumps over the lazy dog. The quick")
+REPETITIVE = (
+    "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. "
+    "The quick brown fox jumps over the lazy dog. The quick"
+)
 
 
 @pytest.mark.parametrize("k", [1, 3, 6])
@@ -29,8 +32,9 @@ def test_greedy_staged_output_equals_target_generate(tiny_pair, k):
     for i, prompt in enumerate(PROMPTS + [REPETITIVE]):
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
         max_new = [1, 2, 7, 40][i % 4]  # 1 and 2 leave less budget than k
-        dec, rounds = decode(tiny_pair, make_drafter(DrafterSpec(DrafterKind.STAGED), tiny_pair), ids,
-                             max_new_tokens=max_new, k=k)
+        dec, rounds = decode(
+            tiny_pair, make_drafter(DrafterSpec(DrafterKind.STAGED), tiny_pair), ids, max_new_tokens=max_new, k=k
+        )
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, max_new, tiny_pair.eos), (prompt, k)
         for r in rounds:
             assert 0 <= r.extras.accepted <= r.extras.proposed and r.extras.passes <= r.k
@@ -121,8 +125,17 @@ def test_engine_staged_two_token_distribution_equals_target(tiny_pair, bigram_dr
         first_level.proposed += r.extras.proposed
         first_level.accepted += r.extras.accepted
 
-    stat, df = two_token_test(tiny_pair, lambda: StagedDrafter(bigram_draft), ids, 1500, count, max_new_tokens=2,
-                              k=2, temperature=1.5, top_k=4)
+    stat, df = two_token_test(
+        tiny_pair,
+        lambda: StagedDrafter(bigram_draft),
+        ids,
+        1500,
+        count,
+        max_new_tokens=2,
+        k=2,
+        temperature=1.5,
+        top_k=4,
+    )
     assert stat < CHI2_999[df], (stat, df)
     assert 0 < first_level.accepted < first_level.proposed  # the first level kept and rejected lookup tokens
 

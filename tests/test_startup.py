@@ -1,6 +1,7 @@
 """The start-up in the background: the default pair prepared, loaded, warmed up and profiled while the page already
 answers; its progress readable at any time; a failure kept as a message that says why; a run of that pair waits for
 it, saying what it waits for."""
+
 from __future__ import annotations
 
 import json

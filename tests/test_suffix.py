@@ -1,6 +1,7 @@
 """Suffix decoding (playground/decoding/suffix.py): the suffix tree's counts, the drafting rule (match lengths,
 max_spec_factor, min_token_prob, the best score), greedy output equal to the target alone for chains and trees,
 the sampling law by chi-square, the session memory (opt-in, never touched by a warm-up), the records."""
+
 from __future__ import annotations
 
 import random
@@ -18,11 +19,13 @@ from playground.spec import DrafterSpec, RunSpec
 from playground.treeshape import parse_tree
 from tests.helpers import run_all, CHI2_999, PROMPTS, REPEAT, branching_prompt, decode, target_greedy, two_token_test
 
+
 def suffix(**options) -> DrafterSpec:
     return DrafterSpec(DrafterKind.SUFFIX, **{f"suffix_{k}": v for k, v in options.items()})
 
 
 # ---------------------------------------------------------------- the suffix tree and the rule
+
 
 def test_the_suffix_tree_counts_every_stretch_up_to_its_depth():
     rng = random.Random(0)
@@ -32,8 +35,9 @@ def test_the_suffix_tree_counts_every_stretch_up_to_its_depth():
         for s, seq in seqs.items():  # in pieces: extend() continues a sequence where it stopped
             for i in range(0, len(seq), 7):
                 tree.extend(s, seq[i : i + 7])
-        want = Counter(tuple(seq[i : i + n]) for seq in seqs.values() for n in range(1, depth + 1)
-                       for i in range(len(seq) - n + 1))
+        want = Counter(
+            tuple(seq[i : i + n]) for seq in seqs.values() for n in range(1, depth + 1) for i in range(len(seq) - n + 1)
+        )
 
         def walk(node, prefix):
             for token, child in tree.children[node].items():
@@ -88,8 +92,16 @@ def test_a_tree_grows_best_first_within_its_shape():
 
 # ---------------------------------------------------------------- lossless
 
-@pytest.mark.parametrize("spec, tree", [(suffix(), None), (suffix(min_prob=0.0, factor=4.0), None),
-                                        (suffix(), "dynamic:8"), (suffix(min_prob=0.0), "3-2-1")])
+
+@pytest.mark.parametrize(
+    "spec, tree",
+    [
+        (suffix(), None),
+        (suffix(min_prob=0.0, factor=4.0), None),
+        (suffix(), "dynamic:8"),
+        (suffix(min_prob=0.0), "3-2-1"),
+    ],
+)
 def test_greedy_suffix_output_equals_target_generate(tiny_pair, loop_pair, spec, tree):
     accepted = 0
     for pair, prompts, lengths in ((tiny_pair, PROMPTS + [REPEAT], [1, 2, 7, 40]), (loop_pair, PROMPTS[:3], [60])):
@@ -111,16 +123,28 @@ def test_suffix_sampling_follows_the_target_distribution(loop_pair, tree):
     acceptance.select_candidate)."""
     ids = branching_prompt(loop_pair)
     first = []
-    stat, df = two_token_test(loop_pair, lambda: make_drafter(suffix(min_prob=0.0), loop_pair, tree=parse_tree(tree)),
-                              ids, 800, lambda seed, r: r.round or first.append((r.k, r.accepted)), max_new_tokens=2,
-                              temperature=1.5, top_k=4, k=4, tree=tree)
+    stat, df = two_token_test(
+        loop_pair,
+        lambda: make_drafter(suffix(min_prob=0.0), loop_pair, tree=parse_tree(tree)),
+        ids,
+        800,
+        lambda seed, r: r.round or first.append((r.k, r.accepted)),
+        max_new_tokens=2,
+        temperature=1.5,
+        top_k=4,
+        k=4,
+        tree=tree,
+    )
     kept = sum(a for _, a in first)
-    print(f"suffix {tree}: chi-square {stat:.1f} (df {df}, critical {CHI2_999[df]}); first-round drafts kept {kept} of 800")
+    print(
+        f"suffix {tree}: chi-square {stat:.1f} (df {df}, critical {CHI2_999[df]}); first-round drafts kept {kept} of 800"
+    )
     assert stat < CHI2_999[df], (stat, df)
     assert {k for k, _ in first} == {1 if tree is None else 2} and 20 < kept < 780  # kept and refused, both
 
 
 # ---------------------------------------------------------------- the session memory
+
 
 def test_the_session_memory_drafts_an_earlier_run_again(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[1])
@@ -155,6 +179,7 @@ def test_runs_stay_independent_unless_the_spec_asks_for_the_memory(tiny_spec, ti
 
 
 # ---------------------------------------------------------------- records and the registry
+
 
 def test_suffix_records_say_where_each_draft_came_from(loop_pair):
     ids = encode_prompt(loop_pair.tokenizer, PROMPTS[0])

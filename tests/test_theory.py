@@ -1,4 +1,5 @@
 """Leviathan et al.'s formulas against values computed by hand."""
+
 import pytest
 
 from playground import theory

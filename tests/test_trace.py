@@ -1,4 +1,5 @@
 """Round records -> DataFrame, summary, CSV and JSON."""
+
 import io
 import json
 import math
@@ -12,9 +13,24 @@ from playground.records import CrossExtras, RoundRecord, TreeExtras
 
 def rec(i, k, accepted, new, draft_s=0.01, verify_s=0.1, total=0, stop="", margins=None):
     kind = "target" if k == 0 else ("bonus" if accepted == k else "correction")
-    return RoundRecord(i, k, list(range(k)), accepted, 99, kind, new, draft_s, verify_s, total,
-                       p=[0.5] * k, q=[0.4] * k, u=[0.1] * min(k, accepted + 1), token_q=0.3, stop=stop,
-                       margins=margins if margins is not None else [])
+    return RoundRecord(
+        i,
+        k,
+        list(range(k)),
+        accepted,
+        99,
+        kind,
+        new,
+        draft_s,
+        verify_s,
+        total,
+        p=[0.5] * k,
+        q=[0.4] * k,
+        u=[0.1] * min(k, accepted + 1),
+        token_q=0.3,
+        stop=stop,
+        margins=margins if margins is not None else [],
+    )
 
 
 ROUNDS = [
@@ -100,7 +116,7 @@ def test_baseline_rounds_have_no_acceptance():
 def test_csv_and_json_round_trip():
     df = pd.read_csv(io.StringIO(trace.to_csv(ROUNDS)))
     assert len(df) == 3 and json.loads(df["new_tokens"][0]) == [0, 1, 2, 3, 99]
-    cross = replace(ROUNDS[0], extras=CrossExtras(' a, "b"', [" a", ',', ' "b"'], [" a", ', "b"']))
+    cross = replace(ROUNDS[0], extras=CrossExtras(' a, "b"', [" a", ",", ' "b"'], [" a", ', "b"']))
     row = pd.read_csv(io.StringIO(trace.to_csv([cross]))).iloc[0]  # a cross-tokenizer round: both sides, as JSON
     assert json.loads(row["draft_pieces"]) == [" a", ",", ' "b"'] and json.loads(row["draft_source"]) == [" a", ', "b"']
     assert row["draft_text"] == ' a, "b"'
@@ -159,8 +175,19 @@ def test_json_trace_carries_the_vllm_names():
 def tree_rec(i, parents, accepted):
     """A tree round as tree.tree_record orders it: the kept path first (nodes 0 .. accepted - 1)."""
     k = len(parents)
-    return RoundRecord(i, k, list(range(k)), accepted, 99, "correction", [0] * accepted + [99], 0.01, 0.1, 0,
-                       extras=TreeExtras(parents, list(range(accepted))))
+    return RoundRecord(
+        i,
+        k,
+        list(range(k)),
+        accepted,
+        99,
+        "correction",
+        [0] * accepted + [99],
+        0.01,
+        0.1,
+        0,
+        extras=TreeExtras(parents, list(range(accepted))),
+    )
 
 
 def test_depth_acceptance_reads_chains_by_position_and_trees_by_depth():
@@ -181,8 +208,11 @@ def test_batch_summary_by_hand():
     (kept 3 and 1), one row left in round 1 drafting k = 2 (kept 0), a plain round; 10 tokens in 2 s."""
     from types import SimpleNamespace as R
 
-    rounds = [R(k=3, rows=[0, 1], accepted=[3, 1], draft_s=0.5, verify_s=0.5),
-              R(k=2, rows=[1], accepted=[0], draft_s=0.25, verify_s=0.25), R(k=0, rows=[1], accepted=[0], draft_s=0.0, verify_s=0.5)]
+    rounds = [
+        R(k=3, rows=[0, 1], accepted=[3, 1], draft_s=0.5, verify_s=0.5),
+        R(k=2, rows=[1], accepted=[0], draft_s=0.25, verify_s=0.25),
+        R(k=0, rows=[1], accepted=[0], draft_s=0.0, verify_s=0.5),
+    ]
     s = trace.batch_summary(rounds, 10)
     assert s["seconds"] == 2.0 and s["tokens_per_s"] == 5.0
     assert s["alpha"] == 4 / 8 and s["mean_accepted"] == 4 / 3

@@ -1,5 +1,6 @@
 """Token trees (playground/decoding/tree.py): lossless greedy output, exact sampling law, caches that keep exactly
 the accepted path, records the views can draw, on the tiny Llamas and a tiny random Qwen2."""
+
 from __future__ import annotations
 
 import copy
@@ -76,8 +77,13 @@ def _check_caches(dec: SpeculativeDecoder) -> None:
 @pytest.mark.parametrize("shape", ["3-2-1-1", "dynamic:10"])
 def test_tree_caches_keep_exactly_the_accepted_path(tiny_pair, temperature, shape):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[3])
-    dec = SpeculativeDecoder(tiny_pair.target, trees(tiny_pair, shape), ids,
-                             DecodeConfig(max_new_tokens=30, tree=shape, temperature=temperature, seed=2), set())
+    dec = SpeculativeDecoder(
+        tiny_pair.target,
+        trees(tiny_pair, shape),
+        ids,
+        DecodeConfig(max_new_tokens=30, tree=shape, temperature=temperature, seed=2),
+        set(),
+    )
     gathered = 0
     for record in dec:
         gathered += record.accepted >= 2  # breadth-first order: a path of 2 or more nodes is not contiguous
@@ -88,8 +94,9 @@ def test_tree_caches_keep_exactly_the_accepted_path(tiny_pair, temperature, shap
 def test_tree_records_describe_the_tree(tiny_pair):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[0])
     for temperature in (0.0, 0.8):
-        _, rounds = decode(tiny_pair, trees(tiny_pair, "3-2-1"), ids, max_new_tokens=30,
-                           temperature=temperature, seed=1)
+        _, rounds = decode(
+            tiny_pair, trees(tiny_pair, "3-2-1"), ids, max_new_tokens=30, temperature=temperature, seed=1
+        )
         for r in rounds[:-1]:  # the last may be cut by the token budget
             assert r.is_tree and r.k == len(r.draft_tokens) == len(r.tree.parents) == len(r.p) == len(r.q) == 3 + 6 + 6
             assert all(-1 <= parent < i for i, parent in enumerate(r.tree.parents))  # parents first
@@ -129,9 +136,19 @@ def qwen2_pair(tiny_pair):
 
     vocab = tiny_pair.target.config.vocab_size
     eos = tiny_pair.tokenizer.eos_token_id
-    config = Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         initializer_range=0.3, eos_token_id=eos, bos_token_id=eos, tie_word_embeddings=False)
+    config = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.3,
+        eos_token_id=eos,
+        bos_token_id=eos,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(5)
     target = Qwen2ForCausalLM(config).eval()
     draft = Qwen2ForCausalLM(config).eval()
@@ -148,8 +165,13 @@ def qwen2_pair(tiny_pair):
 def test_qwen2_greedy_tree_equals_target_generate_and_keeps_caches_exact(qwen2_pair, shape):
     for prompt in PROMPTS[:3]:
         ids = encode_prompt(qwen2_pair.tokenizer, prompt)
-        dec = SpeculativeDecoder(qwen2_pair.target, trees(qwen2_pair, shape), ids,
-                                 DecodeConfig(max_new_tokens=25, tree=shape), qwen2_pair.eos)
+        dec = SpeculativeDecoder(
+            qwen2_pair.target,
+            trees(qwen2_pair, shape),
+            ids,
+            DecodeConfig(max_new_tokens=25, tree=shape),
+            qwen2_pair.eos,
+        )
         for _ in dec:
             _check_caches(dec)
         assert dec.new_tokens == target_greedy(qwen2_pair.target, ids, 25, qwen2_pair.eos)
@@ -219,7 +241,16 @@ def test_engine_tree_two_token_distribution_equals_target(tiny_pair, shape):
         if r.round == 0:
             corrections.append(r.token_kind == "correction")
 
-    stat, df = two_token_test(tiny_pair, lambda: trees(tiny_pair, shape), ids, 1500, count, max_new_tokens=2,
-                              temperature=1.5, top_k=4, tree=shape)
+    stat, df = two_token_test(
+        tiny_pair,
+        lambda: trees(tiny_pair, shape),
+        ids,
+        1500,
+        count,
+        max_new_tokens=2,
+        temperature=1.5,
+        top_k=4,
+        tree=shape,
+    )
     assert stat < CHI2_999[df], (stat, df)
     assert 50 < sum(corrections) < 1450  # both kept paths and rejections of every candidate happened

@@ -1,5 +1,6 @@
 """A draft's LM head over part of the vocabulary (decoding/vocab.py, FR-Spec): the subset it proposes from, greedy
 output equal to the target alone's, and the sampling law kept (chi-square), with the rule broken on purpose caught."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,7 +33,8 @@ def test_the_subset_is_the_frequent_ids_the_sequences_tokens_and_eos(tiny_pair):
     torch.testing.assert_close(logits[keep], full[keep].float(), rtol=1e-4, atol=1e-4)  # the same rows, other blocking
     head.reset()
     assert set(torch.isfinite(head.full_logits(hidden)).nonzero().flatten().tolist()) == set(range(40)) | {
-        t for t in eos if t >= 40}
+        t for t in eos if t >= 40
+    }
 
 
 def test_a_subset_must_be_smaller_than_the_vocabulary(tiny_pair):
@@ -47,8 +49,13 @@ def test_greedy_output_is_the_targets_own(tiny_pair, size):
     accepted = 0
     for prompt in PROMPTS:
         ids = encode_prompt(tiny_pair.tokenizer, prompt)
-        dec = SpeculativeDecoder(tiny_pair.target, ModelDrafter(tiny_pair.draft, vocab=size), ids,
-                                 DecodeConfig(max_new_tokens=24, k=4), tiny_pair.eos)
+        dec = SpeculativeDecoder(
+            tiny_pair.target,
+            ModelDrafter(tiny_pair.draft, vocab=size),
+            ids,
+            DecodeConfig(max_new_tokens=24, k=4),
+            tiny_pair.eos,
+        )
         rounds = list(dec)
         assert dec.new_tokens == target_greedy(tiny_pair.target, ids, 24, tiny_pair.eos), (prompt, size)
         accepted += sum(r.accepted for r in rounds)
@@ -63,7 +70,7 @@ class FullPDrafter(ModelDrafter):
         if draft.logits is not None and len(draft.tokens):
             feed = ids if len(draft.tokens) == 1 else torch.cat([ids, draft.tokens[:-1].view(1, -1)], 1)
             with torch.inference_mode():
-                full = self.model(input_ids=feed).logits[0, -len(draft.tokens):]
+                full = self.model(input_ids=feed).logits[0, -len(draft.tokens) :]
             draft.logits = full.float()
         return draft
 

@@ -1,6 +1,7 @@
 """What the vLLM tests share: the rule that they skip without vLLM's environment (or fail, under
 PLAYGROUND_REQUIRE_VLLM=1, as scripts/test.sh sets it), a vLLM request that starts in seconds, and a server on
 localhost that is not vLLM."""
+
 from __future__ import annotations
 
 import contextlib

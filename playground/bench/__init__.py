@@ -5,6 +5,7 @@
 grid.py runs the grid (the CLI, the UI's Sweep and Compare tabs), hf.py the HF peer, targets.py
 checks docs/targets.json against a run, report.py writes docs/reports/benchmarks.md, cli.py is the command line.
 """
+
 from playground.bench.grid import MAX_CELLS, decode_grid, run_grid
 from playground.bench.overhead import record_overhead
 from playground.bench.results import Result, grid_frame, vs_best_hf
@@ -17,5 +18,15 @@ def main(argv: list[str] | None = None) -> int:
     return cli_main(argv)
 
 
-__all__ = ["MAX_CELLS", "PROMPTS", "Result", "decode_grid", "grid_frame", "load_prompts", "main", "record_overhead",
-           "run_grid", "vs_best_hf"]
+__all__ = [
+    "MAX_CELLS",
+    "PROMPTS",
+    "Result",
+    "decode_grid",
+    "grid_frame",
+    "load_prompts",
+    "main",
+    "record_overhead",
+    "run_grid",
+    "vs_best_hf",
+]

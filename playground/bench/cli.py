@@ -16,6 +16,7 @@ Examples:
     python -m playground.bench --k 4 --temps 0 0.7 --compare-hf --compare-vllm --report docs/vllm.md   # vLLM's rows too
     python -m playground.bench --ttft 74 800 2000 --compare-vllm --vllm-threads-bind 0-1   # time to first token
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,60 +51,122 @@ PRECISIONS = [p.value for p in Precision]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m playground.bench",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__,
+    )
     p.add_argument("--pairs", nargs="+", default=None, help="catalog pair names (default: the default pair)")
-    p.add_argument("--k", nargs="+", default=["2", "4", "6", "adaptive"],
-                   help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' / 'heuristic' (transformers' schedule), 'theory'")
-    p.add_argument("--tree", nargs="+", default=[], metavar="SHAPE",
-                   help="token trees next to the --k configs: children per depth ('3-2-1-1') or a node budget "
-                        "('dynamic:12'); each runs with the draft model drafter (or early exit, when listed)")
-    p.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
-                   help="the draft-confidence k policy's threshold (--k confidence), 0..0.95")
+    p.add_argument(
+        "--k",
+        nargs="+",
+        default=["2", "4", "6", "adaptive"],
+        help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' / 'heuristic' (transformers' schedule), 'theory'",
+    )
+    p.add_argument(
+        "--tree",
+        nargs="+",
+        default=[],
+        metavar="SHAPE",
+        help="token trees next to the --k configs: children per depth ('3-2-1-1') or a node budget "
+        "('dynamic:12'); each runs with the draft model drafter (or early exit, when listed)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=DEFAULT_CONFIDENCE,
+        help="the draft-confidence k policy's threshold (--k confidence), 0..0.95",
+    )
     p.add_argument("--temps", nargs="+", default=["0"], help="temperatures 0..2 (0 = greedy)")
-    p.add_argument("--drafters", nargs="+", default=[DrafterKind.DRAFT_MODEL.value],
-                   help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit', 'staged' (prompt "
-                        "lookup drafts for the draft model), 'suffix' (suffix decoding; 'suffix:factor=2,min-prob=0.05,"
-                        "depth=32,memory'), 'lookahead' (lookahead decoding; 'lookahead:W=5,N=3,G=3,prompt-pool'); "
-                        "'draft model:int8' "
-                        "(or :fp32/:bf16/:fp16) for a draft precision; 'early exit:L' to exit after layer L. On a "
-                        "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter")
-    p.add_argument("--target-precision", nargs="+", metavar="P",
-                   help="fp32 / bf16 / fp16, one or more (default: this device's, models.default_target_precision)")
-    p.add_argument("--draft-precision", nargs="+", metavar="P",
-                   help="fp32 / bf16 / fp16 / int8 (CPU), one or more, for draft-model drafters without a :precision "
-                        "(default: this device's, models.default_draft_precision)")
-    p.add_argument("--stock-kernels", action="store_true", help="torch's stock kernels for the target (neither the batch-invariant bf16 kernels nor the fp32 CPU verify kernel), for our engine and the HF peer alike")
+    p.add_argument(
+        "--drafters",
+        nargs="+",
+        default=[DrafterKind.DRAFT_MODEL.value],
+        help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit', 'staged' (prompt "
+        "lookup drafts for the draft model), 'suffix' (suffix decoding; 'suffix:factor=2,min-prob=0.05,"
+        "depth=32,memory'), 'lookahead' (lookahead decoding; 'lookahead:W=5,N=3,G=3,prompt-pool'); "
+        "'draft model:int8' "
+        "(or :fp32/:bf16/:fp16) for a draft precision; 'early exit:L' to exit after layer L. On a "
+        "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter",
+    )
+    p.add_argument(
+        "--target-precision",
+        nargs="+",
+        metavar="P",
+        help="fp32 / bf16 / fp16, one or more (default: this device's, models.default_target_precision)",
+    )
+    p.add_argument(
+        "--draft-precision",
+        nargs="+",
+        metavar="P",
+        help="fp32 / bf16 / fp16 / int8 (CPU), one or more, for draft-model drafters without a :precision "
+        "(default: this device's, models.default_draft_precision)",
+    )
+    p.add_argument(
+        "--stock-kernels",
+        action="store_true",
+        help="torch's stock kernels for the target (neither the batch-invariant bf16 kernels nor the fp32 CPU verify kernel), for our engine and the HF peer alike",
+    )
     p.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
-    p.add_argument("--repetitive", action="store_true",
-                   help="add the repetitive workload to the prompt set: 'code edits' (a file edited three times, the "
-                        "fourth asked for) and 'chat quoting' (a chat that quotes itself); playground/bench/repetitive.json")
+    p.add_argument(
+        "--repetitive",
+        action="store_true",
+        help="add the repetitive workload to the prompt set: 'code edits' (a file edited three times, the "
+        "fourth asked for) and 'chat quoting' (a chat that quotes itself); playground/bench/repetitive.json",
+    )
     p.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--compare-hf", action="store_true", help="add HF generate (target alone, assisted, universal assisted, prompt lookup)")
-    p.add_argument("--compare-vllm", action="store_true",
-                   help="add vLLM (scripts/install.sh --vllm): its target alone, draft model at each fixed k and ngram "
-                        "on the same pair, precision and prompt tokens; one engine per method, started here")
-    p.add_argument("--vllm-threads-bind", metavar="CPUS",
-                   help="vLLM's VLLM_CPU_OMP_THREADS_BIND, e.g. 0-1 (default: vLLM's 'auto', which keeps a core free)")
-    p.add_argument("--vllm-draft-sample", choices=["greedy", "probabilistic"], default="greedy",
-                   help="vLLM's draft_sample_method: 'greedy' (vLLM's default: argmax drafts, p taken as one-hot) or "
-                        "'probabilistic' (drafts sampled from p, as ours); it matters at T > 0 only (docs/vllm.md)")
-    p.add_argument("--vllm-fast-start", action="store_true",
-                   help="vLLM without torch.compile, in one process: starts in seconds, runs slower (tests)")
+    p.add_argument(
+        "--compare-hf",
+        action="store_true",
+        help="add HF generate (target alone, assisted, universal assisted, prompt lookup)",
+    )
+    p.add_argument(
+        "--compare-vllm",
+        action="store_true",
+        help="add vLLM (scripts/install.sh --vllm): its target alone, draft model at each fixed k and ngram "
+        "on the same pair, precision and prompt tokens; one engine per method, started here",
+    )
+    p.add_argument(
+        "--vllm-threads-bind",
+        metavar="CPUS",
+        help="vLLM's VLLM_CPU_OMP_THREADS_BIND, e.g. 0-1 (default: vLLM's 'auto', which keeps a core free)",
+    )
+    p.add_argument(
+        "--vllm-draft-sample",
+        choices=["greedy", "probabilistic"],
+        default="greedy",
+        help="vLLM's draft_sample_method: 'greedy' (vLLM's default: argmax drafts, p taken as one-hot) or "
+        "'probabilistic' (drafts sampled from p, as ours); it matters at T > 0 only (docs/vllm.md)",
+    )
+    p.add_argument(
+        "--vllm-fast-start",
+        action="store_true",
+        help="vLLM without torch.compile, in one process: starts in seconds, runs slower (tests)",
+    )
     p.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")
-    p.add_argument("--record-overhead", type=int, metavar="REPS",
-                   help="instead of the grid: the first pair, drafter, k, temperature and prompt with record on and "
-                        "off, REPS times each")
+    p.add_argument(
+        "--record-overhead",
+        type=int,
+        metavar="REPS",
+        help="instead of the grid: the first pair, drafter, k, temperature and prompt with record on and "
+        "off, REPS times each",
+    )
     p.add_argument("--targets", help="targets file (default docs/targets.json)")
     p.add_argument("--json", help="write every result, the targets and the environment to this file")
     p.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/reports/benchmarks.md)")
     p.add_argument("--title", default="Benchmarks", help="the report's title (its first heading)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--ttft", nargs="+", type=int, metavar="TOKENS",
-                   help="instead of the grid: the time to the first token on prompts of about these many tokens (ours, "
-                        "HF generate on the same object, stock transformers, vLLM with --compare-vllm; bench/ttft.py)")
+    p.add_argument(
+        "--ttft",
+        nargs="+",
+        type=int,
+        metavar="TOKENS",
+        help="instead of the grid: the time to the first token on prompts of about these many tokens (ours, "
+        "HF generate on the same object, stock transformers, vLLM with --compare-vllm; bench/ttft.py)",
+    )
     p.add_argument("--ttft-reps", type=int, default=3, help="timings per engine and prompt length for --ttft (median)")
     challenges_cli.add_arguments(p)  # --challenges batch context precision, --batch-sizes, --context-lengths
     return p
@@ -130,14 +193,17 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
             out.append(d)
     out = list(dict.fromkeys(out))
     if models.choose_device().type != "cpu" and any(d.precision is Precision.INT8 for d in out):
-        raise PlaygroundError("draft precision int8 (dynamic quantisation) is CPU only; on this device use bf16 or fp16.")
+        raise PlaygroundError(
+            "draft precision int8 (dynamic quantisation) is CPU only; on this device use bf16 or fp16."
+        )
     return out
 
 
 def environment() -> dict:
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+        ).stdout.strip()
     except OSError:
         commit = ""
     device = models.choose_device()
@@ -154,9 +220,26 @@ def environment() -> dict:
     }
 
 
-STDOUT_COLUMNS = ["pair", "category", "method", "k", "temperature", "target_precision", "draft_precision", "tokens",
-                  "tokens_per_s", "speedup", "vs_best_hf", "alpha", "nodes", "mean_accepted", "c", "v",
-                  "calibrated_speedup", "greedy"]
+STDOUT_COLUMNS = [
+    "pair",
+    "category",
+    "method",
+    "k",
+    "temperature",
+    "target_precision",
+    "draft_precision",
+    "tokens",
+    "tokens_per_s",
+    "speedup",
+    "vs_best_hf",
+    "alpha",
+    "nodes",
+    "mean_accepted",
+    "c",
+    "v",
+    "calibrated_speedup",
+    "greedy",
+]
 
 
 def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress) -> int:
@@ -165,14 +248,21 @@ def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress
         raise PlaygroundError("--ttft takes prompt lengths of at least 8 tokens, --ttft-reps at least 1.")
     vllm = None
     if args.compare_vllm:
+
         def vllm(ids: dict[str, list[int]]) -> dict[str, list[float]]:
             precision = pair.target_precision or models.default_target_precision()
             target = vllm_models.model_folder(pair.target)
-            request = VLLMRequest(target=target, dtype=vllm_peer.VLLM_DTYPES[precision], max_tokens=1,
-                                  repeats=args.ttft_reps, cpu_threads_bind=args.vllm_threads_bind,
-                                  max_model_len=vllm_models.max_model_len(target, ids, 1))
+            request = VLLMRequest(
+                target=target,
+                dtype=vllm_peer.VLLM_DTYPES[precision],
+                max_tokens=1,
+                repeats=args.ttft_reps,
+                cpu_threads_bind=args.vllm_threads_bind,
+                max_model_len=vllm_models.max_model_len(target, ids, 1),
+            )
             done = run_worker(request, ids)
             return {key: [r.wall_s for r in done.results if r.id == key] for key in ids}
+
     rows = ttft.run_ttft(runner, pair, sorted(set(args.ttft)), args.ttft_reps, vllm=vllm, progress=progress)
     env = environment()
     print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
@@ -193,38 +283,75 @@ def main(argv: list[str] | None = None) -> int:
         return challenges_cli.main(args, argv_text, build_parser().get_default("k"), progress, environment)
     runner = Runner()
     try:
-        temps = parse_list(" ".join(args.temps), "--temps", float, lambda t: math.isfinite(t) and 0 <= t <= 2,
-                           "temperatures from 0 to 2, 0 = greedy")
+        temps = parse_list(
+            " ".join(args.temps),
+            "--temps",
+            float,
+            lambda t: math.isfinite(t) and 0 <= t <= 2,
+            "temperatures from 0 to 2, 0 = greedy",
+        )
         pairs = pair_specs(args.pairs or [models.default_pair()], args.target_precision)
         drafters = drafter_specs(args.drafters, args.draft_precision)
-        decodes = decode_grid(args.k, temps, args.max_new_tokens, args.seed, record=not args.no_record, trees=args.tree,
-                              confidence=args.confidence)
+        decodes = decode_grid(
+            args.k,
+            temps,
+            args.max_new_tokens,
+            args.seed,
+            record=not args.no_record,
+            trees=args.tree,
+            confidence=args.confidence,
+        )
         prompts = load_prompts(args.prompts, args.categories, args.repetitive)
         checks = targets.load_targets(args.targets)
         if args.record_overhead is not None:
             spec = RunSpec(pairs[0], drafters[0], decodes[0], next(iter(prompts.values())))
             o = record_overhead(runner, spec, args.record_overhead, progress)
-            print(f"record on {o['record_on_tps']:.3f} tok/s, off {o['record_off_tps']:.3f} tok/s (medians of "
-                  f"{o['reps']}; {o['target_precision']} target): instrumentation costs {o['overhead']:.1%}")
+            print(
+                f"record on {o['record_on_tps']:.3f} tok/s, off {o['record_off_tps']:.3f} tok/s (medians of "
+                f"{o['reps']}; {o['target_precision']} target): instrumentation costs {o['overhead']:.1%}"
+            )
             if args.json:
-                Path(args.json).write_text(json.dumps(json_safe({"environment": environment(), "record_overhead": o}), indent=1))
+                Path(args.json).write_text(
+                    json.dumps(json_safe({"environment": environment(), "record_overhead": o}), indent=1)
+                )
             return 0
         if args.compare_vllm:
             vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
         if args.ttft:
             return ttft_main(args, runner, pairs[0], progress)
-        results = run_grid(runner, pairs, prompts, decodes, drafters, compare_hf=args.compare_hf, progress=progress,
-                           max_cells=None, stock_kernels=args.stock_kernels)
+        results = run_grid(
+            runner,
+            pairs,
+            prompts,
+            decodes,
+            drafters,
+            compare_hf=args.compare_hf,
+            progress=progress,
+            max_cells=None,
+            stock_kernels=args.stock_kernels,
+        )
     except PlaygroundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     engines, failed = [], None
     if args.compare_vllm:  # a vLLM failure keeps our results: they are written, and the exit code says it failed
-        engine = vllm_peer.VLLMEngine(threads_bind=args.vllm_threads_bind, draft_sample_method=args.vllm_draft_sample,
-                                      fast_start=args.vllm_fast_start)
+        engine = vllm_peer.VLLMEngine(
+            threads_bind=args.vllm_threads_bind,
+            draft_sample_method=args.vllm_draft_sample,
+            fast_start=args.vllm_fast_start,
+        )
         try:
-            rows, engines = vllm_peer.run_peer(runner, results, pairs, prompts, decodes, drafters, engine,
-                                               methods=("draft_model", "ngram"), progress=progress)
+            rows, engines = vllm_peer.run_peer(
+                runner,
+                results,
+                pairs,
+                prompts,
+                decodes,
+                drafters,
+                engine,
+                methods=("draft_model", "ngram"),
+                progress=progress,
+            )
             results += rows
         except PlaygroundError as exc:
             failed = f"vLLM: {exc}"
@@ -238,12 +365,20 @@ def main(argv: list[str] | None = None) -> int:
     print(report.markdown_table(frame, [c for c in STDOUT_COLUMNS if c != "pair" or frame["pair"].nunique() > 1]))
     print("\n" + report.calibration_line(frame))
     for t in checked:
-        print(f"target: {t['name']}: {report.fmt(t['value'])} ({t['how']} {t['goal']:g}) -> {report.fmt(t['met']) or 'n/a'}")
+        print(
+            f"target: {t['name']}: {report.fmt(t['value'])} ({t['how']} {t['goal']:g}) -> {report.fmt(t['met']) or 'n/a'}"
+        )
     if args.json:
         rows = grid_frame(results).to_dict("records")
-        doc = {"environment": env, "args": vars(args), "targets": checked,
-               "results": [row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens,
-                                  "counters": r.counters} for row, r in zip(rows, results)]}
+        doc = {
+            "environment": env,
+            "args": vars(args),
+            "targets": checked,
+            "results": [
+                row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens, "counters": r.counters}
+                for row, r in zip(rows, results)
+            ],
+        }
         if args.compare_vllm:
             doc["vllm_engines"], doc["vllm_error"] = engines, failed
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -251,8 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrote {args.json}")
     if args.report:
         command = "python -m playground.bench " + " ".join(
-            f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
-        report.write_report(results, env, command, Path(args.report), args.targets, vllm_engines=engines,
-                            title=args.title)
+            f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:])
+        )
+        report.write_report(
+            results, env, command, Path(args.report), args.targets, vllm_engines=engines, title=args.title
+        )
         print(f"wrote {args.report}")
     return 1 if failed else 0

@@ -8,6 +8,7 @@ trace.compare_outputs (near-ties in low precision told apart from real differenc
 
 Used by the CLI (python -m playground.bench) and the UI's Sweep and Compare tabs (MAX_CELLS runs a request at most).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -35,14 +36,25 @@ MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temper
 
 # ---------------------------------------------------------------- the request
 
-def decode_grid(ks: Sequence[str | int | tuple[int, KPolicy]], temps: Sequence[float], max_new_tokens: int = 64,
-                seed: int = 0, record: bool = True, top_k: int = 0, top_p: float = 1.0,
-                trees: Sequence[str | TreeShape] = (), confidence: float = DEFAULT_CONFIDENCE) -> list[DecodeConfig]:
+
+def decode_grid(
+    ks: Sequence[str | int | tuple[int, KPolicy]],
+    temps: Sequence[float],
+    max_new_tokens: int = 64,
+    seed: int = 0,
+    record: bool = True,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    trees: Sequence[str | TreeShape] = (),
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[DecodeConfig]:
     """The decode configs of (k values, then token trees) x temperatures. A k is a (k, policy) pair or what
     spec.parse_k reads ("4", "adaptive" / "heuristic", "theory", "confidence"); a tree what spec.parse_tree
     reads ("3-2-1-1", "dynamic:12"). confidence: the draft-confidence policy's threshold."""
     out = []
-    shared = dict(max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, seed=seed, record=record, confidence=confidence)
+    shared = dict(
+        max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, seed=seed, record=record, confidence=confidence
+    )
     for temperature in temps:
         for k in ks:
             k, policy = k if isinstance(k, tuple) else parse_k(k)
@@ -75,8 +87,14 @@ def _drafters_for(decode: DecodeConfig, drafters: Sequence[DrafterSpec]) -> list
 
 def _baseline_decode(decode: DecodeConfig) -> DecodeConfig:
     """What the target alone shares with a config: sampling, seed, length, recording (not k)."""
-    return DecodeConfig(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, top_k=decode.top_k,
-                        top_p=decode.top_p, seed=decode.seed, record=decode.record)
+    return DecodeConfig(
+        max_new_tokens=decode.max_new_tokens,
+        temperature=decode.temperature,
+        top_k=decode.top_k,
+        top_p=decode.top_p,
+        seed=decode.seed,
+        record=decode.record,
+    )
 
 
 def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
@@ -84,10 +102,12 @@ def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
         raise PlaygroundError("Nothing to run: give at least one pair, prompt, k, temperature and drafter.")
     runs, baselines = count_runs(pairs, prompts, decodes, drafters)
     if max_cells is not None and runs > max_cells:
-        raise PlaygroundError(f"That grid needs {runs} runs ({len(pairs)} pairs x {len(prompts)} prompts x "
-                              f"{len(decodes)} k/temperature settings x {len(drafters)} drafters, and {baselines} of "
-                              f"the target alone to measure the speedups against); the limit is {max_cells}: fewer k "
-                              f"values, temperatures, prompts, pairs or drafters.")
+        raise PlaygroundError(
+            f"That grid needs {runs} runs ({len(pairs)} pairs x {len(prompts)} prompts x "
+            f"{len(decodes)} k/temperature settings x {len(drafters)} drafters, and {baselines} of "
+            f"the target alone to measure the speedups against); the limit is {max_cells}: fewer k "
+            f"values, temperatures, prompts, pairs or drafters."
+        )
     for prompt in prompts.values():
         check_prompt(prompt)
     for pair in pairs:  # builds (so validates) every spec before anything runs
@@ -103,6 +123,7 @@ def _drafters_of(pair: PairSpec, drafters: Sequence[DrafterSpec]) -> list[Drafte
 
 # ---------------------------------------------------------------- running one thing
 
+
 def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Progress):
     """(rounds, loaded pair, wall seconds, cost profile); warm-up and loading outside the clock."""
     with runner.session(spec, progress, fast_verify=kernels) as session:
@@ -113,13 +134,19 @@ def _run_ours(runner: Runner, spec: RunSpec, kernels: bool | None, progress: Pro
         return rounds, loaded, wall, session.profile()
 
 
-def _equality(rounds: list[RoundRecord], base: list[RoundRecord], decode: DecodeConfig, precision: str,
-              exact: bool) -> dict:
+def _equality(
+    rounds: list[RoundRecord], base: list[RoundRecord], decode: DecodeConfig, precision: str, exact: bool
+) -> dict:
     if decode.temperature != 0:
         return {}
     cmp = trace.compare_outputs(rounds, base, precision, exact)
-    return dict(greedy_equal=cmp["equal"], near_tie=None if cmp["equal"] else cmp["near_tie"],
-                diff_position=cmp["position"], gap_spec=cmp["gap_spec"], gap_base=cmp["gap_base"])
+    return dict(
+        greedy_equal=cmp["equal"],
+        near_tie=None if cmp["equal"] else cmp["near_tie"],
+        diff_position=cmp["position"],
+        gap_spec=cmp["gap_spec"],
+        gap_base=cmp["gap_base"],
+    )
 
 
 def _draft_precision(spec: RunSpec, loaded: LoadedPair) -> str:
@@ -142,17 +169,30 @@ def _ours(spec: RunSpec, category: str, rounds, loaded: LoadedPair, wall: float,
     s = trace.summarize(rounds, base, profile)
     is_base = spec.drafter.is_baseline
     return Result(
-        pair=spec.pair.name, category=category, method=spec.drafter.label, drafter=spec.drafter.kind.value,
-        engine="ours", k="" if is_base else spec.decode.k_label, temperature=spec.decode.temperature,
-        target_precision=loaded.target_precision.value, draft_precision=_draft_precision(spec, loaded),
-        kernels=_kernels(loaded), tokens=s["tokens"], seconds=s["wall_s"], tokens_per_s=s["tokens_per_s"], wall_s=wall,
-        speedup=1.0 if is_base else s["speedup"], **{name: s[name] for name in SUMMARY_FIELDS},
-        tree=spec.decode.tree.label if spec.decode.tree else "", nodes=nan if is_base else s["mean_k"],
+        pair=spec.pair.name,
+        category=category,
+        method=spec.drafter.label,
+        drafter=spec.drafter.kind.value,
+        engine="ours",
+        k="" if is_base else spec.decode.k_label,
+        temperature=spec.decode.temperature,
+        target_precision=loaded.target_precision.value,
+        draft_precision=_draft_precision(spec, loaded),
+        kernels=_kernels(loaded),
+        tokens=s["tokens"],
+        seconds=s["wall_s"],
+        tokens_per_s=s["tokens_per_s"],
+        wall_s=wall,
+        speedup=1.0 if is_base else s["speedup"],
+        **{name: s[name] for name in SUMMARY_FIELDS},
+        tree=spec.decode.tree.label if spec.decode.tree else "",
+        nodes=nan if is_base else s["mean_k"],
         depth_acceptance=[] if is_base else trace.depth_acceptance(rounds),
         new_tokens=[t for r in rounds for t in r.new_tokens],
         counters=SpecCounters.from_dict(trace.vllm_metrics(rounds)).as_dict(),
         margins=_margins(rounds) if is_base else [],
-        **({} if is_base else _equality(rounds, base, spec.decode, loaded.target_precision.value, loaded.invariant)))
+        **({} if is_base else _equality(rounds, base, spec.decode, loaded.target_precision.value, loaded.invariant)),
+    )
 
 
 def _kernels(loaded: LoadedPair) -> str:
@@ -161,9 +201,19 @@ def _kernels(loaded: LoadedPair) -> str:
 
 # ---------------------------------------------------------------- the grid
 
-def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str], decodes: Sequence[DecodeConfig],
-             drafters: Sequence[DrafterSpec], compare_hf: bool = False, progress: Progress = quiet,
-             max_cells: int | None = MAX_CELLS, stock_kernels: bool = False, chat: bool = True) -> list[Result]:
+
+def run_grid(
+    runner: Runner,
+    pairs: Sequence[PairSpec],
+    prompts: dict[str, str],
+    decodes: Sequence[DecodeConfig],
+    drafters: Sequence[DrafterSpec],
+    compare_hf: bool = False,
+    progress: Progress = quiet,
+    max_cells: int | None = MAX_CELLS,
+    stock_kernels: bool = False,
+    chat: bool = True,
+) -> list[Result]:
     """Every (pair, prompt, decode, drafter), plus per (pair, prompt, sampling settings) the target alone
     and, with compare_hf, the HF peers (hf.configs_for). One row per run, in a stable order (baseline,
     then ours, then HF); the runs themselves go in an order rotated per prompt.
@@ -177,15 +227,23 @@ def run_grid(runner: Runner, pairs: Sequence[PairSpec], prompts: dict[str, str],
     groups: dict[DecodeConfig, list[DecodeConfig]] = {}
     for decode in decodes:
         groups.setdefault(_baseline_decode(decode), []).append(decode)
-    total = len(prompts) * sum(1 + sum(len(_drafters_of(pair, _drafters_for(d, drafters))) for d in g)
-                               for pair in pairs for g in groups.values())
+    total = len(prompts) * sum(
+        1 + sum(len(_drafters_of(pair, _drafters_for(d, drafters))) for d in g)
+        for pair in pairs
+        for g in groups.values()
+    )
     grid = _GridRun(runner, drafters, compare_hf, False if stock_kernels else None, _Count(progress, total, compare_hf))
     results: list[Result] = []
     try:
-        for pair, (i, (category, prompt)), (base_decode, group) in product(pairs, enumerate(prompts.items()),
-                                                                            groups.items()):
-            results += grid.group(RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), base_decode, prompt, chat),
-                                  category, group, rotate=i)
+        for pair, (i, (category, prompt)), (base_decode, group) in product(
+            pairs, enumerate(prompts.items()), groups.items()
+        ):
+            results += grid.group(
+                RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), base_decode, prompt, chat),
+                category,
+                group,
+                rotate=i,
+            )
     finally:
         if stock_kernels:
             for target in {id(t): t for t in grid.touched}.values():
@@ -212,9 +270,16 @@ class _GridRun:
     """One run_grid request: the runner, what each group compares, the progress count, the HF peers already
     warm, and the targets whose kernels it touched."""
 
-    def __init__(self, runner: Runner, drafters: Sequence[DrafterSpec], compare_hf: bool, kernels: bool | None,
-                 count: _Count) -> None:
-        self.runner, self.drafters, self.compare_hf, self.kernels, self.count = runner, drafters, compare_hf, kernels, count
+    def __init__(
+        self, runner: Runner, drafters: Sequence[DrafterSpec], compare_hf: bool, kernels: bool | None, count: _Count
+    ) -> None:
+        self.runner, self.drafters, self.compare_hf, self.kernels, self.count = (
+            runner,
+            drafters,
+            compare_hf,
+            kernels,
+            count,
+        )
         self.hf_warm: set = set()
         self.touched: list = []
 
@@ -227,8 +292,11 @@ class _GridRun:
         base, loaded, wall, profile = self._ours(base_spec)
         self.touched.append(loaded.target)
         rows = [_ours(base_spec, category, base, loaded, wall, profile, None)]
-        jobs: list = [RunSpec(pair, d, decode, prompt, chat) for decode in group
-                      for d in _drafters_of(pair, _drafters_for(decode, self.drafters))]
+        jobs: list = [
+            RunSpec(pair, d, decode, prompt, chat)
+            for decode in group
+            for d in _drafters_of(pair, _drafters_for(decode, self.drafters))
+        ]
         if self.compare_hf:
             jobs += _hf_jobs(pair, group, _drafters_of(pair, self.drafters), prompt, chat)
         out: list[Result | None] = [None] * len(jobs)
@@ -255,10 +323,13 @@ class _GridRun:
         return out
 
 
-def _hf_jobs(pair: PairSpec, group: list[DecodeConfig], drafters: Sequence[DrafterSpec], prompt: str,
-             chat: bool) -> list[tuple]:
+def _hf_jobs(
+    pair: PairSpec, group: list[DecodeConfig], drafters: Sequence[DrafterSpec], prompt: str, chat: bool
+) -> list[tuple]:
     """(HFConfig, RunSpec whose load gives the models it runs on) for the HF peers of a group, deduplicated."""
-    jobs = {(hf.HFConfig(hf.HF_TARGET_ALONE)): RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), group[0], prompt, chat)}
+    jobs = {
+        (hf.HFConfig(hf.HF_TARGET_ALONE)): RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), group[0], prompt, chat)
+    }
     for decode in group:
         for d in drafters:
             precision = (d.precision or models.default_draft_precision()).value if d.needs_draft_model else ""
@@ -267,8 +338,9 @@ def _hf_jobs(pair: PairSpec, group: list[DecodeConfig], drafters: Sequence[Draft
     return list(jobs.items())
 
 
-def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], warm: set,
-            progress: Progress) -> Result:
+def _run_hf(
+    runner: Runner, job: tuple, category: str, base: list[RoundRecord], warm: set, progress: Progress
+) -> Result:
     config, spec = job
     with runner.session(spec, progress, warm=False) as session:  # HF's generate: the very same target, same kernels
         loaded = session.ready().pair
@@ -278,8 +350,21 @@ def _run_hf(runner: Runner, job: tuple, category: str, base: list[RoundRecord], 
             warm.add(key)
         tokens, wall = hf.generate(loaded, config, spec.prompt, spec.decode, spec.chat)
     precision = loaded.target_precision.value
-    return Result(pair=spec.pair.name, category=category, method=config.method, drafter=config.drafter.value,
-                  engine="hf", k=config.k_label, temperature=spec.decode.temperature, target_precision=precision,
-                  draft_precision=config.draft_precision, kernels=_kernels(loaded), tokens=len(tokens), seconds=wall,
-                  tokens_per_s=len(tokens) / wall if wall > 0 else nan, wall_s=wall, new_tokens=tokens,
-                  **_equality(trace.as_rounds(tokens), base, spec.decode, precision, loaded.invariant))
+    return Result(
+        pair=spec.pair.name,
+        category=category,
+        method=config.method,
+        drafter=config.drafter.value,
+        engine="hf",
+        k=config.k_label,
+        temperature=spec.decode.temperature,
+        target_precision=precision,
+        draft_precision=config.draft_precision,
+        kernels=_kernels(loaded),
+        tokens=len(tokens),
+        seconds=wall,
+        tokens_per_s=len(tokens) / wall if wall > 0 else nan,
+        wall_s=wall,
+        new_tokens=tokens,
+        **_equality(trace.as_rounds(tokens), base, spec.decode, precision, loaded.invariant),
+    )

@@ -26,6 +26,7 @@ num_assistant_tokens back into it). HF runs on the target exactly as ours does: 
 the same precision and the same kernels (speed.fast_verify, an fp32-only lever, patches the target
 itself, so HF's generate gets it too; `--stock-kernels` turns it off for both).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -91,12 +92,16 @@ def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str
     if decode.tree is not None:
         return []
     if peer == "assisted" and decode.policy is KPolicy.CONFIDENCE:
-        return [HFConfig(HF_CONFIDENCE, decode.k, draft_precision=draft_precision, confidence=decode.confidence),
-                HFConfig(HF_DEFAULTS, draft_precision=draft_precision)]
+        return [
+            HFConfig(HF_CONFIDENCE, decode.k, draft_precision=draft_precision, confidence=decode.confidence),
+            HFConfig(HF_DEFAULTS, draft_precision=draft_precision),
+        ]
     if peer == "assisted":
         schedule = "heuristic" if decode.policy is KPolicy.HEURISTIC else "constant"
-        return [HFConfig(HF_SAME_DRAFT, decode.k, schedule, draft_precision=draft_precision),
-                HFConfig(HF_DEFAULTS, draft_precision=draft_precision)]
+        return [
+            HFConfig(HF_SAME_DRAFT, decode.k, schedule, draft_precision=draft_precision),
+            HFConfig(HF_DEFAULTS, draft_precision=draft_precision),
+        ]
     if peer == "universal":
         return [HFConfig(HF_UNIVERSAL, decode.k, draft_precision=draft_precision)]
     if peer == "prompt lookup":
@@ -118,15 +123,18 @@ def assistant_settings(draft: PreTrainedModel, values: dict) -> Iterator[None]:
             setattr(config, name, value)
 
 
-def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConfig,
-             chat: bool = True) -> tuple[list[int], float]:
+def generate(
+    pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConfig, chat: bool = True
+) -> tuple[list[int], float]:
     """One HF generation: (new tokens, wall seconds). The prompt is tokenised exactly as our runner
     does (runner.encode_prompt); the clock covers encoding and generate, as ours covers encoding and
     the rounds."""
     target = pair.target
-    kwargs: dict = dict(max_new_tokens=decode.max_new_tokens, eos_token_id=sorted(pair.eos),
-                        pad_token_id=pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None
-                        else min(pair.eos))
+    kwargs: dict = dict(
+        max_new_tokens=decode.max_new_tokens,
+        eos_token_id=sorted(pair.eos),
+        pad_token_id=pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else min(pair.eos),
+    )
     if decode.temperature > 0:
         kwargs.update(do_sample=True, temperature=decode.temperature, top_p=decode.top_p, top_k=decode.top_k)
     else:
@@ -141,8 +149,11 @@ def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConf
                 raise ValueError(f"{config.method} needs the draft's own tokenizer (a cross-tokenizer pair)")
             kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
         if config.method in (HF_SAME_DRAFT, HF_CONFIDENCE, HF_UNIVERSAL):
-            assistant = {"num_assistant_tokens": config.k, "num_assistant_tokens_schedule": config.schedule,
-                         "assistant_confidence_threshold": config.confidence}
+            assistant = {
+                "num_assistant_tokens": config.k,
+                "num_assistant_tokens_schedule": config.schedule,
+                "assistant_confidence_threshold": config.confidence,
+            }
         else:  # unset: transformers fills in its defaults (20, "constant", 0.4)
             assistant = {name: None for name in ASSISTANT_FIELDS}
     elif config.method == HF_PROMPT_LOOKUP:
@@ -156,7 +167,7 @@ def generate(pair: LoadedPair, config: HFConfig, prompt: str, decode: DecodeConf
         with torch.inference_mode():
             out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         seconds = clock(target.device) - start
-    return out[0, ids.shape[1]:].tolist(), seconds
+    return out[0, ids.shape[1] :].tolist(), seconds
 
 
 def warm_up(pair: LoadedPair, config: HFConfig, chat: bool = True) -> None:

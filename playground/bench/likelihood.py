@@ -12,6 +12,7 @@ target_nll exceeds the same pair, category, temperature and engine's target alon
 token (ours when that engine ran no target alone). A coarse check by design: one row is one draw of 64 tokens, so it
 catches a broken sampler, not a subtle bias (the statistical tests in tests/ check our rule's distribution).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,19 +39,26 @@ def mean_nll(model, prompt_ids: torch.Tensor, tokens: Sequence[int], temperature
     device = next(model.parameters()).device
     new = torch.tensor([list(tokens)], dtype=torch.long, device=device)
     ids = torch.cat([prompt_ids.to(device), new], dim=1)
-    logits = model(input_ids=ids).logits[0, prompt_ids.shape[1] - 1:-1].float()
+    logits = model(input_ids=ids).logits[0, prompt_ids.shape[1] - 1 : -1].float()
     logp = torch.log_softmax(logits / temperature, dim=-1)
     return float(-logp.gather(1, new[0][:, None]).mean())
 
 
-def score(runner: Runner, results: Sequence[Result], pairs: Sequence[PairSpec], prompts: dict[str, str],
-          chat: bool = True, progress: Progress = quiet) -> None:
+def score(
+    runner: Runner,
+    results: Sequence[Result],
+    pairs: Sequence[PairSpec],
+    prompts: dict[str, str],
+    chat: bool = True,
+    progress: Progress = quiet,
+) -> None:
     """Fill target_nll of every sampled row (T > 0) with its pair's target, then off_distribution."""
     by_name = {p.name: p for p in pairs}
     sampled = [r for r in results if r.temperature > 0 and r.new_tokens and r.pair in by_name]
     for name in dict.fromkeys(r.pair for r in sampled):
-        spec = RunSpec(by_name[name], DrafterSpec(DrafterKind.TARGET_ALONE), DecodeConfig(), next(iter(prompts.values())),
-                       chat)
+        spec = RunSpec(
+            by_name[name], DrafterSpec(DrafterKind.TARGET_ALONE), DecodeConfig(), next(iter(prompts.values())), chat
+        )
         loaded = runner.load(spec)
         with loaded.in_use():
             ids = {c: encode_prompt(loaded.tokenizer, p, chat) for c, p in prompts.items()}
@@ -83,7 +91,8 @@ DISTRIBUTION = (
     "the row's temperature (our target scores every engine's output, one forward pass). A lossless sampler scores "
     f"like the target alone's own sampled rows; **off** = more than {NLL_MARGIN:g} nat per token above "
     "the same engine's target alone on the same prompt (bench.likelihood). A coarse check: one row is one draw, so it "
-    "catches a broken sampler, not a subtle bias.")
+    "catches a broken sampler, not a subtle bias."
+)
 
 
 def distribution_table(results: Sequence[Result]) -> str:
@@ -94,12 +103,16 @@ def distribution_table(results: Sequence[Result]) -> str:
             groups.setdefault((r.engine, r.method, r.k, r.temperature), []).append(r)
     if not groups:
         return "No sampled row was scored."
-    lines = ["| engine | method | k | T | rows | mean target NLL (nats/token) | off the target's distribution |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| engine | method | k | T | rows | mean target NLL (nats/token) | off the target's distribution |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for (engine, method, k, temperature), rows in groups.items():
         off = sum(bool(r.off_distribution) for r in rows)
         mean = sum(r.target_nll for r in rows) / len(rows)
-        lines.append(f"| {engine} | {method} | {k} | {temperature:g} | {len(rows)} | {fmt(mean)} | {off} of {len(rows)} |")
+        lines.append(
+            f"| {engine} | {method} | {k} | {temperature:g} | {len(rows)} | {fmt(mean)} | {off} of {len(rows)} |"
+        )
     return "\n".join(lines)
 
 
@@ -107,4 +120,11 @@ def section(results: Sequence[Result]) -> list[str]:
     """The report's lines on the sampled rows; none when no row was scored."""
     if all(math.isnan(r.target_nll) for r in results):
         return []
-    return ["## Sampled output under the target's distribution (T > 0)", "", DISTRIBUTION, "", distribution_table(results), ""]
+    return [
+        "## Sampled output under the target's distribution (T > 0)",
+        "",
+        DISTRIBUTION,
+        "",
+        distribution_table(results),
+        "",
+    ]

@@ -1,5 +1,6 @@
 """Memory, before anything is allocated: what a challenge run needs (KV caches and the largest pass) against what
 is left beside the models' weights, and the context window; a run that would not fit is refused with a message."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,11 @@ def memory_need(pair: LoadedPair, rows: int, prompt_len: int, max_new_tokens: in
     models_ = [m for m in (pair.target, pair.draft if k else None) if m is not None]
     kv = rows * columns * sum(kv_bytes_per_token(m) for m in models_)
     width = prompt_len + k
-    prompt_pass = max(rows * width * (m.config.num_attention_heads * (width + k) * 4 + 3 * 4 * m.config.intermediate_size)
-                      + rows * width * (width + k) * 4 for m in models_)
+    prompt_pass = max(
+        rows * width * (m.config.num_attention_heads * (width + k) * 4 + 3 * 4 * m.config.intermediate_size)
+        + rows * width * (width + k) * 4
+        for m in models_
+    )
     return MemoryNeed(kv, prompt_pass)
 
 
@@ -59,9 +63,11 @@ def memory_left(pair: LoadedPair) -> int:
 def check_memory(need: MemoryNeed, left: int, what: str) -> None:
     if need.total > left:
         gb = lambda b: f"{b / 2**30:.2f} GB"
-        raise PlaygroundError(f"{what} would not fit: it needs about {gb(need.total)} ({gb(need.kv)} of KV cache, "
-                              f"{gb(need.prompt_pass)} for the prompt pass) and {gb(max(0, left))} is left beside the "
-                              f"models' weights. Choose a smaller size, or raise PLAYGROUND_MEMORY_GB.")
+        raise PlaygroundError(
+            f"{what} would not fit: it needs about {gb(need.total)} ({gb(need.kv)} of KV cache, "
+            f"{gb(need.prompt_pass)} for the prompt pass) and {gb(max(0, left))} is left beside the "
+            f"models' weights. Choose a smaller size, or raise PLAYGROUND_MEMORY_GB."
+        )
 
 
 def check_window(pair: LoadedPair, tokens: int, what: str) -> None:

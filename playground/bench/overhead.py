@@ -1,5 +1,6 @@
 """What the UI's per-token records cost (python -m playground.bench --record-overhead N): the same spec with
 record on and off, interleaved through one session."""
+
 from __future__ import annotations
 
 import statistics
@@ -25,6 +26,15 @@ def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress
                 rounds = list(session.rounds(spec.with_decode(record=record)))
                 tps[record].append(trace.summarize(rounds)["tokens_per_s"])
     on, off = statistics.median(tps[True]), statistics.median(tps[False])
-    return dict(drafter=spec.drafter.label, k=spec.decode.k_label, reps=reps, target_precision=loaded.target_precision.value,
-                draft_precision=loaded.draft_precision.value if loaded.draft_precision else "",
-                record_on_tps=on, record_off_tps=off, overhead=(off - on) / off, runs_on=tps[True], runs_off=tps[False])
+    return dict(
+        drafter=spec.drafter.label,
+        k=spec.decode.k_label,
+        reps=reps,
+        target_precision=loaded.target_precision.value,
+        draft_precision=loaded.draft_precision.value if loaded.draft_precision else "",
+        record_on_tps=on,
+        record_off_tps=off,
+        overhead=(off - on) / off,
+        runs_on=tps[True],
+        runs_off=tps[False],
+    )

@@ -1,6 +1,7 @@
 """The benchmark's prompt set: one prompt per category, built in or from a JSON file; and the repetitive workload
 (repetitive.json: a code file edited three times in a row, a multi-turn chat that quotes itself), where text
 repeats and draft-free drafters (suffix decoding, prompt lookup) have something to draft from."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,10 @@ def load_prompts(path: str | None, categories: list[str] | None = None, repetiti
             else:
                 prompts = {str(item.get("category", f"prompt {i}")): str(item["prompt"]) for i, item in enumerate(data)}
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise PlaygroundError(f"--prompts: cannot read {path!r} as {{category: prompt}} or "
-                                  f"[{{category, prompt}}] JSON ({type(exc).__name__}: {exc}).") from None
+            raise PlaygroundError(
+                f"--prompts: cannot read {path!r} as {{category: prompt}} or "
+                f"[{{category, prompt}}] JSON ({type(exc).__name__}: {exc})."
+            ) from None
     if repetitive:
         prompts |= {item["category"]: item["prompt"] for item in json.loads(REPETITIVE.read_text(encoding="utf-8"))}
     if not prompts:

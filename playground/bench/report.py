@@ -1,4 +1,5 @@
 """docs/reports/benchmarks.md and its plotly figures, from one run's results. Pure but for writing the files."""
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,29 @@ from playground.views.grid import BASELINE
 GROUP = ["pair", "method", "k", "temperature", "target_precision", "draft_precision"]
 GEOMEAN = ["tokens_per_s", "speedup", "vs_best_hf", "theory_speedup", "calibrated_speedup"]
 MEAN = ["alpha", "nodes", "mean_accepted", "c", "v"]
-RUN_COLUMNS = ["pair", "category", "method", "k", "tree", "temperature", "target_precision", "draft_precision", "tokens",
-               "tokens_per_s", "speedup", "vs_best_hf", "alpha", "nodes", "mean_accepted", "c", "v", "theory_speedup",
-               "calibrated_speedup", "calibrated_error", "greedy"]
+RUN_COLUMNS = [
+    "pair",
+    "category",
+    "method",
+    "k",
+    "tree",
+    "temperature",
+    "target_precision",
+    "draft_precision",
+    "tokens",
+    "tokens_per_s",
+    "speedup",
+    "vs_best_hf",
+    "alpha",
+    "nodes",
+    "mean_accepted",
+    "c",
+    "v",
+    "theory_speedup",
+    "calibrated_speedup",
+    "calibrated_error",
+    "greedy",
+]
 DEFINITIONS = (
     "speedup = tokens/s over the target alone at the same precision (same engine, prompt and sampling; HF rows: "
     "over HF's own target alone); tokens/s = tokens / engine time (trace.summarize); vs_best_hf = our wall-clock "
@@ -32,8 +53,9 @@ DEFINITIONS = (
     "round (the prompt pass both runs pay; theory.run_speedup); c and v leave the first round out; calibrated_error = |calibrated - measured| / "
     "measured; greedy = output identical to the target alone's, or the position and logit gap of the first "
     "difference (a near-tie when the gap is within the precision's rounding); tree = the token tree's shape (k = "
-    "\"tree SHAPE\", drafted by the draft model); nodes = draft tokens the target scores per pass (the mean k of "
-    "the draft rounds: a tree's node count); mean_accepted = draft tokens kept per round (a tree: its kept path).")
+    '"tree SHAPE", drafted by the draft model); nodes = draft tokens the target scores per pass (the mean k of '
+    "the draft rounds: a tree's node count); mean_accepted = draft tokens kept per round (a tree: its kept path)."
+)
 
 
 def fmt(x, digits: int = 2) -> str:
@@ -44,7 +66,7 @@ def fmt(x, digits: int = 2) -> str:
 
 
 def greedy_cell(row: pd.Series) -> str:
-    """"yes", "near-tie at 12 (gap 0.03)", "NO at 12 (gap 2.10)", or "" for sampling."""
+    """ "yes", "near-tie at 12 (gap 0.03)", "NO at 12 (gap 2.10)", or "" for sampling."""
     if row["greedy_equal"] is None or (isinstance(row["greedy_equal"], float) and math.isnan(row["greedy_equal"])):
         return ""
     if row["greedy_equal"]:
@@ -83,10 +105,14 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
 def calibration_line(frame: pd.DataFrame) -> str:
     errors = pd.to_numeric(frame["calibrated_error"], errors="coerce").dropna()
     if errors.empty:
-        return "median |predicted - measured| / measured: no row of our engine with a calibrated prediction in this run."
+        return (
+            "median |predicted - measured| / measured: no row of our engine with a calibrated prediction in this run."
+        )
     within = int((errors <= 0.15).sum())
-    return (f"median |predicted - measured| / measured = {errors.median():.3f} over {len(errors)} rows of our engine "
-            f"(calibrated prediction; within 15 %: {within} of {len(errors)}).")
+    return (
+        f"median |predicted - measured| / measured = {errors.median():.3f} over {len(errors)} rows of our engine "
+        f"(calibrated prediction; within 15 %: {within} of {len(errors)})."
+    )
 
 
 def depth_table(results: Sequence[Result]) -> str:
@@ -99,7 +125,9 @@ def depth_table(results: Sequence[Result]) -> str:
         return ""
     lines = ["| method | k | temperature | acceptance at depth 1, 2, ... |", "| --- | --- | --- | --- |"]
     for (method, k, temperature), runs in rows.items():
-        depths = [[run[d] for run in runs if d < len(run) and not math.isnan(run[d])] for d in range(max(map(len, runs)))]
+        depths = [
+            [run[d] for run in runs if d < len(run) and not math.isnan(run[d])] for d in range(max(map(len, runs)))
+        ]
         cells = " · ".join(fmt(sum(v) / len(v)) if v else "–" for v in depths)
         lines.append(f"| {method} | {k} | {fmt(temperature)} | {cells} |")
     return "\n".join(lines)
@@ -109,25 +137,62 @@ def figures(frame: pd.DataFrame) -> dict[str, go.Figure]:
     ours = frame[(frame["engine"] == "ours") & (frame["drafter"] != BASELINE)]
     vllm = (frame["engine"] == "vllm") & (frame["drafter"] != BASELINE)
     peers = frame[frame["method"].isin(hf.HF_SPECULATIVE) | vllm]
-    predicted = pd.concat([ours.assign(model="Leviathan ideal (v = 1)", predicted=ours["theory_speedup"]),
-                           ours.assign(model="calibrated (measured v(k))", predicted=ours["calibrated_speedup"])])
+    predicted = pd.concat(
+        [
+            ours.assign(model="Leviathan ideal (v = 1)", predicted=ours["theory_speedup"]),
+            ours.assign(model="calibrated (measured v(k))", predicted=ours["calibrated_speedup"]),
+        ]
+    )
     return {
-        "speedup_vs_k": px.bar(pd.concat([ours, peers]), x="k", y="speedup", color="method", barmode="group",
-                               facet_col="category", title="Speedup over the target alone, per prompt category"),
-        "measured_vs_theory": px.scatter(predicted, x="predicted", y="speedup", color="model", symbol="category",
-                                         hover_data=["method", "k", "alpha", "c", "v"],
-                                         title="Measured speedup vs predicted (measured alpha, c; ideal and calibrated)"),
-        "alpha_per_category": px.bar(ours, x="category", y="alpha", color="method", barmode="group", facet_col="k",
-                                     title="Acceptance rate alpha per category"),
-        "vs_best_hf": px.bar(ours.dropna(subset=["vs_best_hf"]), x="category", y="vs_best_hf", color="method",
-                             barmode="group", facet_col="k",
-                             title="Our tokens/s over the best HF speculative configuration's"),
+        "speedup_vs_k": px.bar(
+            pd.concat([ours, peers]),
+            x="k",
+            y="speedup",
+            color="method",
+            barmode="group",
+            facet_col="category",
+            title="Speedup over the target alone, per prompt category",
+        ),
+        "measured_vs_theory": px.scatter(
+            predicted,
+            x="predicted",
+            y="speedup",
+            color="model",
+            symbol="category",
+            hover_data=["method", "k", "alpha", "c", "v"],
+            title="Measured speedup vs predicted (measured alpha, c; ideal and calibrated)",
+        ),
+        "alpha_per_category": px.bar(
+            ours,
+            x="category",
+            y="alpha",
+            color="method",
+            barmode="group",
+            facet_col="k",
+            title="Acceptance rate alpha per category",
+        ),
+        "vs_best_hf": px.bar(
+            ours.dropna(subset=["vs_best_hf"]),
+            x="category",
+            y="vs_best_hf",
+            color="method",
+            barmode="group",
+            facet_col="k",
+            title="Our tokens/s over the best HF speculative configuration's",
+        ),
     }
 
 
-def markdown(results: Sequence[Result], env: dict, command: str, checked: list[dict],
-             figure_names: Sequence[str] = (), vllm_engines: Sequence[dict] = (), title: str = "Benchmarks",
-             docs: str = "") -> str:
+def markdown(
+    results: Sequence[Result],
+    env: dict,
+    command: str,
+    checked: list[dict],
+    figure_names: Sequence[str] = (),
+    vllm_engines: Sequence[dict] = (),
+    title: str = "Benchmarks",
+    docs: str = "",
+) -> str:
     """The report's text: how it was made, geometric means, ours against vLLM's (when it ran), the targets, the
     calibration line, every run. title: its heading; docs: the way from the report's folder to docs/ ("../" for
     docs/reports/), for its links to the guides."""
@@ -136,27 +201,44 @@ def markdown(results: Sequence[Result], env: dict, command: str, checked: list[d
     head = [c for c in summary(frame).columns if many_pairs or c != "pair"]
     run_cols = [c for c in RUN_COLUMNS if many_pairs or c != "pair"]
     lines = [
-        f"# {title}", "",
+        f"# {title}",
+        "",
         f"Generated by `{command}` on {env.get('date', '')}, commit `{env.get('commit', '')}`: {env.get('device', '')}, "
         f"torch {env.get('torch', '')}, {env.get('threads', '')} threads. Every number below comes from that one run; "
-        "each row names its target and draft precision.", "",
-        DEFINITIONS, "",
-        "## Geometric mean over categories", "",
-        markdown_table(summary(frame), head), "",
+        "each row names its target and draft precision.",
+        "",
+        DEFINITIONS,
+        "",
+        "## Geometric mean over categories",
+        "",
+        markdown_table(summary(frame), head),
+        "",
         *vllm_report.section(results, vllm_engines),
         *likelihood.section(results),
-        "## Targets", "",
+        "## Targets",
+        "",
         f"Read from [targets.json]({docs}targets.json) (change a target there), checked against this run; for each, the best "
-        f"configuration. Why unmet ones are unmet, and which levers got how far: [levers.md]({docs}levers.md).", "",
-        "| target | best configuration | value | goal | met |", "| --- | --- | --- | --- | --- |",
+        f"configuration. Why unmet ones are unmet, and which levers got how far: [levers.md]({docs}levers.md).",
+        "",
+        "| target | best configuration | value | goal | met |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    lines += [f"| {t['name']} | {t['best']} | {fmt(t['value'])} | {t['how']} {fmt(t['goal'])} | {fmt(t['met'])} |"
-              for t in checked]
+    lines += [
+        f"| {t['name']} | {t['best']} | {fmt(t['value'])} | {t['how']} {fmt(t['goal'])} | {fmt(t['met'])} |"
+        for t in checked
+    ]
     lines += ["", "## Calibrated prediction vs measured", "", calibration_line(frame), ""]
     depths = depth_table(results)
     if depths:
-        lines += ["## Acceptance by depth", "", "Of the rounds whose verification reached depth d, the share whose kept "
-                  "path reached it (trace.depth_acceptance; a chain's depth d is its draft position d).", "", depths, ""]
+        lines += [
+            "## Acceptance by depth",
+            "",
+            "Of the rounds whose verification reached depth d, the share whose kept "
+            "path reached it (trace.depth_acceptance; a chain's depth d is its draft position d).",
+            "",
+            depths,
+            "",
+        ]
     if figure_names:
         lines += ["Figures: " + ", ".join(f"[{n}](figures/{n}.html)" for n in figure_names), ""]
     lines += ["## Every run", "", markdown_table(frame, run_cols), ""]
@@ -173,12 +255,18 @@ def _under_guide(path: Path, text: str) -> str:
     if KEEP_ABOVE not in old:
         return text
     demoted = "\n".join("#" + line if line.startswith("#") else line for line in text.splitlines())
-    return old[:old.index(KEEP_ABOVE) + len(KEEP_ABOVE)] + "\n\n" + demoted + "\n"
+    return old[: old.index(KEEP_ABOVE) + len(KEEP_ABOVE)] + "\n\n" + demoted + "\n"
 
 
-def write_report(results: Sequence[Result], env: dict, command: str, path: str | Path,
-                 targets_path: str | Path | None = None, vllm_engines: Sequence[dict] = (),
-                 title: str = "Benchmarks") -> list[dict]:
+def write_report(
+    results: Sequence[Result],
+    env: dict,
+    command: str,
+    path: str | Path,
+    targets_path: str | Path | None = None,
+    vllm_engines: Sequence[dict] = (),
+    title: str = "Benchmarks",
+) -> list[dict]:
     """docs/reports/benchmarks.md (or `path`), headed `title`, with its figures in figures/ next to it (named after the report unless it
     is benchmarks.md: figures/calibration-NAME.html); returns the checked targets. A file with the KEEP_ABOVE
     line keeps what is above it."""

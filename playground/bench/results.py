@@ -1,6 +1,7 @@
 """What the benchmark measures, as data: one run's row (Result: ours, an HF `generate` configuration or a vLLM run)
 and the table the UI and the report read (grid_frame). Pure of the engine: grid.py runs the grid, the peers add
 their rows, report.py and the views read the frame."""
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,9 @@ class Result:
     seconds: float  # ours: engine time (trace.summarize's wall_s); HF: wall_s
     tokens_per_s: float  # tokens / seconds
     wall_s: float = nan  # perf_counter around the whole call (tokenising included), both engines
-    kernels: str = ""  # the target's: "batch-invariant" (greedy output must equal the target alone's, exactly) or "stock"
+    kernels: str = (
+        ""  # the target's: "batch-invariant" (greedy output must equal the target alone's, exactly) or "stock"
+    )
     speedup: float = nan  # over the same engine's target alone (same prompt, target, precision, sampling)
     alpha: float = nan
     alpha_eval: float = nan
@@ -64,6 +67,7 @@ class Result:
 
 LISTS = ("depth_acceptance", "new_tokens", "counters", "margins")  # Result fields kept out of the frame
 
+
 def vs_best_hf(results: Sequence[Result]) -> list[float]:
     """Per row of ours: its wall-clock tokens/s over the best HF speculative configuration's (hf.HF_SPECULATIVE)
     on the same pair, target precision, prompt and temperature; nan for HF rows and where none ran.
@@ -81,7 +85,12 @@ def vs_best_hf(results: Sequence[Result]) -> list[float]:
 
 
 FRAME_COLUMNS = [f for f in Result.__dataclass_fields__ if f not in LISTS] + [
-    "wall_tokens_per_s", "vs_best_hf", "calibrated_error", "greedy_ok", "mean_acceptance_length"]
+    "wall_tokens_per_s",
+    "vs_best_hf",
+    "calibrated_error",
+    "greedy_ok",
+    "mean_acceptance_length",
+]
 
 
 def grid_frame(results: Sequence[Result]) -> pd.DataFrame:
@@ -95,6 +104,14 @@ def grid_frame(results: Sequence[Result]) -> pd.DataFrame:
         predicted, measured = r.calibrated_speedup, r.speedup
         error = abs(predicted - measured) / measured if r.engine == "ours" and measured > 0 else nan
         ok = nan if r.greedy_equal is None else float(bool(r.greedy_equal or r.near_tie))
-        rows.append(row | {"wall_tokens_per_s": r.wall_tokens_per_s, "vs_best_hf": ratio, "calibrated_error": error,
-                           "greedy_ok": ok, "mean_acceptance_length": r.counters.get("mean_acceptance_length", nan)})
+        rows.append(
+            row
+            | {
+                "wall_tokens_per_s": r.wall_tokens_per_s,
+                "vs_best_hf": ratio,
+                "calibrated_error": error,
+                "greedy_ok": ok,
+                "mean_acceptance_length": r.counters.get("mean_acceptance_length", nan),
+            }
+        )
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)

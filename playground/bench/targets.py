@@ -3,6 +3,7 @@
 A target: {"name", "metric", "filter", "over", "aggregate", "within", "goal", "how"} (the file's
 "_schema" says what each means). No goal, filter or metric lives in code.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ def load_targets(path: str | Path | None = None) -> list[dict]:
         raise PlaygroundError(f"Cannot read the targets file {str(path)!r}: {exc}") from None
     targets = data.get("targets") if isinstance(data, dict) else data
     if not isinstance(targets, list):
-        raise PlaygroundError(f"{path}: expected {{\"targets\": [...]}}.")
+        raise PlaygroundError(f'{path}: expected {{"targets": [...]}}.')
     for i, t in enumerate(targets):
         where = f"{path.name}: target {i + 1} ({t.get('name', '?') if isinstance(t, dict) else t!r})"
         if not isinstance(t, dict):
@@ -42,7 +43,9 @@ def load_targets(path: str | Path | None = None) -> list[dict]:
         if t.get("how", ">=") not in (">=", "<="):
             raise PlaygroundError(f"{where}: 'how' must be '>=' or '<=', got {t.get('how')!r}.")
         if t.get("aggregate", "geomean") not in AGGREGATES:
-            raise PlaygroundError(f"{where}: 'aggregate' must be one of {', '.join(AGGREGATES)}, got {t.get('aggregate')!r}.")
+            raise PlaygroundError(
+                f"{where}: 'aggregate' must be one of {', '.join(AGGREGATES)}, got {t.get('aggregate')!r}."
+            )
         if t.get("aggregate") == "share" and not isinstance(t.get("within"), (int, float)):
             raise PlaygroundError(f"{where}: 'share' needs a number 'within'.")
         if t.get("over", "config") not in ("config", "rows"):
@@ -121,5 +124,7 @@ def check(frame: pd.DataFrame, targets: list[dict]) -> list[dict]:
                 value, g = (max if how == ">=" else min)(scores, key=lambda s: s[0])
                 best = _label(g.iloc[0], frame["pair"].nunique() > 1) + f", {len(g)} categories"
         met = None if math.isnan(value) else (value >= goal if how == ">=" else value <= goal)
-        out.append(dict(name=t["name"], metric=metric, goal=goal, how=how, value=value, best=best, rows=len(rows), met=met))
+        out.append(
+            dict(name=t["name"], metric=metric, goal=goal, how=how, value=value, best=best, rows=len(rows), met=met)
+        )
     return out

@@ -16,6 +16,7 @@ through the target's chat template), greedy, one new token:
 Ours, HF and stock run in this process, in rotated order within each repeat; vLLM runs in its own process
 between the first and the second half of the repeats. Speed is reported, never asserted.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -35,8 +36,13 @@ from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
 REQUEST = "Summarise the following text in one sentence.\n\n"
-OURS, OURS_SPEC, HF_SAME, STOCK, VLLM = ("ours, target alone", "ours, speculative", "hf generate (same object)",
-                                         "stock transformers", "vllm")
+OURS, OURS_SPEC, HF_SAME, STOCK, VLLM = (
+    "ours, target alone",
+    "ours, speculative",
+    "hf generate (same object)",
+    "stock transformers",
+    "vllm",
+)
 
 
 @dataclass
@@ -89,29 +95,41 @@ def stock_model(pair_spec: PairSpec, pair: LoadedPair) -> torch.nn.Module:
     from playground.bench.vllm_peer import model_folder
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pair.target_precision.value, torch.float32)
-    return AutoModelForCausalLM.from_pretrained(model_folder(pair_spec.target), dtype=dtype).to(pair.target.device).eval()
+    return (
+        AutoModelForCausalLM.from_pretrained(model_folder(pair_spec.target), dtype=dtype).to(pair.target.device).eval()
+    )
 
 
-def run_ttft(runner: Runner, pair_spec: PairSpec, lengths: list[int], reps: int = 3, stock: bool = True,
-             vllm: Callable[[dict[str, list[int]]], dict[str, list[float]]] | None = None,
-             progress: Progress = quiet) -> list[TTFTRow]:
+def run_ttft(
+    runner: Runner,
+    pair_spec: PairSpec,
+    lengths: list[int],
+    reps: int = 3,
+    stock: bool = True,
+    vllm: Callable[[dict[str, list[int]]], dict[str, list[float]]] | None = None,
+    progress: Progress = quiet,
+) -> list[TTFTRow]:
     """The rows for each prompt length. vllm: given {length: token ids}, vLLM's seconds per length (its repeats)."""
     target_alone = DrafterSpec(DrafterKind.TARGET_ALONE)
     default = DrafterSpec()
     pair = runner.load(RunSpec(pair_spec, default, prompt="x"), progress)
     with pair.in_use():
         prompts = {n: prompt_of(pair.tokenizer, n) for n in lengths}
-        specs = {name: {n: RunSpec(pair_spec, drafter, DecodeConfig(max_new_tokens=k), prompts[n][0])
-                        for n in lengths}
-                 for name, drafter, k in ((OURS, target_alone, 1), (OURS_SPEC, default, 8))}
+        specs = {
+            name: {n: RunSpec(pair_spec, drafter, DecodeConfig(max_new_tokens=k), prompts[n][0]) for n in lengths}
+            for name, drafter, k in ((OURS, target_alone, 1), (OURS_SPEC, default, 8))
+        }
         for spec in (specs[OURS][lengths[0]], specs[OURS_SPEC][lengths[0]]):
             runner.warm_up(spec, pair, progress)
         other = stock_model(pair_spec, pair) if stock else None
-        rows = {(e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (OURS, OURS_SPEC, HF_SAME, STOCK, VLLM)}
+        rows = {
+            (e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (OURS, OURS_SPEC, HF_SAME, STOCK, VLLM)
+        }
         engines: list[tuple[str, Callable[[int], float]]] = [
             (OURS, lambda n: _first_round(runner, specs[OURS][n], pair)),
             (OURS_SPEC, lambda n: _first_round(runner, specs[OURS_SPEC][n], pair)),
-            (HF_SAME, lambda n: (pair.use_kernels(pair_spec.invariant), _generate_one(pair.target, prompts[n][1]))[1])]
+            (HF_SAME, lambda n: (pair.use_kernels(pair_spec.invariant), _generate_one(pair.target, prompts[n][1]))[1]),
+        ]
         if other is not None:
             _generate_one(other, prompts[lengths[0]][1][:16])  # its first-call costs, outside the timing
             engines.append((STOCK, lambda n: _generate_one(other, prompts[n][1])))
@@ -121,10 +139,11 @@ def run_ttft(runner: Runner, pair_spec: PairSpec, lengths: list[int], reps: int 
                 for n, seconds in vllm({str(n): prompts[n][1] for n in lengths}).items():
                     rows[(VLLM, int(n))].seconds += seconds
             for n in lengths:
-                order = engines[rep % len(engines):] + engines[: rep % len(engines)]
+                order = engines[rep % len(engines) :] + engines[: rep % len(engines)]
                 for name, time_it in order:
-                    progress(f"TTFT: {name}, {rows[(name, n)].tokens} prompt tokens, repeat {rep + 1} of {reps}",
-                             rep / reps)
+                    progress(
+                        f"TTFT: {name}, {rows[(name, n)].tokens} prompt tokens, repeat {rep + 1} of {reps}", rep / reps
+                    )
                     rows[(name, n)].seconds.append(time_it(n))
         del other
     return [row for row in rows.values() if row.seconds]

@@ -19,6 +19,7 @@ missing (how to install it), the worker crashed or timed out (the log's last lin
 missing or the draft and target do not share a tokenizer, a URL is unreachable, a server is not vLLM,
 or it serves another model.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,8 +40,12 @@ from playground.bench.vllm_metrics import SpecCounters
 from playground.errors import Ended, PlaygroundError
 
 METHODS = ("target", "draft_model", "ngram", "suffix")  # vLLM's names; "target": no speculative_config
-METHOD_LABELS = {"target": "vLLM target alone", "draft_model": "vLLM draft model", "ngram": "vLLM ngram",
-                 "suffix": "vLLM suffix"}
+METHOD_LABELS = {
+    "target": "vLLM target alone",
+    "draft_model": "vLLM draft model",
+    "ngram": "vLLM ngram",
+    "suffix": "vLLM suffix",
+}
 WORKER = Path(__file__).resolve().parents[1] / "vllm_worker.py"
 INSTALL_HINT = "bash scripts/install_vllm.sh"
 
@@ -70,7 +75,8 @@ def vllm_python(venv: Path | None = None) -> Path:
     if not python.exists() or not (venv / "bin" / "vllm").exists():
         raise PlaygroundError(
             f"vLLM is not installed: no vLLM environment at {venv}. Install it with: {INSTALL_HINT} "
-            "(or set PLAYGROUND_VLLM_VENV to a virtual environment that has vllm).")
+            "(or set PLAYGROUND_VLLM_VENV to a virtual environment that has vllm)."
+        )
     return python
 
 
@@ -146,8 +152,12 @@ class VLLMRequest:
         if self.method == "draft_model":
             config = {"method": "draft_model", "model": self.draft, "num_speculative_tokens": self.k}
         elif self.method == "ngram":
-            config = {"method": "ngram", "num_speculative_tokens": self.k,
-                      "prompt_lookup_max": self.prompt_lookup_max, "prompt_lookup_min": self.prompt_lookup_min}
+            config = {
+                "method": "ngram",
+                "num_speculative_tokens": self.k,
+                "prompt_lookup_max": self.prompt_lookup_max,
+                "prompt_lookup_min": self.prompt_lookup_min,
+            }
         else:
             config = {"method": "suffix", "num_speculative_tokens": self.k}
         if self.draft_sample_method:
@@ -197,8 +207,9 @@ class VLLMRun:
 
     def tokens_per_s(self, prompt_id: str, temperature: float = 0.0) -> float:
         """Median tok/s of a prompt over its repeats."""
-        return statistics.median(r.tokens_per_s for r in self.results
-                                 if r.id == prompt_id and r.temperature == temperature)
+        return statistics.median(
+            r.tokens_per_s for r in self.results if r.id == prompt_id and r.temperature == temperature
+        )
 
     def counters(self, prompt_id: str | None = None, temperature: float | None = None) -> SpecCounters:
         """The counters summed over the runs of a prompt and/or temperature (all when None)."""
@@ -262,8 +273,13 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
     proc.wait()
 
 
-def _call_worker(payload: dict, timeout_s: float, should_stop: Callable[[], bool] | None = None,
-                 venv: Path | None = None, env: Mapping[str, str] | None = None) -> dict:
+def _call_worker(
+    payload: dict,
+    timeout_s: float,
+    should_stop: Callable[[], bool] | None = None,
+    venv: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict:
     python = vllm_python(venv)
     work = Path(tempfile.mkdtemp(prefix="playground-vllm-"))
     try:
@@ -271,9 +287,15 @@ def _call_worker(payload: dict, timeout_s: float, should_stop: Callable[[], bool
         request_path.write_text(json.dumps(payload))
         with open(log_path, "wb") as log:
             # -P: the script's folder (playground/) must not shadow the standard library in vLLM's python
-            proc = subprocess.Popen([str(python), "-P", str(WORKER), str(request_path), str(result_path)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    env=vllm_env(env), start_new_session=True, cwd=work)
+            proc = subprocess.Popen(
+                [str(python), "-P", str(WORKER), str(request_path), str(result_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=vllm_env(env),
+                start_new_session=True,
+                cwd=work,
+            )
             deadline = time.monotonic() + timeout_s
             try:
                 while proc.poll() is None:
@@ -284,15 +306,17 @@ def _call_worker(payload: dict, timeout_s: float, should_stop: Callable[[], bool
                         stop_group(proc)
                         raise PlaygroundError(
                             f"vLLM did not finish in {timeout_s:.0f} s and was stopped. Its log ends with:\n"
-                            + tail(log_path))
+                            + tail(log_path)
+                        )
                     time.sleep(0.2)
             finally:
                 stop_group(proc)  # engine processes left behind by a worker that has exited
         if not result_path.exists():
             code = proc.returncode
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            raise PlaygroundError(f"vLLM's worker {how} without a result (a crash). Its log ends with:\n"
-                                  + tail(log_path))
+            raise PlaygroundError(
+                f"vLLM's worker {how} without a result (a crash). Its log ends with:\n" + tail(log_path)
+            )
         result = json.loads(result_path.read_text())
         if not result.get("ok"):
             kind, message = result.get("error", "crash"), result.get("message", "")
@@ -310,8 +334,13 @@ def probe(timeout_s: float = 180.0, venv: Path | None = None) -> dict:
     return _call_worker({"action": "probe"}, timeout_s, venv=venv)
 
 
-def run_worker(request: VLLMRequest, prompts: Mapping[str, Prompt], timeout_s: float | None = None,
-               should_stop: Callable[[], bool] | None = None, venv: Path | None = None) -> VLLMRun:
+def run_worker(
+    request: VLLMRequest,
+    prompts: Mapping[str, Prompt],
+    timeout_s: float | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    venv: Path | None = None,
+) -> VLLMRun:
     """Start one vLLM engine in its environment, warm it up, run every prompt alone at every
     temperature (greedy is temperature 0), return what it did. `should_stop()` is polled while it
     runs: True ends it (Stopped)."""
@@ -319,22 +348,53 @@ def run_worker(request: VLLMRequest, prompts: Mapping[str, Prompt], timeout_s: f
     for role, folder in (("target", request.target), ("draft", request.draft)):
         if folder is not None and not (Path(folder) / "config.json").is_file():
             raise PlaygroundError(f"vLLM: the {role} folder {folder!r} has no config.json (not a model folder).")
-    payload = {"target": str(request.target), "draft": str(request.draft) if request.draft else None,
-               "dtype": request.dtype, "method": request.method, "k": request.k,
-               "prompt_lookup_max": request.prompt_lookup_max, "prompt_lookup_min": request.prompt_lookup_min,
-               "prompts": _prompt_payload(prompts), "max_tokens": request.max_tokens,
-               "temperatures": list(request.temperatures), "top_p": request.top_p, "top_k": request.top_k,
-               "seed": request.seed, "repeats": request.repeats, "warmup": request.warmup,
-               "ignore_eos": request.ignore_eos, "max_model_len": request.max_model_len,
-               "enforce_eager": request.enforce_eager, "kv_cache_gib": request.kv_cache_gib,
-               "cpu_threads_bind": request.cpu_threads_bind, "draft_sample_method": request.draft_sample_method,
-               "in_process": request.in_process}
+    payload = {
+        "target": str(request.target),
+        "draft": str(request.draft) if request.draft else None,
+        "dtype": request.dtype,
+        "method": request.method,
+        "k": request.k,
+        "prompt_lookup_max": request.prompt_lookup_max,
+        "prompt_lookup_min": request.prompt_lookup_min,
+        "prompts": _prompt_payload(prompts),
+        "max_tokens": request.max_tokens,
+        "temperatures": list(request.temperatures),
+        "top_p": request.top_p,
+        "top_k": request.top_k,
+        "seed": request.seed,
+        "repeats": request.repeats,
+        "warmup": request.warmup,
+        "ignore_eos": request.ignore_eos,
+        "max_model_len": request.max_model_len,
+        "enforce_eager": request.enforce_eager,
+        "kv_cache_gib": request.kv_cache_gib,
+        "cpu_threads_bind": request.cpu_threads_bind,
+        "draft_sample_method": request.draft_sample_method,
+        "in_process": request.in_process,
+    }
     timeout = timeout_s if timeout_s is not None else default_timeout(request, len(prompts))
     result = _call_worker(payload, timeout, should_stop, venv)
-    results = [VLLMPromptResult(r["id"], float(r["temperature"]), int(r["repeat"]), r["prompt_token_ids"],
-                                r["token_ids"], r["text"], r.get("finish_reason"), float(r["wall_s"]),
-                                r.get("ttft_s"), SpecCounters.from_dict(r["counters"]))
-               for r in result["results"]]
-    return VLLMRun(request.label, results, SpecCounters.from_dict(result["totals"]), result.get("load_s"),
-                   result.get("vllm_version", ""), result.get("device", ""),
-                   dict(result.get("engine_kwargs", {}), env=result.get("env", {})))
+    results = [
+        VLLMPromptResult(
+            r["id"],
+            float(r["temperature"]),
+            int(r["repeat"]),
+            r["prompt_token_ids"],
+            r["token_ids"],
+            r["text"],
+            r.get("finish_reason"),
+            float(r["wall_s"]),
+            r.get("ttft_s"),
+            SpecCounters.from_dict(r["counters"]),
+        )
+        for r in result["results"]
+    ]
+    return VLLMRun(
+        request.label,
+        results,
+        SpecCounters.from_dict(result["totals"]),
+        result.get("load_s"),
+        result.get("vllm_version", ""),
+        result.get("device", ""),
+        dict(result.get("engine_kwargs", {}), env=result.get("env", {})),
+    )

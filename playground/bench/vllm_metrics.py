@@ -1,5 +1,6 @@
 """vLLM's spec-decode counters (vllm/v1/spec_decode/metrics.py), as the worker reads them from
 LLM.get_metrics() and as a server exposes them at /metrics in Prometheus text. Pure: no vllm, no torch."""
+
 from __future__ import annotations
 
 import re
@@ -20,20 +21,28 @@ class SpecCounters:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> SpecCounters:
-        return cls(*(int(data.get(name, 0)) for name in COUNTER_NAMES),
-                   tuple(int(v) for v in data.get("num_accepted_tokens_per_pos", ())))
+        return cls(
+            *(int(data.get(name, 0)) for name in COUNTER_NAMES),
+            tuple(int(v) for v in data.get("num_accepted_tokens_per_pos", ())),
+        )
 
     def __add__(self, other: SpecCounters) -> SpecCounters:
         a, b = _pad(self.num_accepted_tokens_per_pos, other.num_accepted_tokens_per_pos)
-        return SpecCounters(self.num_drafts + other.num_drafts, self.num_draft_tokens + other.num_draft_tokens,
-                            self.num_accepted_tokens + other.num_accepted_tokens,
-                            tuple(x + y for x, y in zip(a, b)))
+        return SpecCounters(
+            self.num_drafts + other.num_drafts,
+            self.num_draft_tokens + other.num_draft_tokens,
+            self.num_accepted_tokens + other.num_accepted_tokens,
+            tuple(x + y for x, y in zip(a, b)),
+        )
 
     def __sub__(self, other: SpecCounters) -> SpecCounters:
         a, b = _pad(self.num_accepted_tokens_per_pos, other.num_accepted_tokens_per_pos)
-        return SpecCounters(self.num_drafts - other.num_drafts, self.num_draft_tokens - other.num_draft_tokens,
-                            self.num_accepted_tokens - other.num_accepted_tokens,
-                            tuple(x - y for x, y in zip(a, b)))
+        return SpecCounters(
+            self.num_drafts - other.num_drafts,
+            self.num_draft_tokens - other.num_draft_tokens,
+            self.num_accepted_tokens - other.num_accepted_tokens,
+            tuple(x - y for x, y in zip(a, b)),
+        )
 
     @property
     def mean_acceptance_length(self) -> float:
@@ -52,11 +61,14 @@ class SpecCounters:
 
     def as_dict(self) -> dict:
         """Under the names of our trace's `vllm` key (trace.vllm_metrics, docs/trace.md)."""
-        return {"num_drafts": self.num_drafts, "num_draft_tokens": self.num_draft_tokens,
-                "num_accepted_tokens": self.num_accepted_tokens,
-                "num_accepted_tokens_per_pos": list(self.num_accepted_tokens_per_pos),
-                "mean_acceptance_length": self.mean_acceptance_length,
-                "draft_acceptance_rate": self.draft_acceptance_rate}
+        return {
+            "num_drafts": self.num_drafts,
+            "num_draft_tokens": self.num_draft_tokens,
+            "num_accepted_tokens": self.num_accepted_tokens,
+            "num_accepted_tokens_per_pos": list(self.num_accepted_tokens_per_pos),
+            "mean_acceptance_length": self.mean_acceptance_length,
+            "draft_acceptance_rate": self.draft_acceptance_rate,
+        }
 
 
 def _pad(a: Sequence[int], b: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -81,7 +93,7 @@ def parse_prometheus(text: str, model: str | None = None) -> SpecCounters:
         labels = dict(_LABEL.findall(match["labels"] or ""))
         if model is not None and labels.get("model_name", model) != model:
             continue
-        name = match["name"][len("vllm:spec_decode_"):-len("_total")]
+        name = match["name"][len("vllm:spec_decode_") : -len("_total")]
         value = float(match["value"])
         if name in counts:
             counts[name] += value

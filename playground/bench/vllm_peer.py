@@ -20,6 +20,7 @@ verdicts: only these counters.
 
 vLLM's draft runs at the target's dtype (it has no int8 draft): its rows say so in draft_precision.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,8 +42,11 @@ from playground.views.grid import BASELINE as TARGET_ALONE  # a target-alone row
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
 SERVER, SERVER_TARGET = "vLLM server", "vLLM server target alone"
 # vLLM's method -> the drafter of ours it stands beside (a row's `drafter`)
-OUR_DRAFTER = {"target": TARGET_ALONE, "draft_model": DrafterKind.DRAFT_MODEL.value,
-               "ngram": DrafterKind.PROMPT_LOOKUP.value}
+OUR_DRAFTER = {
+    "target": TARGET_ALONE,
+    "draft_model": DrafterKind.DRAFT_MODEL.value,
+    "ngram": DrafterKind.PROMPT_LOOKUP.value,
+}
 PROBE = "Speculative decoding: def quick_brown_fox(n): return n * 12345  # ok?"  # for the tokenizer check
 nan = float("nan")
 
@@ -71,16 +75,18 @@ VLLM_SOURCES = (NO_VLLM, VLLM_HERE, VLLM_URL)
 HERE = VLLMEngine()  # vLLM's own defaults (torch.compile, its process layout): what a deployment runs
 
 
-def engine_choice(source: str | None, url: str = "", model: str = "", target_url: str = "",
-                  api_key: str = "") -> VLLMEngine | None:
+def engine_choice(
+    source: str | None, url: str = "", model: str = "", target_url: str = "", api_key: str = ""
+) -> VLLMEngine | None:
     """The tab's vLLM choice as a VLLMEngine (None: no vLLM row); a bad value raises PlaygroundError naming it. A URL
     must be one PLAYGROUND_VLLM_URLS allows (outbound.Policy); `api_key`, the user's for those servers, is sent to
     them alone."""
     url, model, target_url, api_key = ("" if v is None else v for v in (url, model, target_url, api_key))
     for text in (url, target_url, model, api_key):
         if not isinstance(text, str) or len(text) > 500:
-            raise PlaygroundError("vLLM server: a URL, model name or key is too long or not text (500 characters "
-                                  "at most).")
+            raise PlaygroundError(
+                "vLLM server: a URL, model name or key is too long or not text (500 characters at most)."
+            )
     url, model, target_url, api_key = (v.strip() for v in (url, model, target_url, api_key))
     if source in (None, "", NO_VLLM):
         return None
@@ -108,8 +114,9 @@ def check(engine: VLLMEngine, should_stop: Callable[[], bool] | None = None) -> 
         return
     for url in (engine.url, engine.target_url):
         if url:
-            VLLMServer(url, engine.model, connect_timeout_s=10.0, api_key=engine.api_key,
-                       should_stop=should_stop).check()
+            VLLMServer(
+                url, engine.model, connect_timeout_s=10.0, api_key=engine.api_key, should_stop=should_stop
+            ).check()
 
 
 def methods_for(drafters: Sequence[DrafterSpec]) -> list[str]:
@@ -128,50 +135,99 @@ def vllm_ks(decodes: Sequence[DecodeConfig]) -> list[int]:
 
 # ---------------------------------------------------------------- rows
 
+
 def _base_rows(results: Sequence[Result]) -> dict[tuple, Result]:
-    return {(r.pair, r.target_precision, r.category, r.temperature): r for r in results
-            if r.engine == "ours" and r.drafter == TARGET_ALONE}
+    return {
+        (r.pair, r.target_precision, r.category, r.temperature): r
+        for r in results
+        if r.engine == "ours" and r.drafter == TARGET_ALONE
+    }
 
 
-def _row(pair: str, category: str, precision: str, run_label: str, drafter: str, k: str, draft_precision: str,
-         r, base: Result | None) -> Result:
+def _row(
+    pair: str,
+    category: str,
+    precision: str,
+    run_label: str,
+    drafter: str,
+    k: str,
+    draft_precision: str,
+    r,
+    base: Result | None,
+) -> Result:
     """One vLLM generation as a grid row (speedup filled in later, against vLLM's own target alone)."""
     c = r.counters
     equality = {}
     if r.temperature == 0 and base is not None:
-        cmp = trace.compare_outputs(trace.as_rounds(r.token_ids), trace.as_rounds(base.new_tokens, base.margins),
-                                    precision)
-        equality = dict(greedy_equal=cmp["equal"], near_tie=None if cmp["equal"] else cmp["near_tie"],
-                        diff_position=cmp["position"], gap_spec=cmp["gap_spec"], gap_base=cmp["gap_base"])
-    return Result(pair=pair, category=category, method=run_label, drafter=drafter, engine="vllm", k=k,
-                  temperature=r.temperature, target_precision=precision, draft_precision=draft_precision,
-                  tokens=len(r.token_ids), seconds=r.wall_s, tokens_per_s=r.tokens_per_s, wall_s=r.wall_s,
-                  alpha=c.draft_acceptance_rate,
-                  mean_accepted=c.mean_acceptance_length - 1,  # vLLM's length counts the target's own token
-                  new_tokens=list(r.token_ids), counters=c.as_dict(), **equality)
+        cmp = trace.compare_outputs(
+            trace.as_rounds(r.token_ids), trace.as_rounds(base.new_tokens, base.margins), precision
+        )
+        equality = dict(
+            greedy_equal=cmp["equal"],
+            near_tie=None if cmp["equal"] else cmp["near_tie"],
+            diff_position=cmp["position"],
+            gap_spec=cmp["gap_spec"],
+            gap_base=cmp["gap_base"],
+        )
+    return Result(
+        pair=pair,
+        category=category,
+        method=run_label,
+        drafter=drafter,
+        engine="vllm",
+        k=k,
+        temperature=r.temperature,
+        target_precision=precision,
+        draft_precision=draft_precision,
+        tokens=len(r.token_ids),
+        seconds=r.wall_s,
+        tokens_per_s=r.tokens_per_s,
+        wall_s=r.wall_s,
+        alpha=c.draft_acceptance_rate,
+        mean_accepted=c.mean_acceptance_length - 1,  # vLLM's length counts the target's own token
+        new_tokens=list(r.token_ids),
+        counters=c.as_dict(),
+        **equality,
+    )
 
 
 def _speedups(rows: list[Result], baseline_method: str) -> None:
     """Each row's tokens/s over vLLM's target alone on the same pair, precision, prompt and temperature."""
-    base = {(r.pair, r.target_precision, r.category, r.temperature): r.tokens_per_s for r in rows
-            if r.method == baseline_method}
+    base = {
+        (r.pair, r.target_precision, r.category, r.temperature): r.tokens_per_s
+        for r in rows
+        if r.method == baseline_method
+    }
     for r in rows:
         top = base.get((r.pair, r.target_precision, r.category, r.temperature))
         r.speedup = trace.speedup(r.tokens_per_s, top) if top else nan
 
 
-def _rows(run: VLLMRun, pair: str, precision: str, drafter: str, k: str, draft_precision: str,
-          bases: dict[tuple, Result]) -> list[Result]:
-    return [_row(pair, r.id, precision, run.label, drafter, k, draft_precision, r,
-                 bases.get((pair, precision, r.id, 0.0))) for r in run.results]
+def _rows(
+    run: VLLMRun, pair: str, precision: str, drafter: str, k: str, draft_precision: str, bases: dict[tuple, Result]
+) -> list[Result]:
+    return [
+        _row(pair, r.id, precision, run.label, drafter, k, draft_precision, r, bases.get((pair, precision, r.id, 0.0)))
+        for r in run.results
+    ]
 
 
 # ---------------------------------------------------------------- running
 
-def run_peer(runner: Runner, results: Sequence[Result], pairs: Sequence[PairSpec], prompts: dict[str, str],
-             decodes: Sequence[DecodeConfig], drafters: Sequence[DrafterSpec], engine: VLLMEngine,
-             methods: Sequence[str] | None = None, chat: bool = True, progress: Progress = quiet,
-             should_stop: Callable[[], bool] | None = None) -> tuple[list[Result], list[dict]]:
+
+def run_peer(
+    runner: Runner,
+    results: Sequence[Result],
+    pairs: Sequence[PairSpec],
+    prompts: dict[str, str],
+    decodes: Sequence[DecodeConfig],
+    drafters: Sequence[DrafterSpec],
+    engine: VLLMEngine,
+    methods: Sequence[str] | None = None,
+    chat: bool = True,
+    progress: Progress = quiet,
+    should_stop: Callable[[], bool] | None = None,
+) -> tuple[list[Result], list[dict]]:
     """vLLM's rows for a grid that ran (`results`: our target alone's rows give the greedy reference), and what
     each vLLM engine was (label, version, load seconds, its arguments). `methods`: vLLM's ("draft_model",
     "ngram"; None: those of `drafters`, methods_for); the target alone always runs. Engines started here run
@@ -181,16 +237,24 @@ def run_peer(runner: Runner, results: Sequence[Result], pairs: Sequence[PairSpec
     if engine.url is None:
         vllm_python()  # first: without vLLM's environment nothing else matters
     bases = _base_rows(results)
-    setting = _Setting(decodes[0], tuple(dict.fromkeys(d.temperature for d in decodes)), vllm_ks(decodes),
-                       next((d.max_ngram for d in drafters if decoding.strategy(d.kind).vllm_export == "ngram"),
-                            DrafterSpec().max_ngram))
+    setting = _Setting(
+        decodes[0],
+        tuple(dict.fromkeys(d.temperature for d in decodes)),
+        vllm_ks(decodes),
+        next(
+            (d.max_ngram for d in drafters if decoding.strategy(d.kind).vllm_export == "ngram"), DrafterSpec().max_ngram
+        ),
+    )
     methods = list(methods_for(drafters) if methods is None else methods)
     rows: list[Result] = []
     engines: list[dict] = []
-    for pair in (pairs if engine.url is None else pairs[:1]):
-        loaded = runner.load(RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0],
-                                     next(iter(prompts.values())), chat))
-        ids = {category: encode_prompt(loaded.tokenizer, prompt, chat)[0].tolist() for category, prompt in prompts.items()}
+    for pair in pairs if engine.url is None else pairs[:1]:
+        loaded = runner.load(
+            RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0], next(iter(prompts.values())), chat)
+        )
+        ids = {
+            category: encode_prompt(loaded.tokenizer, prompt, chat)[0].tolist() for category, prompt in prompts.items()
+        }
         if engine.url is None:
             runs = _run_here(pair, ids, loaded.target_precision, setting, engine, methods, progress, should_stop)
         else:
@@ -199,9 +263,18 @@ def run_peer(runner: Runner, results: Sequence[Result], pairs: Sequence[PairSpec
         got: list[Result] = []
         for run, drafter, k, draft_precision in runs:
             got += _rows(run, pair.name, precision, drafter, k, draft_precision, bases)
-            engines.append({"pair": pair.name, "label": run.label, "k": k, "vllm_version": run.vllm_version,
-                            "device": run.device, "load_s": run.load_s, "engine": run.engine,
-                            "totals": run.totals.as_dict()})
+            engines.append(
+                {
+                    "pair": pair.name,
+                    "label": run.label,
+                    "k": k,
+                    "vllm_version": run.vllm_version,
+                    "device": run.device,
+                    "load_s": run.load_s,
+                    "engine": run.engine,
+                    "totals": run.totals.as_dict(),
+                }
+            )
         _speedups(got, SERVER_TARGET if engine.url else METHOD_LABELS["target"])
         rows += got
     return rows, engines
@@ -217,8 +290,16 @@ class _Setting:
     max_ngram: int
 
 
-def _run_here(pair: PairSpec, ids: dict, precision: Precision, setting: _Setting, engine: VLLMEngine,
-              methods: list[str], progress: Progress, should_stop) -> list[tuple]:
+def _run_here(
+    pair: PairSpec,
+    ids: dict,
+    precision: Precision,
+    setting: _Setting,
+    engine: VLLMEngine,
+    methods: list[str],
+    progress: Progress,
+    should_stop,
+) -> list[tuple]:
     """One engine per method and k, started in vLLM's environment: [(VLLMRun, drafter, k, draft precision)]."""
     if precision not in VLLM_DTYPES:
         raise PlaygroundError(f"vLLM has no {precision.value} target precision.")
@@ -231,45 +312,73 @@ def _run_here(pair: PairSpec, ids: dict, precision: Precision, setting: _Setting
     d = setting.decode
     out = []
     for i, (method, k) in enumerate(plan):
-        request = VLLMRequest(target=target, draft=draft if method == "draft_model" else None, method=method,
-                              dtype=VLLM_DTYPES[precision], k=max(k, 1), prompt_lookup_max=setting.max_ngram,
-                              max_tokens=d.max_new_tokens, temperatures=setting.temperatures, top_p=d.top_p,
-                              top_k=d.top_k, seed=d.seed, cpu_threads_bind=engine.threads_bind,
-                              draft_sample_method=engine.draft_sample_method if method == "draft_model" else None,
-                              enforce_eager=engine.fast_start, in_process=engine.fast_start,
-                              max_model_len=max_model_len(target, ids, d.max_new_tokens))
+        request = VLLMRequest(
+            target=target,
+            draft=draft if method == "draft_model" else None,
+            method=method,
+            dtype=VLLM_DTYPES[precision],
+            k=max(k, 1),
+            prompt_lookup_max=setting.max_ngram,
+            max_tokens=d.max_new_tokens,
+            temperatures=setting.temperatures,
+            top_p=d.top_p,
+            top_k=d.top_k,
+            seed=d.seed,
+            cpu_threads_bind=engine.threads_bind,
+            draft_sample_method=engine.draft_sample_method if method == "draft_model" else None,
+            enforce_eager=engine.fast_start,
+            in_process=engine.fast_start,
+            max_model_len=max_model_len(target, ids, d.max_new_tokens),
+        )
         what = request.label + (f" k={k}" if k else "")
-        progress(f"vLLM · {pair.name} · {what}: starting its engine ({i + 1}/{len(plan)}; minutes for a real "
-                 "model on a CPU), then every prompt", i / len(plan))
+        progress(
+            f"vLLM · {pair.name} · {what}: starting its engine ({i + 1}/{len(plan)}; minutes for a real "
+            "model on a CPU), then every prompt",
+            i / len(plan),
+        )
         run = run_worker(request, ids, engine.timeout_s, should_stop)
         out.append((run, OUR_DRAFTER[method], str(k) if k else "", precision.value if method == "draft_model" else ""))
     return out
 
 
-def _run_server(ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, progress: Progress,
-                should_stop) -> list[tuple]:
+def _run_server(
+    ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, progress: Progress, should_stop
+) -> list[tuple]:
     """The server (and its target alone, when given), checked: reachable, vLLM, the model, our tokenizer."""
     d = setting.decode
     out = []
     for url, baseline in ((engine.url, False), (engine.target_url, True)):
         if not url:
             continue
-        server = VLLMServer(url, engine.model, timeout_s=engine.timeout_s or 300.0, api_key=engine.api_key,
-                            should_stop=should_stop)
+        server = VLLMServer(
+            url, engine.model, timeout_s=engine.timeout_s or 300.0, api_key=engine.api_key, should_stop=should_stop
+        )
         info = server.check()
         theirs = server.tokenize(PROBE)
         if theirs is not None and theirs != tokenizer(PROBE, add_special_tokens=False).input_ids:
-            raise PlaygroundError(f"The vLLM server at {server.base} serves {info.model!r}, whose tokenizer is not "
-                                  "the pair's target's (the same text gives other token ids): start it on the pair's "
-                                  "target, or pick the pair it serves.")
+            raise PlaygroundError(
+                f"The vLLM server at {server.base} serves {info.model!r}, whose tokenizer is not "
+                "the pair's target's (the same text gives other token ids): start it on the pair's "
+                "target, or pick the pair it serves."
+            )
         if baseline and info.speculative:
-            raise PlaygroundError(f"The target-alone server at {server.base} speculates (its /metrics has spec-decode "
-                                  "counters): give a server of the same model without a speculative config.")
+            raise PlaygroundError(
+                f"The target-alone server at {server.base} speculates (its /metrics has spec-decode "
+                "counters): give a server of the same model without a speculative config."
+            )
         # a server that does not speculate, with no other URL given, is vLLM's target alone itself
         label = SERVER_TARGET if baseline or not (info.speculative or engine.target_url) else SERVER
         progress(f"vLLM · {server.base} · {info.model}: every prompt, one at a time", 0.5)
-        run = server.run(ids, d.max_new_tokens, setting.temperatures, d.seed, top_p=d.top_p, top_k=d.top_k,
-                         should_stop=should_stop, label=label)
+        run = server.run(
+            ids,
+            d.max_new_tokens,
+            setting.temperatures,
+            d.seed,
+            top_p=d.top_p,
+            top_k=d.top_k,
+            should_stop=should_stop,
+            label=label,
+        )
         k = len(run.totals.num_accepted_tokens_per_pos)  # the server's num_speculative_tokens, as far as it drafted
         out.append((run, TARGET_ALONE if label == SERVER_TARGET else SERVER, str(k) if k else "", ""))
     return out

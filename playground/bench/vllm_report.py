@@ -1,5 +1,6 @@
 """The report's vLLM section (`--compare-vllm`): per category ours against vLLM's, the spec-decode counters
 of both under vLLM's names, greedy outputs compared token for token, and what each vLLM engine was. Pure."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ ABOUT = (
     "request (prompt pass included), HF's over wall time; speedup: over the same engine's own target alone. "
     "alpha = accepted / drafted draft tokens; mean acceptance length = 1 + accepted / drafts (vLLM's), both from "
     "the counters (vllm:spec_decode_*; ours from trace.vllm_metrics under the same names). Greedy columns: the "
-    "first output position where a row differs from that reference (\"yes\": identical; near-ties as in the "
-    "greedy column above). vLLM exposes no per-token verdicts: only these counters.")
+    'first output position where a row differs from that reference ("yes": identical; near-ties as in the '
+    "greedy column above). vLLM exposes no per-token verdicts: only these counters."
+)
 
 
 def _cell(x, digits: int = 2) -> str:
@@ -46,8 +48,15 @@ def _references(results: Sequence[Result]) -> dict[str, dict[tuple, Result]]:
     for r in results:
         if r.temperature != 0:
             continue
-        which = ("ours" if r.engine == "ours" and r.drafter == TARGET_ALONE else
-                 "hf" if r.method == hf.HF_TARGET_ALONE else "vllm" if r.method in VLLM_TARGETS else None)
+        which = (
+            "ours"
+            if r.engine == "ours" and r.drafter == TARGET_ALONE
+            else "hf"
+            if r.method == hf.HF_TARGET_ALONE
+            else "vllm"
+            if r.method in VLLM_TARGETS
+            else None
+        )
         if which:
             refs[which][(r.pair, r.target_precision, r.category)] = r
     return refs
@@ -56,8 +65,10 @@ def _references(results: Sequence[Result]) -> dict[str, dict[tuple, Result]]:
 def per_category(results: Sequence[Result]) -> str:
     """Every run of ours and vLLM's (and HF's target alone), per category and temperature."""
     refs = _references(results)
-    head = ("| category | T | engine | method | k | tokens/s | speedup | alpha | mean acceptance length | greedy = ours "
-            "target alone | = HF target alone | = vLLM target alone | target NLL (T > 0) |")
+    head = (
+        "| category | T | engine | method | k | tokens/s | speedup | alpha | mean acceptance length | greedy = ours "
+        "target alone | = HF target alone | = vLLM target alone | target NLL (T > 0) |"
+    )
     lines = [head, "| " + " | ".join(["---"] * 13) + " |"]
     shown = [r for r in results if r.engine in ("ours", "vllm") or r.method == hf.HF_TARGET_ALONE]
     order = {"ours": 0, "hf": 1, "vllm": 2}
@@ -66,12 +77,15 @@ def per_category(results: Sequence[Result]) -> str:
         key = (r.pair, r.target_precision, r.category)
         greedy = ["", "", ""]
         if r.temperature == 0:
-            greedy = [_same(r.new_tokens, refs[w].get(key)) if refs[w].get(key) is not r else "(reference)"
-                      for w in ("ours", "hf", "vllm")]
+            greedy = [
+                _same(r.new_tokens, refs[w].get(key)) if refs[w].get(key) is not r else "(reference)"
+                for w in ("ours", "hf", "vllm")
+            ]
         length = SpecCounters.from_dict(r.counters).mean_acceptance_length if r.counters else float("nan")
-        lines.append(f"| {r.category} | {r.temperature:g} | {r.engine} | {r.method} | {r.k} | {_cell(r.tokens_per_s)} | "
-                     f"{_cell(r.speedup)} | {_cell(r.alpha)} | {_cell(length)} | " + " | ".join(greedy) +
-                     f" | {_nll_cell(r)} |")
+        lines.append(
+            f"| {r.category} | {r.temperature:g} | {r.engine} | {r.method} | {r.k} | {_cell(r.tokens_per_s)} | "
+            f"{_cell(r.speedup)} | {_cell(r.alpha)} | {_cell(length)} | " + " | ".join(greedy) + f" | {_nll_cell(r)} |"
+        )
     return "\n".join(lines)
 
 
@@ -84,23 +98,32 @@ def counters_table(results: Sequence[Result]) -> str:
     pooled = pooled_counters([r for r in results if r.engine in ("ours", "vllm")])
     if not pooled:
         return "No run drafted."
-    lines = ["| engine | method | k | T | num_drafts | num_draft_tokens | num_accepted_tokens | "
-             "num_accepted_tokens_per_pos | acceptance by position | mean acceptance length | draft acceptance rate |",
-             "| " + " | ".join(["---"] * 11) + " |"]
+    lines = [
+        "| engine | method | k | T | num_drafts | num_draft_tokens | num_accepted_tokens | "
+        "num_accepted_tokens_per_pos | acceptance by position | mean acceptance length | draft acceptance rate |",
+        "| " + " | ".join(["---"] * 11) + " |",
+    ]
     for (pair, engine, method, k, temperature), c in pooled.items():
         by_pos = " · ".join(f"{x:.2f}" for x in c.acceptance_by_position)
-        lines.append(f"| {engine} | {method} | {k} | {temperature:g} | {c.num_drafts} | {c.num_draft_tokens} | "
-                     f"{c.num_accepted_tokens} | {list(c.num_accepted_tokens_per_pos)} | {by_pos} | "
-                     f"{_cell(c.mean_acceptance_length)} | {_cell(c.draft_acceptance_rate)} |")
+        lines.append(
+            f"| {engine} | {method} | {k} | {temperature:g} | {c.num_drafts} | {c.num_draft_tokens} | "
+            f"{c.num_accepted_tokens} | {list(c.num_accepted_tokens_per_pos)} | {by_pos} | "
+            f"{_cell(c.mean_acceptance_length)} | {_cell(c.draft_acceptance_rate)} |"
+        )
     return "\n".join(lines)
 
 
 def engines_table(engines: Sequence[dict]) -> str:
-    lines = ["| pair | engine | k | vLLM | device | start s | arguments |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| pair | engine | k | vLLM | device | start s | arguments |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for e in engines:
         args = {k: v for k, v in (e.get("engine") or {}).items() if k not in ("model",)}
-        lines.append(f"| {e['pair']} | {e['label']} | {e['k']} | {e['vllm_version']} | {e['device']} | "
-                     f"{_cell(e['load_s'], 1)} | `{json.dumps(args, default=str)}` |")
+        lines.append(
+            f"| {e['pair']} | {e['label']} | {e['k']} | {e['vllm_version']} | {e['device']} | "
+            f"{_cell(e['load_s'], 1)} | `{json.dumps(args, default=str)}` |"
+        )
     return "\n".join(lines)
 
 
@@ -108,10 +131,20 @@ def section(results: Sequence[Result], engines: Sequence[dict]) -> list[str]:
     """The report's lines about vLLM; none when the run had no vLLM rows."""
     if not any(r.engine == "vllm" for r in results):
         return []
-    out = ["## Ours against vLLM's, per category", "", ABOUT, "", per_category(results), "",
-           "## Spec-decode counters, ours and vLLM's, under vLLM's names", "",
-           "Summed over the categories (acceptance by position = accepted at draft position i / drafts).", "",
-           counters_table(results), ""]
+    out = [
+        "## Ours against vLLM's, per category",
+        "",
+        ABOUT,
+        "",
+        per_category(results),
+        "",
+        "## Spec-decode counters, ours and vLLM's, under vLLM's names",
+        "",
+        "Summed over the categories (acceptance by position = accepted at draft position i / drafts).",
+        "",
+        counters_table(results),
+        "",
+    ]
     if engines:
         out += ["## The vLLM engines", "", engines_table(engines), ""]
     return out
@@ -136,6 +169,9 @@ def positions_frame(results: Sequence[Result]) -> pd.DataFrame:
     """Acceptance by draft position, vLLM's definition (accepted at position i / drafts), pooled over the
     prompts of each (pair, engine, method, k, temperature), for ours and vLLM's alike: columns pair, engine,
     method, k, temperature, position (1-based), acceptance."""
-    rows = [dict(zip(POOL_KEYS, key)) | {"position": i + 1, "acceptance": rate}
-            for key, c in pooled_counters(results).items() for i, rate in enumerate(c.acceptance_by_position)]
+    rows = [
+        dict(zip(POOL_KEYS, key)) | {"position": i + 1, "acceptance": rate}
+        for key, c in pooled_counters(results).items()
+        for i, rate in enumerate(c.acceptance_by_position)
+    ]
     return pd.DataFrame(rows, columns=list(POOL_KEYS) + ["position", "acceptance"])

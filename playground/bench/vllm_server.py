@@ -7,6 +7,7 @@ Every request goes through playground.outbound (the allow-list, checked addresse
 call, Stop); an unreachable URL, a server that is not vLLM and a model it does not serve each get a PlaygroundError
 that says so, never quoting what the server answered.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,9 +43,16 @@ class VLLMServer:
     (timeout_s for a completion, connect_timeout_s for the checks), Stop read during it. `api_key`: one the user gave
     for this server (sent to it alone, never shown); no key from the environment is ever sent."""
 
-    def __init__(self, url: str, model: str | None = None, timeout_s: float = 120.0,
-                 connect_timeout_s: float = 10.0, api_key: str | None = None,
-                 should_stop: Callable[[], bool] | None = None, policy: outbound.Policy | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        model: str | None = None,
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        api_key: str | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        policy: outbound.Policy | None = None,
+    ) -> None:
         self.origin = outbound.parse_url(url)
         self.policy = policy if policy is not None else outbound.Policy.of(settings.read().vllm_urls)
         self.policy.admit(self.origin)  # the allow-list now; the addresses at the first request
@@ -69,17 +77,29 @@ class VLLMServer:
         try:
             if self._addresses is None:
                 self._addresses = self.policy.addresses(self.origin)
-            answer = outbound.request(self.policy, self.origin, "POST" if body is not None else "GET", path,
-                                      json.dumps(body).encode() if body is not None else None, headers, deadline_s,
-                                      self.should_stop, self._addresses)
+            answer = outbound.request(
+                self.policy,
+                self.origin,
+                "POST" if body is not None else "GET",
+                path,
+                json.dumps(body).encode() if body is not None else None,
+                headers,
+                deadline_s,
+                self.should_stop,
+                self._addresses,
+            )
         except outbound.Stopped:
             raise Stopped("Stopped: the vLLM run was ended.") from None
         except outbound.TimedOut:
-            raise PlaygroundError(f"The vLLM server at {self.base} did not answer {path} within {deadline_s:.0f} s "
-                                  "(the whole answer, however slowly it came).") from None
+            raise PlaygroundError(
+                f"The vLLM server at {self.base} did not answer {path} within {deadline_s:.0f} s "
+                "(the whole answer, however slowly it came)."
+            ) from None
         except outbound.Unreachable as exc:
-            raise PlaygroundError(f"Cannot reach a vLLM server at {self.base} ({exc.reason}). Is it running? "
-                                  "Start one with: vllm serve MODEL --port PORT") from None
+            raise PlaygroundError(
+                f"Cannot reach a vLLM server at {self.base} ({exc.reason}). Is it running? "
+                "Start one with: vllm serve MODEL --port PORT"
+            ) from None
         return answer.status, answer.body.decode(errors="replace")
 
     def _get(self, path: str, timeout: float | None = None) -> tuple[int, str]:
@@ -96,16 +116,22 @@ class VLLMServer:
         except (ValueError, KeyError, TypeError):
             models = None
         if models is None:
-            raise PlaygroundError(f"The server at {self.base} is not a vLLM server: GET /v1/models answered HTTP "
-                                  f"{status} without a list of models (an OpenAI-compatible vLLM server lists them there).")
+            raise PlaygroundError(
+                f"The server at {self.base} is not a vLLM server: GET /v1/models answered HTTP "
+                f"{status} without a list of models (an OpenAI-compatible vLLM server lists them there)."
+            )
         status, metrics = self._get("/metrics", timeout=self.connect_timeout_s)
         if status != 200 or not has_vllm_metrics(metrics):
-            raise PlaygroundError(f"The server at {self.base} is OpenAI-compatible but not vLLM: its /metrics "
-                                  f"(HTTP {status}) has no vllm: metrics, and the playground reads vLLM's "
-                                  "spec-decode counters there.")
+            raise PlaygroundError(
+                f"The server at {self.base} is OpenAI-compatible but not vLLM: its /metrics "
+                f"(HTTP {status}) has no vllm: metrics, and the playground reads vLLM's "
+                "spec-decode counters there."
+            )
         if self.wanted is not None and self.wanted not in models:
-            raise PlaygroundError(f"The vLLM server at {self.base} serves {models}, not {self.wanted!r}: pick one "
-                                  "of those, or start the server on that model.")
+            raise PlaygroundError(
+                f"The vLLM server at {self.base} serves {models}, not {self.wanted!r}: pick one "
+                "of those, or start the server on that model."
+            )
         if self.wanted is None and len(models) != 1:
             raise PlaygroundError(f"The vLLM server at {self.base} serves {models}: name the model to use.")
         status, text = self._get("/version", timeout=self.connect_timeout_s)
@@ -142,15 +168,30 @@ class VLLMServer:
         except (ValueError, KeyError, TypeError):
             return None
 
-    def complete(self, prompt: Prompt, max_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
-                 top_p: float = 1.0, top_k: int = 0, ignore_eos: bool = False) -> VLLMPromptResult:
+    def complete(
+        self,
+        prompt: Prompt,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        seed: int = 0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        ignore_eos: bool = False,
+    ) -> VLLMPromptResult:
         """One request, timed; its counters are the /metrics difference around it (exact when it is the
         server's only request meanwhile). A str prompt goes through /v1/chat/completions (the server's
         chat template), token ids through /v1/completions."""
         info = self.check()
-        body: dict = {"model": info.model, "max_tokens": int(max_tokens), "temperature": float(temperature),
-                      "top_p": float(top_p), "seed": int(seed), "ignore_eos": bool(ignore_eos),
-                      "repetition_penalty": 1.0, "return_token_ids": True}
+        body: dict = {
+            "model": info.model,
+            "max_tokens": int(max_tokens),
+            "temperature": float(temperature),
+            "top_p": float(top_p),
+            "seed": int(seed),
+            "ignore_eos": bool(ignore_eos),
+            "repetition_penalty": 1.0,
+            "return_token_ids": True,
+        }
         if top_k > 0:  # off by default; older vLLM servers spell "off" -1, newer 0: send neither
             body["top_k"] = int(top_k)
         if isinstance(prompt, str):
@@ -174,17 +215,40 @@ class VLLMServer:
             choice = data["choices"][0]
             token_ids = [int(t) for t in choice.get("token_ids") or []]
             text = choice.get("text") if "text" in choice else choice["message"]["content"]
-            prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids") or (
-                [] if isinstance(prompt, str) else list(prompt))
+            prompt_ids = (
+                data.get("prompt_token_ids")
+                or choice.get("prompt_token_ids")
+                or ([] if isinstance(prompt, str) else list(prompt))
+            )
         except (KeyError, IndexError, TypeError):
             raise PlaygroundError(f"The vLLM server at {self.base} answered {path} without a completion.") from None
-        return VLLMPromptResult("", float(temperature), 0, [int(t) for t in prompt_ids], token_ids, text or "",
-                                choice.get("finish_reason"), wall_s, None, counters)
+        return VLLMPromptResult(
+            "",
+            float(temperature),
+            0,
+            [int(t) for t in prompt_ids],
+            token_ids,
+            text or "",
+            choice.get("finish_reason"),
+            wall_s,
+            None,
+            counters,
+        )
 
-    def run(self, prompts: Mapping[str, Prompt], max_tokens: int = 64, temperatures: Sequence[float] = (0.0,),
-            seed: int = 0, repeats: int = 1, warmup: bool = True, top_p: float = 1.0, top_k: int = 0,
-            ignore_eos: bool = False, should_stop: Callable[[], bool] | None = None,
-            label: str = "vllm server") -> VLLMRun:
+    def run(
+        self,
+        prompts: Mapping[str, Prompt],
+        max_tokens: int = 64,
+        temperatures: Sequence[float] = (0.0,),
+        seed: int = 0,
+        repeats: int = 1,
+        warmup: bool = True,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        ignore_eos: bool = False,
+        should_stop: Callable[[], bool] | None = None,
+        label: str = "vllm server",
+    ) -> VLLMRun:
         """The worker's protocol against this server: a warm-up, then every prompt alone at every temperature; Stop
         (should_stop) ends it within a request."""
         if should_stop is not None:
@@ -203,11 +267,29 @@ class VLLMServer:
                     if should_stop is not None and should_stop():
                         raise Stopped("Stopped: the vLLM run was ended.")
                     r = self.complete(prompt, max_tokens, temperature, seed, top_p, top_k, ignore_eos)
-                    results.append(VLLMPromptResult(str(prompt_id), r.temperature, repeat, r.prompt_token_ids,
-                                                    r.token_ids, r.text, r.finish_reason, r.wall_s, None,
-                                                    r.counters))
+                    results.append(
+                        VLLMPromptResult(
+                            str(prompt_id),
+                            r.temperature,
+                            repeat,
+                            r.prompt_token_ids,
+                            r.token_ids,
+                            r.text,
+                            r.finish_reason,
+                            r.wall_s,
+                            None,
+                            r.counters,
+                        )
+                    )
         totals = SpecCounters()
         for r in results:
             totals = totals + r.counters
-        return VLLMRun(label, results, totals, None, info.version, "server",
-                       {"url": info.url, "model": info.model, "speculative": info.speculative})
+        return VLLMRun(
+            label,
+            results,
+            totals,
+            None,
+            info.version,
+            "server",
+            {"url": info.url, "model": info.model, "speculative": info.speculative},
+        )

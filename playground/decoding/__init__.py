@@ -19,6 +19,7 @@ when it is called.
     suffix.py      suffix decoding: a suffix tree of the prompt, the output (and the session's earlier outputs)
     lookahead.py   lookahead decoding: the target's own Jacobi window fills an n-gram pool, verified in the same pass
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -68,7 +69,9 @@ class Strategy:
     vllm_export: str = ""  # views.export_code's vLLM template: "draft model", "ngram", "suffix", "plain", or why none
     export_note: str = ""  # a comment the export adds: what of this strategy the exported code does not do
     ran: str = ""  # what drafted, for the summary panel ({draft} / {target}: the precisions that ran)
-    options: str = ""  # the prefix of the DrafterSpec fields its drafter reads ("suffix_", "lookahead_"; spec_draftfree)
+    options: str = (
+        ""  # the prefix of the DrafterSpec fields its drafter reads ("suffix_", "lookahead_"; spec_draftfree)
+    )
 
     @property
     def draft_model(self) -> bool:
@@ -78,13 +81,16 @@ class Strategy:
 
 # ---------------------------------------------------------------- the factories (each imports its module)
 
+
 def _draft_model(b: Build) -> Drafter:
     from playground.decoding import vocab
     from playground.decoding.model import ModelDrafter
 
     if b.spec.draft_vocab and vocab.why_not(b.pair.draft, b.spec.draft_vocab):
-        raise PlaygroundError(f"A draft vocabulary of {b.spec.draft_vocab:,} tokens does not apply: "
-                              f"{vocab.why_not(b.pair.draft, b.spec.draft_vocab)}.")
+        raise PlaygroundError(
+            f"A draft vocabulary of {b.spec.draft_vocab:,} tokens does not apply: "
+            f"{vocab.why_not(b.pair.draft, b.spec.draft_vocab)}."
+        )
     return ModelDrafter(b.pair.draft, b.confidence, b.spec.draft_vocab)
 
 
@@ -123,38 +129,93 @@ def _suffix(b: Build) -> Drafter:  # the k policy's k caps a chain; a tree's sha
     from playground.decoding.suffix import SuffixDrafter
 
     s = b.spec
-    return SuffixDrafter(s.suffix_depth, s.suffix_factor, s.suffix_min_prob, b.tree,
-                         b.memory if s.suffix_memory else None, b.pair.target)
+    return SuffixDrafter(
+        s.suffix_depth, s.suffix_factor, s.suffix_min_prob, b.tree, b.memory if s.suffix_memory else None, b.pair.target
+    )
 
 
 def _lookahead(b: Build) -> Drafter:  # the target drafts for itself: no draft model, no confidence stop
     from playground.decoding.lookahead import LookaheadDrafter
 
     s = b.spec
-    return LookaheadDrafter(b.pair.target, s.lookahead_window, s.lookahead_ngram, s.lookahead_guesses,
-                            s.lookahead_prompt_pool)
+    return LookaheadDrafter(
+        b.pair.target, s.lookahead_window, s.lookahead_ngram, s.lookahead_guesses, s.lookahead_prompt_pool
+    )
 
 
 ASSISTANT = dict(hf_export="assistant", vllm_export="draft model")
-REGISTRY: dict[DrafterKind, Strategy] = {s.kind: s for s in (
-    Strategy(DrafterKind.DRAFT_MODEL, _draft_model, model="draft", same_tokenizer=True, pair_draft=True, tree=True,
-             batch=True, hf_peer="assisted", ran="draft {draft}", **ASSISTANT),
-    Strategy(DrafterKind.PROMPT_LOOKUP, _prompt_lookup, hf_peer="prompt lookup", hf_export="prompt lookup",
-             vllm_export="ngram", ran="draft: prompt lookup (no model)"),
-    Strategy(DrafterKind.EARLY_EXIT, _early_exit, model="target", tree=True, hf_export="early exit",
-             vllm_export="no early exit", ran="draft: the target's first layers ({target})"),
-    Strategy(DrafterKind.CROSS_TOKENIZER, _cross, model="draft", pair_draft=True, hf_peer="universal",
-             hf_export="universal", vllm_export="no own tokenizer"),
-    Strategy(DrafterKind.STAGED, _staged, model="draft", same_tokenizer=True,
-             export_note="The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
-                         "equivalent: the draft model alone drafts here.",
-             ran="draft {draft}, its drafts by prompt lookup", **ASSISTANT),
-    Strategy(DrafterKind.SUFFIX, _suffix, tree=True, own_tree=True, hf_export="suffix", vllm_export="suffix",
-             ran="draft: a suffix tree of the text (no model)", options="suffix_"),
-    Strategy(DrafterKind.LOOKAHEAD, _lookahead, hf_export="lookahead", vllm_export="no lookahead",
-             ran="draft: the target's own Jacobi window, in the same pass ({target})", options="lookahead_"),
-    Strategy(DrafterKind.TARGET_ALONE, _target_alone, pickable=False, hf_peer="target alone", vllm_export="plain"),
-)}
+REGISTRY: dict[DrafterKind, Strategy] = {
+    s.kind: s
+    for s in (
+        Strategy(
+            DrafterKind.DRAFT_MODEL,
+            _draft_model,
+            model="draft",
+            same_tokenizer=True,
+            pair_draft=True,
+            tree=True,
+            batch=True,
+            hf_peer="assisted",
+            ran="draft {draft}",
+            **ASSISTANT,
+        ),
+        Strategy(
+            DrafterKind.PROMPT_LOOKUP,
+            _prompt_lookup,
+            hf_peer="prompt lookup",
+            hf_export="prompt lookup",
+            vllm_export="ngram",
+            ran="draft: prompt lookup (no model)",
+        ),
+        Strategy(
+            DrafterKind.EARLY_EXIT,
+            _early_exit,
+            model="target",
+            tree=True,
+            hf_export="early exit",
+            vllm_export="no early exit",
+            ran="draft: the target's first layers ({target})",
+        ),
+        Strategy(
+            DrafterKind.CROSS_TOKENIZER,
+            _cross,
+            model="draft",
+            pair_draft=True,
+            hf_peer="universal",
+            hf_export="universal",
+            vllm_export="no own tokenizer",
+        ),
+        Strategy(
+            DrafterKind.STAGED,
+            _staged,
+            model="draft",
+            same_tokenizer=True,
+            export_note="The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
+            "equivalent: the draft model alone drafts here.",
+            ran="draft {draft}, its drafts by prompt lookup",
+            **ASSISTANT,
+        ),
+        Strategy(
+            DrafterKind.SUFFIX,
+            _suffix,
+            tree=True,
+            own_tree=True,
+            hf_export="suffix",
+            vllm_export="suffix",
+            ran="draft: a suffix tree of the text (no model)",
+            options="suffix_",
+        ),
+        Strategy(
+            DrafterKind.LOOKAHEAD,
+            _lookahead,
+            hf_export="lookahead",
+            vllm_export="no lookahead",
+            ran="draft: the target's own Jacobi window, in the same pass ({target})",
+            options="lookahead_",
+        ),
+        Strategy(DrafterKind.TARGET_ALONE, _target_alone, pickable=False, hf_peer="target alone", vllm_export="plain"),
+    )
+}
 
 DRAFTERS = tuple(kind for kind, s in REGISTRY.items() if s.pickable)  # what a user can pick, in this order
 
@@ -175,8 +236,14 @@ def for_pair(chosen: DrafterKind, pair_kind: DrafterKind) -> DrafterKind:
     return pair_kind if chosen is DrafterKind.DRAFT_MODEL else chosen
 
 
-def make_drafter(spec: DrafterSpec, pair: LoadedPair, confidence: float = 0.0, tree: TreeShape | None = None,
-                 encode: Callable[[object], list[int]] | None = None, memory: SuffixMemory | None = None) -> Drafter:
+def make_drafter(
+    spec: DrafterSpec,
+    pair: LoadedPair,
+    confidence: float = 0.0,
+    tree: TreeShape | None = None,
+    encode: Callable[[object], list[int]] | None = None,
+    memory: SuffixMemory | None = None,
+) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
     early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
     token tree instead of a chain (the strategy's own, or a TreeDrafter around its model drafter).

@@ -5,6 +5,7 @@ transformers' candidate generators (get_candidates / update_candidate_strategy) 
 engine calls, each round: depth(k) (how deep a draft to ask for), propose(), the draft's verify() (the target's
 one pass and the acceptance rule), observe(), annotate(). Everything but propose has a default here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,8 +28,15 @@ class Draft:
     tokens: torch.Tensor  # (k',) long, k' <= k (a drafter may stop early)
     logits: torch.Tensor | None  # (k', V) raw draft logits, None for a deterministic drafter
 
-    def verify(self, target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int,
-               config: DecodeConfig, generator: torch.Generator | None) -> RoundRecord:
+    def verify(
+        self,
+        target: PreTrainedModel,
+        cache: DynamicCache,
+        ids: torch.Tensor,
+        cached: int,
+        config: DecodeConfig,
+        generator: torch.Generator | None,
+    ) -> RoundRecord:
         """The target scores ids[:, cached:] and the drafts in one pass; the chain rule keeps a prefix; the
         target's cache keeps the sequence and that prefix. The record's round, prefill and timings are the
         engine's to fill in."""

@@ -1,4 +1,5 @@
 """KV-cache helpers the drafters (and the batched engine) share."""
+
 from __future__ import annotations
 
 from transformers import DynamicCache, PreTrainedModel
@@ -24,5 +25,9 @@ def crop_cache(cache: DynamicCache, length: int) -> None:
 
 def cache_bytes(cache: DynamicCache | None) -> int:
     """Bytes a KV cache's keys and values take now (0 for None)."""
-    return sum(t.numel() * t.element_size() for layer in getattr(cache, "layers", [])
-               for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
+    return sum(
+        t.numel() * t.element_size()
+        for layer in getattr(cache, "layers", [])
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+        if t is not None
+    )

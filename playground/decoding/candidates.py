@@ -15,6 +15,7 @@ children; the target scores them all in one pass with a tree mask (tree.score_tr
   the pass.
 Afterwards the target's cache keeps the accepted path (tree.keep_path: gathered into place, no recompute).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -52,8 +53,9 @@ def merge(paths: list[list[int]]) -> tuple[Tree, list[int]]:
     return Tree(tokens, parents, depths, None), owner
 
 
-def record(tree: Tree, path: list[int], token: int, logits: torch.Tensor, q_rows: torch.Tensor,
-           greedy: bool) -> tuple[RoundRecord, list[int]]:
+def record(
+    tree: Tree, path: list[int], token: int, logits: torch.Tensor, q_rows: torch.Tensor, greedy: bool
+) -> tuple[RoundRecord, list[int]]:
     """The round as plain data, nodes in the order TreeExtras describes (the path, the candidates tried where it
     stopped, the rest), p = 1 for every node (one-hot); greedy: the margins of the kept tokens. Returns the record
     and the order (record position -> tree node), for the strategy's own per-node data."""
@@ -71,9 +73,24 @@ def record(tree: Tree, path: list[int], token: int, logits: torch.Tensor, q_rows
     T = len(order)
     kind = "target" if T == 0 else "correction" if tried else "bonus"
     result = RoundRecord(
-        round=0, k=T, draft_tokens=ids.tolist(), accepted=len(path), token=token, token_kind=kind, new_tokens=[],
-        draft_s=0.0, verify_s=0.0, total_new=0, p=[1.0] * T, q=floats[:T], token_q=floats[T], margins=floats[T + 1:],
-        extras=TreeExtras([where[tree.parents[i]] if tree.parents[i] >= 0 else -1 for i in order], list(range(len(path)))))
+        round=0,
+        k=T,
+        draft_tokens=ids.tolist(),
+        accepted=len(path),
+        token=token,
+        token_kind=kind,
+        new_tokens=[],
+        draft_s=0.0,
+        verify_s=0.0,
+        total_new=0,
+        p=[1.0] * T,
+        q=floats[:T],
+        token_q=floats[T],
+        margins=floats[T + 1 :],
+        extras=TreeExtras(
+            [where[tree.parents[i]] if tree.parents[i] >= 0 else -1 for i in order], list(range(len(path)))
+        ),
+    )
     return result, order
 
 
@@ -94,8 +111,15 @@ class CandidateDraft(Draft):
         """The target's logits (1 + T, V) at the root (row 0) and at node i (row 1 + i), from one pass."""
         return score_tree(target, cache, ids, cached, self.tree)
 
-    def verify(self, target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int,
-               config: DecodeConfig, generator: torch.Generator | None) -> RoundRecord:
+    def verify(
+        self,
+        target: PreTrainedModel,
+        cache: DynamicCache,
+        ids: torch.Tensor,
+        cached: int,
+        config: DecodeConfig,
+        generator: torch.Generator | None,
+    ) -> RoundRecord:
         params = config.sampling
         logits = self.score(target, cache, ids, cached)
         q_rows = logits_to_probs(logits, params)

@@ -4,6 +4,7 @@ draft token, the margins, and with DecodeConfig.explain the step-through's alter
 
 q: target prob, p: draft prob. A deterministic drafter (Draft.logits None) has p one-hot on its proposal.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -21,8 +22,15 @@ if TYPE_CHECKING:
     from playground.decoding.base import Draft
 
 
-def verify(draft: Draft, target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int,
-           config: DecodeConfig, generator: torch.Generator | None) -> RoundRecord:
+def verify(
+    draft: Draft,
+    target: PreTrainedModel,
+    cache: DynamicCache,
+    ids: torch.Tensor,
+    cached: int,
+    config: DecodeConfig,
+    generator: torch.Generator | None,
+) -> RoundRecord:
     """Score, judge and record a chain (Draft.verify); the target's cache is left at the sequence and the kept
     prefix (the rejected drafts dropped, never recomputed)."""
     params = config.sampling
@@ -39,9 +47,16 @@ def verify(draft: Draft, target: PreTrainedModel, cache: DynamicCache, ids: torc
     ints = torch.cat([verdict.num_accepted.view(1), verdict.next_token.view(1), draft.tokens]).tolist()  # the host sync
     n, token, draft_tokens = ints[0], ints[1], ints[2:]
     record = RoundRecord(
-        round=0, k=drafted, draft_tokens=draft_tokens, accepted=n, token=token,
+        round=0,
+        k=drafted,
+        draft_tokens=draft_tokens,
+        accepted=n,
+        token=token,
         token_kind="target" if drafted == 0 else ("bonus" if n == drafted else "correction"),
-        new_tokens=[], draft_s=0.0, verify_s=0.0, total_new=0,
+        new_tokens=[],
+        draft_s=0.0,
+        verify_s=0.0,
+        total_new=0,
     )
     if config.record:
         _record_probs(record, draft, logits, p_probs, q_probs, verdict, config)
@@ -49,8 +64,15 @@ def verify(draft: Draft, target: PreTrainedModel, cache: DynamicCache, ids: torc
     return record
 
 
-def _record_probs(record: RoundRecord, draft: Draft, logits: torch.Tensor, p_probs: torch.Tensor | None,
-                  q_probs: torch.Tensor | None, verdict: Verdict, config: DecodeConfig) -> None:
+def _record_probs(
+    record: RoundRecord,
+    draft: Draft,
+    logits: torch.Tensor,
+    p_probs: torch.Tensor | None,
+    q_probs: torch.Tensor | None,
+    verdict: Verdict,
+    config: DecodeConfig,
+) -> None:
     """p and q of each draft token (and q of the target's token) for the views."""
     k, device = record.k, logits.device
     if q_probs is None:
@@ -87,7 +109,9 @@ def _explain(record: RoundRecord, q_probs: torch.Tensor, p_probs: torch.Tensor |
     for i in range(n + 1):  # the positions the target evaluated: the kept drafts and the deciding one
         first = ([record.draft_tokens[i]] if i < k else []) + ([record.token] if i == n else [])
         first = list(dict.fromkeys(first))
-        likely = torch.topk(torch.maximum(p_all[i], q_probs[i]), min(top + len(first), q_probs.shape[1])).indices.tolist()
+        likely = torch.topk(
+            torch.maximum(p_all[i], q_probs[i]), min(top + len(first), q_probs.shape[1])
+        ).indices.tolist()
         ids = first + [t for t in likely if t not in first][:top]
         pq = torch.stack([p_all[i, ids], q_probs[i, ids]]).tolist()
         record.alternatives.append([(t, pq[0][j], pq[1][j]) for j, t in enumerate(ids)])

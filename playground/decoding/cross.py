@@ -30,6 +30,7 @@ Text round trips are not exact, so:
   is encoded on its own;
 - a character cut in two (a trailing U+FFFD) is held back until it is complete, on both sides;
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
 def continuation(tokenizer: PreTrainedTokenizerBase, context: list[int], new: list[int]) -> str:
     """The text `new` adds after `context` (both token ids of one tokenizer)."""
     base, full = decode(tokenizer, context), decode(tokenizer, context + new)
-    return full[len(base):] if full.startswith(base) else decode(tokenizer, new)
+    return full[len(base) :] if full.startswith(base) else decode(tokenizer, new)
 
 
 def to_target(tokenizer: PreTrainedTokenizerBase, seq: list[int], text: str, tail: int = TAIL) -> list[int]:
@@ -68,12 +69,12 @@ def to_target(tokenizer: PreTrainedTokenizerBase, seq: list[int], text: str, tai
     if not text:
         return []
     start = max(0, len(seq) - tail)
-    while start > 0 and decode(tokenizer, seq[start:start + 1]).startswith(BROKEN):
+    while start > 0 and decode(tokenizer, seq[start : start + 1]).startswith(BROKEN):
         start -= 1  # do not start inside a character
     own = seq[start:]
     ids = encode(tokenizer, decode(tokenizer, own) + text)
-    if ids[:len(own)] == own and len(ids) > len(own):
-        return ids[len(own):]
+    if ids[: len(own)] == own and len(ids) > len(own):
+        return ids[len(own) :]
     return encode(tokenizer, text)
 
 
@@ -88,8 +89,7 @@ def _is_special(tokenizer: PreTrainedTokenizerBase, token: int) -> bool:
     return added is not None and added.special
 
 
-def reads_chat_format(target_tok: PreTrainedTokenizerBase, draft_tok: PreTrainedTokenizerBase,
-                      seq: list[int]) -> bool:
+def reads_chat_format(target_tok: PreTrainedTokenizerBase, draft_tok: PreTrainedTokenizerBase, seq: list[int]) -> bool:
     """Whether the draft reads the target's chat format: every special token of `seq` (the target's
     prompt) is, as text, one special token of the draft's."""
     for token in {t for t in seq if _is_special(target_tok, t)}:
@@ -107,7 +107,9 @@ class CrossRound:
     draft_ids: list[int] = field(default_factory=list)  # the draft's own tokens
     pieces: list[str] = field(default_factory=list)  # each as the text it added
     text: str = ""  # the text the proposal was translated from
-    source_idx: list[list[int]] = field(default_factory=list)  # per proposed target token: the draft tokens it came from
+    source_idx: list[list[int]] = field(
+        default_factory=list
+    )  # per proposed target token: the draft tokens it came from
     source: list[str] = field(default_factory=list)  # the same, as the text of those draft pieces
     logits: torch.Tensor | None = None  # (steps, V_draft) the draft's logits at each step (not used by the rule)
 
@@ -125,13 +127,19 @@ class CrossTokenizerDrafter(Drafter):
 
     name = DrafterKind.CROSS_TOKENIZER.value
 
-    def __init__(self, model: PreTrainedModel, draft_tokenizer: PreTrainedTokenizerBase,
-                 target_tokenizer: PreTrainedTokenizerBase, draft_prompt: list[int] | None = None):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        draft_tokenizer: PreTrainedTokenizerBase,
+        target_tokenizer: PreTrainedTokenizerBase,
+        draft_prompt: list[int] | None = None,
+    ):
         self.model, self.draft_tok, self.target_tok = model, draft_tokenizer, target_tokenizer
         self.draft_prompt = list(draft_prompt) if draft_prompt is not None else None
         eos = model.generation_config.eos_token_id
         self.draft_eos = ({eos} if isinstance(eos, int) else set(eos or ())) | (
-            {draft_tokenizer.eos_token_id} if draft_tokenizer.eos_token_id is not None else set())
+            {draft_tokenizer.eos_token_id} if draft_tokenizer.eos_token_id is not None else set()
+        )
         self.draft_special = set(draft_tokenizer.all_special_ids)
         self.reset()
 
@@ -153,13 +161,13 @@ class CrossTokenizerDrafter(Drafter):
             self.prompt = self.draft_prompt if own else encode(self.draft_tok, decode(self.target_tok, seq))
         self.last = CrossRound()
         none = Draft(ids.new_empty(0), None)
-        text = decode(self.target_tok, seq[self.prompt_len:])
+        text = decode(self.target_tok, seq[self.prompt_len :])
         if k == 0 or text.endswith(BROKEN):  # nothing asked, or the target is inside a character: wait
             return none
         # The generated text in the draft's tokens, joined to the prompt's last token (unless special) so
         # that they merge as the draft would have written them.
         head = self.prompt[:-1] if self.prompt and self.prompt[-1] not in self.draft_special else self.prompt
-        generated = encode(self.draft_tok, continuation(self.draft_tok, head[-TAIL:], self.prompt[len(head):]) + text)
+        generated = encode(self.draft_tok, continuation(self.draft_tok, head[-TAIL:], self.prompt[len(head) :]) + text)
         context = head + generated
         anchor = context[-TAIL:]
         tokens = self._draft(context, anchor, seq, k)
@@ -175,8 +183,12 @@ class CrossTokenizerDrafter(Drafter):
         feed = self._reuse(context)
         tokens, logits = [], []
         for _ in range(k):
-            out = self.model(input_ids=torch.tensor([feed], device=self.model.device), cache=self.cache,
-                             use_cache=True, logits_to_keep=1)
+            out = self.model(
+                input_ids=torch.tensor([feed], device=self.model.device),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
             self.cached += feed
             logits.append(out.logits[0, -1])
             token = int(logits[-1].argmax())  # the one host sync per draft step
@@ -210,8 +222,10 @@ class CrossTokenizerDrafter(Drafter):
         draft_spans = spans(self.draft_tok, anchor, tokens)
         self.last.draft_ids = tokens
         self.last.pieces = [full[a:b] for a, b in draft_spans]
-        self.last.source_idx = [[j for j, (a, b) in enumerate(draft_spans) if a < te and b > ts]
-                                for ts, te in spans(self.target_tok, seq[-TAIL:], keep)]
+        self.last.source_idx = [
+            [j for j, (a, b) in enumerate(draft_spans) if a < te and b > ts]
+            for ts, te in spans(self.target_tok, seq[-TAIL:], keep)
+        ]
         self.last.source = ["".join(self.last.pieces[j] for j in idx) for idx in self.last.source_idx]
 
     def annotate(self, record: RoundRecord) -> None:

@@ -1,5 +1,6 @@
 """Self-speculation: the target's first layers, its final norm and its own LM head draft (early exit, as in
 LayerSkip), as a model drafter that shares every weight with the target (no copy)."""
+
 from __future__ import annotations
 
 import copy
@@ -18,11 +19,15 @@ def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:
     inner = getattr(target, "model", None)
     total = target.config.num_hidden_layers
     if inner is None or not hasattr(inner, "layers"):
-        raise PlaygroundError(f"The early-exit drafter needs a Llama / Qwen / Mistral style decoder "
-                              f"(model.layers); {type(target).__name__} is not one.")
+        raise PlaygroundError(
+            f"The early-exit drafter needs a Llama / Qwen / Mistral style decoder "
+            f"(model.layers); {type(target).__name__} is not one."
+        )
     if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers < total:
-        raise PlaygroundError(f"The early-exit layer must be a whole number from 1 to {total - 1} for this "
-                              f"target ({total} layers), got {layers!r}.")
+        raise PlaygroundError(
+            f"The early-exit layer must be a whole number from 1 to {total - 1} for this "
+            f"target ({total} layers), got {layers!r}."
+        )
     config = copy.deepcopy(target.config)
     config.num_hidden_layers = layers
     if getattr(config, "layer_types", None):

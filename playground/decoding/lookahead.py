@@ -22,6 +22,7 @@ acceptance.select_candidate at each node, the lossless rule of lade's sampling m
 before the pass). The window itself follows the target's argmax whatever the temperature: it only proposes.
 The k policy does not apply: a draft is at most N - 1 tokens deep (fewer at the token limit).
 """
+
 from __future__ import annotations
 
 import random
@@ -83,8 +84,9 @@ def window_layout(levels: list[list[int]]) -> tuple[list[int], list[int], torch.
     return tokens, [column + level for level, column in coords], allowed, rows
 
 
-def pass_mask(prefix: int, queries: int, window: torch.Tensor, ancestry: torch.Tensor, dtype: torch.dtype,
-              device) -> torch.Tensor:
+def pass_mask(
+    prefix: int, queries: int, window: torch.Tensor, ancestry: torch.Tensor, dtype: torch.dtype, device
+) -> torch.Tensor:
     """(1, 1, rows, prefix + rows) additive mask of the pass: `queries` sequence tokens (causal, ending at the
     root) after `prefix` cached ones, then the window (A tokens, `window` among them) and the tree (T nodes,
     `ancestry` among them); both see the whole sequence and not each other."""
@@ -118,16 +120,24 @@ class LookaheadDraft(CandidateDraft):
         A, T, queries = len(tokens), len(tree), length - cached
         self.offset = A
         feed = torch.cat([ids[:, cached:], torch.tensor([tokens + tree.tokens], dtype=ids.dtype, device=device)], 1)
-        positions = torch.tensor([list(range(cached, length)) + [length - 1 + d for d in distance]
-                                  + [length - 1 + d for d in tree.depths]], device=device)
+        positions = torch.tensor(
+            [list(range(cached, length)) + [length - 1 + d for d in distance] + [length - 1 + d for d in tree.depths]],
+            device=device,
+        )
         mask = pass_mask(cached, queries, window, _ancestry(tree.parents), target.dtype, device)
         top_rows = [queries + i for i in top if i >= 0]
         keep = torch.tensor([queries - 1] + top_rows + [queries + A + i for i in range(T)], device=device)
-        logits = target(input_ids=feed, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True,
-                        logits_to_keep=keep).logits[0]
+        logits = target(
+            input_ids=feed,
+            position_ids=positions,
+            attention_mask=mask,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=keep,
+        ).logits[0]
         guesses = logits[: 1 + len(top_rows)].argmax(-1).tolist()  # the root first, then the top level
         self.outputs = guesses if top[0] < 0 else guesses[1:]
-        return torch.cat([logits[:1], logits[1 + len(top_rows):]])
+        return torch.cat([logits[:1], logits[1 + len(top_rows) :]])
 
 
 class LookaheadDrafter(Drafter):
@@ -135,8 +145,9 @@ class LookaheadDrafter(Drafter):
 
     name = DrafterKind.LOOKAHEAD.value
 
-    def __init__(self, target: PreTrainedModel, window: int = 5, ngram: int = 3, guesses: int = 3,
-                 prompt_pool: bool = False):
+    def __init__(
+        self, target: PreTrainedModel, window: int = 5, ngram: int = 3, guesses: int = 3, prompt_pool: bool = False
+    ):
         check_tree_model(target)  # one pass with a custom mask and position ids, as a token tree's
         self.W, self.N, self.G, self.prompt_pool = window, ngram, guesses, prompt_pool
         self.reset()
@@ -165,9 +176,15 @@ class LookaheadDrafter(Drafter):
             return Draft(ids.new_empty(0), None)
         found = self.pool.get(seq[-1])
         tree, owner = merge([list(cont[:k]) for cont, _, _ in found])
-        self.draft = LookaheadDraft(torch.tensor(tree.tokens, dtype=torch.long, device=ids.device), None, tree,
-                                    len(seq), levels=[list(level) for level in self.levels], root=seq[-1],
-                                    sources=[found[i][1:] for i in owner])
+        self.draft = LookaheadDraft(
+            torch.tensor(tree.tokens, dtype=torch.long, device=ids.device),
+            None,
+            tree,
+            len(seq),
+            levels=[list(level) for level in self.levels],
+            root=seq[-1],
+            sources=[found[i][1:] for i in owner],
+        )
         return self.draft
 
     def annotate(self, record: RoundRecord) -> None:
@@ -186,7 +203,14 @@ class LookaheadDrafter(Drafter):
             self.levels = [level[1:] for level in levels] + [out[1:]]
         base = record.tree
         sources = [d.sources[i] for i in d.order]
-        record.extras = LookaheadExtras(parents=list(base.parents), path=list(base.path),
-                                        source=[s for s, _ in sources], collected=[r for _, r in sources],
-                                        window=levels, ngrams=added, pool=len(self.pool), width=d.offset + len(d.tree))
+        record.extras = LookaheadExtras(
+            parents=list(base.parents),
+            path=list(base.path),
+            source=[s for s, _ in sources],
+            collected=[r for _, r in sources],
+            window=levels,
+            ngrams=added,
+            pool=len(self.pool),
+            width=d.offset + len(d.tree),
+        )
         self.round += 1

@@ -1,4 +1,5 @@
 """Drafters without a draft model: prompt lookup (n-grams of the sequence) and the target alone."""
+
 from __future__ import annotations
 
 import torch
@@ -37,7 +38,9 @@ class PromptLookupDrafter(Drafter):
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         seq = ids[0].tolist()
-        return Draft(torch.tensor(lookup(seq, k, self.max_ngram, self.min_ngram), dtype=torch.long, device=ids.device), None)
+        return Draft(
+            torch.tensor(lookup(seq, k, self.max_ngram, self.min_ngram), dtype=torch.long, device=ids.device), None
+        )
 
 
 class NoDrafter(Drafter):

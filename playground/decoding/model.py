@@ -1,4 +1,5 @@
 """The classic setup: a small causal LM drafts k tokens, one forward each, with its own KV cache."""
+
 from __future__ import annotations
 
 import torch

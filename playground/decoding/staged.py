@@ -19,6 +19,7 @@ is exactly what it is for the draft model alone (lossless, greedy and sampling).
 cost: one draft pass that scores m lookup tokens yields up to m + 1 draft tokens, instead of one.
 The confidence policy's early stop does not apply here: a staged draft is always k long.
 """
+
 from __future__ import annotations
 
 import torch
@@ -62,8 +63,12 @@ class StagedDrafter(ModelDrafter):
             guess = lookup(seq + drafted, k - len(drafted), self.max_ngram, self.min_ngram)
             m = len(guess)
             g = torch.tensor(guess, dtype=ids.dtype, device=ids.device)
-            logits = self.model(input_ids=torch.cat([feed, g.view(1, -1)], dim=1), cache=self.cache, use_cache=True,
-                                logits_to_keep=m + 1).logits[0]  # row j: p after the sequence, drafts and g_1..g_j
+            logits = self.model(
+                input_ids=torch.cat([feed, g.view(1, -1)], dim=1),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=m + 1,
+            ).logits[0]  # row j: p after the sequence, drafts and g_1..g_j
             self.passes += 1
             if params.greedy:
                 verdict = chain_greedy(g, logits)

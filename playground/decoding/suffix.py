@@ -21,6 +21,7 @@ continuations seen disagree. The k policy's k is the cap (num_speculative_tokens
 Lossless like every drafter: the draft is deterministic, p one-hot (a chain through chain.verify, a tree through
 candidates.CandidateDraft). Pure Python on lists of ints; torch only for the draft's tensor.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -82,7 +83,7 @@ class SuffixTree:
         out = []
         for m in range(1, min(len(context), self.depth - 1) + 1):
             node = 0
-            for token in context[len(context) - m:]:
+            for token in context[len(context) - m :]:
                 node = self.children[node].get(token)
                 if node is None:
                     return out
@@ -105,7 +106,7 @@ class SuffixMemory:
     def begin(self) -> int:
         """A new run's sequence id; the oldest runs are forgotten (the tree rebuilt without them) past `runs`."""
         if len(self.tree.seqs) >= self.runs:
-            keep = sorted(self.tree.seqs)[len(self.tree.seqs) - self.runs + 1:]
+            keep = sorted(self.tree.seqs)[len(self.tree.seqs) - self.runs + 1 :]
             old, self.tree = self.tree, SuffixTree(self.tree.depth)
             for seq in keep:
                 self.tree.extend(seq, old.seqs[seq])
@@ -156,7 +157,9 @@ def grow_tree(tree: SuffixTree, node: int, budget: int, min_prob: float, shape: 
     """Best first by the running estimate: up to `budget` nodes, `depth` levels, a static shape's children per
     level. Nodes come out in the order they were taken: a parent before its children."""
     out = Proposal()
-    heap: list[tuple[float, int, int, int, int, int]] = []  # (-estimate, order, suffix node, parent index, level, token)
+    heap: list[
+        tuple[float, int, int, int, int, int]
+    ] = []  # (-estimate, order, suffix node, parent index, level, token)
     order = itertools.count()  # equal estimates: the first pushed first
     taken: dict[int, int] = {}  # our node index -> children taken
 
@@ -188,8 +191,15 @@ class SuffixDrafter(Drafter):
 
     name = DrafterKind.SUFFIX.value
 
-    def __init__(self, depth: int = 24, factor: float = 1.0, min_prob: float = 0.1, shape: TreeShape | None = None,
-                 memory: SuffixMemory | None = None, target: PreTrainedModel | None = None):
+    def __init__(
+        self,
+        depth: int = 24,
+        factor: float = 1.0,
+        min_prob: float = 0.1,
+        shape: TreeShape | None = None,
+        memory: SuffixMemory | None = None,
+        target: PreTrainedModel | None = None,
+    ):
         if shape is not None and target is not None:
             check_tree_model(target)
         self.max_depth, self.factor, self.min_prob, self.shape, self.memory = depth, factor, min_prob, shape, memory
@@ -207,7 +217,7 @@ class SuffixDrafter(Drafter):
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         seq = ids[0].tolist()
-        self.tree.extend(0, seq[self.seen:])
+        self.tree.extend(0, seq[self.seen :])
         self.seen = len(seq)
         best = self.speculate(seq, k)
         self.last = best
@@ -246,9 +256,15 @@ class SuffixDrafter(Drafter):
         order = getattr(self.draft, "order", None) or list(range(len(best.tokens)))
         base = record.extras if record.is_tree else None
         record.extras = SuffixExtras(
-            parents=list(base.parents) if base else [], path=list(base.path) if base else [], match=best.match,
-            store=best.store, score=best.score, prob=[best.prob[i] for i in order], count=[best.count[i] for i in order])
+            parents=list(base.parents) if base else [],
+            path=list(base.path) if base else [],
+            match=best.match,
+            store=best.store,
+            score=best.score,
+            prob=[best.prob[i] for i in order],
+            count=[best.count[i] for i in order],
+        )
         if self.memory is not None:
             if self.run is None:
                 self.run = self.memory.begin()
-            self.memory.add(self.run, record.draft_tokens[:record.accepted] + [record.token])
+            self.memory.add(self.run, record.draft_tokens[: record.accepted] + [record.token])

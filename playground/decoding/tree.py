@@ -37,6 +37,7 @@ Qwen2 / Qwen2.5 / Qwen3, SmolLM, Mistral without a sliding window). Refused: sli
 linear attention / Mamba, flash-attention kernels (no custom masks). Tested on the tiny Llamas of
 playground/tiny.py and a tiny random Qwen2.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -78,14 +79,21 @@ def check_tree_model(model: PreTrainedModel, role: str = "target") -> None:
     """Refuse, with a clear message, a model the tree path cannot run (see the module's docstring)."""
     config = model.config
     kinds = set(getattr(config, "layer_types", None) or ())
-    sliding = (kinds - {"full_attention"}) or (not kinds and getattr(config, "sliding_window", None)
-                                               and getattr(config, "use_sliding_window", True))
+    sliding = (kinds - {"full_attention"}) or (
+        not kinds and getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
+    )
     attention = getattr(config, "_attn_implementation", "sdpa")
     if sliding or attention not in ("sdpa", "eager", "invariant"):
-        why = f"{attention} attention" if attention not in ("sdpa", "eager", "invariant") else "layers that are not full attention"
-        raise PlaygroundError(f"Token trees need a decoder with full attention everywhere and a custom attention "
-                              f"mask (Llama, Qwen2, Qwen3, Mistral without sliding window); the {role} "
-                              f"({type(model).__name__}) has {why}. Draft a chain instead.")
+        why = (
+            f"{attention} attention"
+            if attention not in ("sdpa", "eager", "invariant")
+            else "layers that are not full attention"
+        )
+        raise PlaygroundError(
+            f"Token trees need a decoder with full attention everywhere and a custom attention "
+            f"mask (Llama, Qwen2, Qwen3, Mistral without sliding window); the {role} "
+            f"({type(model).__name__}) has {why}. Draft a chain instead."
+        )
 
 
 def _tree_mask(prefix: int, queries: int, ancestry: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
@@ -102,7 +110,9 @@ def _tree_mask(prefix: int, queries: int, ancestry: torch.Tensor, dtype: torch.d
     return mask.to(device)[None, None]
 
 
-def _children(rows: torch.Tensor, counts: list[int], greedy: bool, generator: torch.Generator | None) -> list[list[int]]:
+def _children(
+    rows: torch.Tensor, counts: list[int], greedy: bool, generator: torch.Generator | None
+) -> list[list[int]]:
     """Per row of p (n, V), counts[i] children: its top tokens (greedy) or draws without replacement
     in draw order (Gumbel top-c: the order of log p + Gumbel noise is sequential sampling's order)."""
     top = max(counts)
@@ -138,8 +148,14 @@ def _counts(shape: TreeShape, depth: int, rows: torch.Tensor, cum: list[float], 
 
 
 @torch.inference_mode()
-def draft_tree(drafter, ids: torch.Tensor, shape: TreeShape, max_depth: int, params: SamplingParams,
-               generator: torch.Generator | None) -> Tree:
+def draft_tree(
+    drafter,
+    ids: torch.Tensor,
+    shape: TreeShape,
+    max_depth: int,
+    params: SamplingParams,
+    generator: torch.Generator | None,
+) -> Tree:
     """A tree of at most max_depth levels from a ModelDrafter (its model and KV cache) after ids (1, L).
     Leaves the draft's cache holding the sequence and the first `tree.fed` nodes."""
     model, cache = drafter.model, drafter.cache
@@ -189,15 +205,23 @@ def _ancestry(parents: list[int]) -> torch.Tensor:
     return mask
 
 
-def score_tree(target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int, tree: Tree) -> torch.Tensor:
+def score_tree(
+    target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int, tree: Tree
+) -> torch.Tensor:
     """One target pass over ids[:, cached:] and every node: logits (1 + T, V) for the root (row 0) and node i (1 + i)."""
     length = ids.shape[1]
     depths = torch.tensor(tree.depths, device=ids.device)
     feed = torch.cat([ids[:, cached:], torch.tensor([tree.tokens], device=ids.device)], dim=1)
     positions = torch.cat([torch.arange(cached, length, device=ids.device), length - 1 + depths])[None]
     mask = _tree_mask(cached, length - cached, _ancestry(tree.parents), target.dtype, ids.device)
-    out = target(input_ids=feed, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True,
-                 logits_to_keep=len(tree) + 1)
+    out = target(
+        input_ids=feed,
+        position_ids=positions,
+        attention_mask=mask,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=len(tree) + 1,
+    )
     return out.logits[0]
 
 
@@ -226,14 +250,27 @@ def tree_record(tree: Tree, path: list[int], token: int, q_rows: torch.Tensor) -
     floats = torch.cat([tree.p_rows[rows, tokens], q_rows[rows, tokens], q_rows[last, token].view(1)]).tolist()
     T = len(order)
     return RoundRecord(
-        round=0, k=T, draft_tokens=tokens.tolist(), accepted=len(path), token=token,
-        token_kind="correction" if tried else "bonus", new_tokens=[], draft_s=0.0, verify_s=0.0, total_new=0,
-        p=floats[:T], q=floats[T : 2 * T], token_q=floats[2 * T],
-        extras=TreeExtras([where[tree.parents[i]] if tree.parents[i] >= 0 else -1 for i in order], list(range(len(path)))),
+        round=0,
+        k=T,
+        draft_tokens=tokens.tolist(),
+        accepted=len(path),
+        token=token,
+        token_kind="correction" if tried else "bonus",
+        new_tokens=[],
+        draft_s=0.0,
+        verify_s=0.0,
+        total_new=0,
+        p=floats[:T],
+        q=floats[T : 2 * T],
+        token_q=floats[2 * T],
+        extras=TreeExtras(
+            [where[tree.parents[i]] if tree.parents[i] >= 0 else -1 for i in order], list(range(len(path)))
+        ),
     )
 
 
 # ---------------------------------------------------------------- the strategy
+
 
 @dataclass
 class TreeDraft(Draft):
@@ -244,8 +281,15 @@ class TreeDraft(Draft):
     length: int = 0  # the sequence's length when it was drafted
     path: list[int] = field(default_factory=list)
 
-    def verify(self, target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int,
-               config: DecodeConfig, generator: torch.Generator | None) -> RoundRecord:
+    def verify(
+        self,
+        target: PreTrainedModel,
+        cache: DynamicCache,
+        ids: torch.Tensor,
+        cached: int,
+        config: DecodeConfig,
+        generator: torch.Generator | None,
+    ) -> RoundRecord:
         """Score every node in one target pass, keep the accepted path (greedy or recursive rejection
         sampling), gather it into place in the target's cache."""
         params = config.sampling

@@ -15,6 +15,7 @@ rule (sampling.py) stays exact. The subset:
 The first `size` rows of the head are a view of its weight (no copy) and go through the head's own kernel; the
 sequence's rarer tokens, a few dozen rows, through a small fp32 product.
 """
+
 from __future__ import annotations
 
 import torch
@@ -69,7 +70,7 @@ class SubsetHead:
 
     def add(self, ids: torch.Tensor) -> None:
         """Take the sequence's new tokens into the subset."""
-        new = {t for t in ids[0, self.scanned:].tolist() if t >= self.size and t < self.vocab} - self.seen
+        new = {t for t in ids[0, self.scanned :].tolist() if t >= self.size and t < self.vocab} - self.seen
         self.scanned = ids.shape[1]
         if new:
             self.seen |= new

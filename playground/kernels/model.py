@@ -1,4 +1,5 @@
 """Switching a loaded model to the kernels: its linears, norms and attention, or whole decoder layers."""
+
 from __future__ import annotations
 
 import types
@@ -6,6 +7,7 @@ import types
 import torch
 
 from playground.kernels.ops import NAME, Proj, attention, library, linear, rms_norm, why_not
+
 
 def _linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if x.dtype is not torch.bfloat16 or x.device.type != "cpu" or torch.is_grad_enabled() and x.requires_grad:
@@ -46,12 +48,18 @@ LAYERS = ("LlamaDecoderLayer", "Qwen2DecoderLayer", "MistralDecoderLayer")  # th
 def _fusable(layer: torch.nn.Module) -> bool:
     """A Llama-family decoder layer: RMSNorms, q/k/v/o projections, a SiLU-gated MLP, bf16 weights."""
     a, m = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
-    return (type(layer).__name__ in LAYERS and a is not None and m is not None
-            and all(isinstance(getattr(a, n, None), torch.nn.Linear) for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
-            and all(isinstance(getattr(m, n, None), torch.nn.Linear) for n in ("gate_proj", "up_proj", "down_proj"))
-            and type(getattr(m, "act_fn", None)).__name__ in ("SiLU", "SiLUActivation")
-            and type(layer.input_layernorm).__name__ in NORMS and type(layer.post_attention_layernorm).__name__ in NORMS
-            and a.q_proj.weight.dtype is torch.bfloat16 and getattr(a.config, "pretraining_tp", 1) == 1)
+    return (
+        type(layer).__name__ in LAYERS
+        and a is not None
+        and m is not None
+        and all(isinstance(getattr(a, n, None), torch.nn.Linear) for n in ("q_proj", "k_proj", "v_proj", "o_proj"))
+        and all(isinstance(getattr(m, n, None), torch.nn.Linear) for n in ("gate_proj", "up_proj", "down_proj"))
+        and type(getattr(m, "act_fn", None)).__name__ in ("SiLU", "SiLUActivation")
+        and type(layer.input_layernorm).__name__ in NORMS
+        and type(layer.post_attention_layernorm).__name__ in NORMS
+        and a.q_proj.weight.dtype is torch.bfloat16
+        and getattr(a.config, "pretraining_tp", 1) == 1
+    )
 
 
 def _fuse_layer(layer: torch.nn.Module, int8: bool = False) -> None:
@@ -61,9 +69,14 @@ def _fuse_layer(layer: torch.nn.Module, int8: bool = False) -> None:
     a, m = layer.self_attn, layer.mlp
     D = a.head_dim
     layer._bi = types.SimpleNamespace(
-        heads=a.q_proj.weight.shape[0] // D, kv_heads=a.k_proj.weight.shape[0] // D, head_dim=D,
-        qkv=_fused([a.q_proj, a.k_proj, a.v_proj], int8), o=_fused([a.o_proj], int8),
-        gate_up=_fused([m.gate_proj, m.up_proj], int8), down=_fused([m.down_proj], int8))
+        heads=a.q_proj.weight.shape[0] // D,
+        kv_heads=a.k_proj.weight.shape[0] // D,
+        head_dim=D,
+        qkv=_fused([a.q_proj, a.k_proj, a.v_proj], int8),
+        o=_fused([a.o_proj], int8),
+        gate_up=_fused([m.gate_proj, m.up_proj], int8),
+        down=_fused([m.down_proj], int8),
+    )
 
 
 _rotary_memo: list = [None]  # the last (cos, sin) converted: every layer of a pass gets the same tensors
@@ -80,13 +93,29 @@ def _rotary(position_embeddings: tuple, B: int, S: int, D: int) -> tuple[torch.T
     return out
 
 
-def _layer_forward(self: torch.nn.Module, hidden_states: torch.Tensor, attention_mask=None, position_ids=None,
-                   cache=None, use_cache=False, position_embeddings=None, **kwargs) -> torch.Tensor:
+def _layer_forward(
+    self: torch.nn.Module,
+    hidden_states: torch.Tensor,
+    attention_mask=None,
+    position_ids=None,
+    cache=None,
+    use_cache=False,
+    position_embeddings=None,
+    **kwargs,
+) -> torch.Tensor:
     """The decoder layer in nine kernel calls: norm, q/k/v, rotary, attention, o + residual, norm, gate/up,
     SiLU * up, down + residual (HF's layer runs about forty torch ops)."""
     if hidden_states.dtype is not torch.bfloat16 or torch.is_grad_enabled() or position_embeddings is None:
-        return type(self).forward(self, hidden_states, attention_mask=attention_mask, position_ids=position_ids,
-                                  cache=cache, use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
+        return type(self).forward(
+            self,
+            hidden_states,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=use_cache,
+            position_embeddings=position_embeddings,
+            **kwargs,
+        )
     lib, f = library(), self._bi
     B, S, _ = hidden_states.shape
     H, Hkv, D = f.heads, f.kv_heads, f.head_dim
@@ -96,13 +125,16 @@ def _layer_forward(self: torch.nn.Module, hidden_states: torch.Tensor, attention
     q = torch.empty((B, H, S, D), dtype=torch.bfloat16)
     k = torch.empty((B, Hkv, S, D), dtype=torch.bfloat16)
     v = torch.empty((B, Hkv, S, D), dtype=torch.bfloat16)
-    lib.bi_rotary_split(qkv.data_ptr(), B, S, H, Hkv, D, cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k.data_ptr(),
-                        v.data_ptr())
+    lib.bi_rotary_split(
+        qkv.data_ptr(), B, S, H, Hkv, D, cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr()
+    )
     if cache is not None:
         k, v = cache.update(k, v, self.self_attn.layer_idx)
     out, _ = attention(self.self_attn, q, k, v, attention_mask, self.self_attn.scaling)
     x = f.o(out.view(B, S, H * D), residual=x)
-    gate_up = f.gate_up(rms_norm(x, self.post_attention_layernorm.weight, self.post_attention_layernorm.variance_epsilon))
+    gate_up = f.gate_up(
+        rms_norm(x, self.post_attention_layernorm.weight, self.post_attention_layernorm.variance_epsilon)
+    )
     act = torch.empty((B, S, gate_up.shape[-1] // 2), dtype=torch.bfloat16)
     lib.bi_silu_mul(gate_up.data_ptr(), B * S, act.shape[-1], act.data_ptr())
     return f.down(act, residual=x)
@@ -191,8 +223,10 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
         if _fusable(module):
             _fuse_layer(module, int8=True)
             module.forward = types.MethodType(_layer_forward, module)
-            for lin in (*(getattr(module.self_attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")),
-                        *(getattr(module.mlp, n) for n in ("gate_proj", "up_proj", "down_proj"))):
+            for lin in (
+                *(getattr(module.self_attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")),
+                *(getattr(module.mlp, n) for n in ("gate_proj", "up_proj", "down_proj")),
+            ):
                 lin.weight.data = lin.weight.data.new_empty(0)  # the int8 copy in module._bi replaces it
         elif isinstance(module, torch.nn.Linear) and module.weight.dtype is torch.bfloat16 and module.weight.numel():
             module._bi = Proj(module.weight, module.bias, int8=True)
@@ -212,4 +246,3 @@ def _procs(module: torch.nn.Module) -> list[Proj]:
     if isinstance(bi, types.SimpleNamespace):
         return [bi.qkv, bi.o, bi.gate_up, bi.down]
     return []
-

@@ -1,4 +1,5 @@
 """The compiled kernels (invariant.c, built once into the cache) and the ops on tensors that call them."""
+
 from __future__ import annotations
 
 import ctypes
@@ -29,12 +30,15 @@ def cpu_supported() -> str | None:
     import platform
 
     from playground import settings
+
     if not settings.read().kernels:  # the switch: kernels reported unavailable, as on a CPU without AVX512-BF16
         return "PLAYGROUND_KERNELS=off"
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return f"the kernels are written for x86-64 with AVX512-BF16; this CPU is {platform.machine()}"
     try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")).split()
+        flags = next(
+            line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")
+        ).split()
     except (OSError, StopIteration):
         flags = []
     missing = [f for f in ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni") if f not in flags]
@@ -76,8 +80,24 @@ def library() -> ctypes.CDLL | None:
         lib.bi_rotary_split.argtypes = [_ptr, _i64, _i64, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _ptr]
         lib.bi_silu_mul.argtypes = [_ptr, _i64, _i64, _ptr]
         lib.bi_linear_ref.argtypes = lib.bi_linear.argtypes
-        lib.bi_attention.argtypes = [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
-                                     _i64, _i64, _i64, _i64, _i64, _i64, ctypes.c_float]
+        lib.bi_attention.argtypes = [
+            _ptr,
+            _ptr,
+            _ptr,
+            _ptr,
+            _ptr,
+            _ptr,
+            _ptr,
+            _ptr,
+            _ptr,
+            _i64,
+            _i64,
+            _i64,
+            _i64,
+            _i64,
+            _i64,
+            ctypes.c_float,
+        ]
         lib.bi_attention_ref.argtypes = [*lib.bi_attention.argtypes, _ptr]
         lib.bi_linear_i8.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr]
         lib.bi_rmsnorm.argtypes = [_ptr, _i64, _i64, _ptr, ctypes.c_float, _ptr]
@@ -99,13 +119,19 @@ def why_not() -> str | None:
 
 # ---------------------------------------------------------------- the ops
 
+
 def _rows(x: torch.Tensor) -> torch.Tensor:
     flat = x.reshape(-1, x.shape[-1])
     return flat if flat.is_contiguous() else flat.contiguous()
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           residual: torch.Tensor | None = None, reference: bool = False) -> torch.Tensor:
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    residual: torch.Tensor | None = None,
+    reference: bool = False,
+) -> torch.Tensor:
     """x @ weight.T + bias (+ residual, added to the rounded result), bf16, each output row a function of its
     own input row only. reference: the kernel's definition, one element at a time (slow; for the tests)."""
     K, N = x.shape[-1], weight.shape[0]
@@ -113,8 +139,16 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     out = torch.empty((flat.shape[0], N), dtype=torch.bfloat16)
     resid = _rows(residual) if residual is not None else None
     fn = library().bi_linear_ref if reference else library().bi_linear
-    fn(flat.data_ptr(), flat.shape[0], K, weight.data_ptr(), N, bias.data_ptr() if bias is not None else None,
-       resid.data_ptr() if resid is not None else None, out.data_ptr())
+    fn(
+        flat.data_ptr(),
+        flat.shape[0],
+        K,
+        weight.data_ptr(),
+        N,
+        bias.data_ptr() if bias is not None else None,
+        resid.data_ptr() if resid is not None else None,
+        out.data_ptr(),
+    )
     return out.view(*x.shape[:-1], N)
 
 
@@ -151,9 +185,17 @@ def _allowed(mask: torch.Tensor | None, B: int, Q: int, T: int) -> torch.Tensor 
     return allowed
 
 
-def attention(module: torch.nn.Module | None, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-              attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
-              reference: bool = False, **kwargs) -> tuple[torch.Tensor, None]:
+def attention(
+    module: torch.nn.Module | None,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    reference: bool = False,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
     """transformers' attention interface: query (B, H, Q, D), key / value (B, Hkv, T, D), a 4D mask (bool:
     True = seen; float: 0 = seen, the dtype's minimum = masked) or None (causal, queries last).
     Returns (B, Q, H, D). reference: the kernel's definition, one query at a time (for the tests)."""
@@ -165,10 +207,25 @@ def attention(module: torch.nn.Module | None, query: torch.Tensor, key: torch.Te
     key, value = (t if t.stride(-1) == 1 else t.contiguous() for t in (key, value))
     query = query if query.stride(-1) == 1 else query.contiguous()
     out = torch.empty((B, Q, H, D), dtype=torch.bfloat16)
-    scale = scaling if scaling is not None else D ** -0.5
-    args = [query.data_ptr(), _strides(query), key.data_ptr(), _strides(key), value.data_ptr(), _strides(value),
-            allowed.data_ptr() if allowed is not None else None, _strides(allowed) if allowed is not None else None,
-            out.data_ptr(), B, H, Hkv, Q, T, D, float(scale)]
+    scale = scaling if scaling is not None else D**-0.5
+    args = [
+        query.data_ptr(),
+        _strides(query),
+        key.data_ptr(),
+        _strides(key),
+        value.data_ptr(),
+        _strides(value),
+        allowed.data_ptr() if allowed is not None else None,
+        _strides(allowed) if allowed is not None else None,
+        out.data_ptr(),
+        B,
+        H,
+        Hkv,
+        Q,
+        T,
+        D,
+        float(scale),
+    ]
     if reference:
         scratch = torch.empty(2 * T * max(1, torch.get_num_threads()), dtype=torch.float32)
         library().bi_attention_ref(*args, scratch.data_ptr())
@@ -178,6 +235,7 @@ def attention(module: torch.nn.Module | None, query: torch.Tensor, key: torch.Te
 
 
 # ---------------------------------------------------------------- projections: bf16 or int8 weights
+
 
 class Proj:
     """One projection a kernel computes: a bf16 weight (N, K), or its int8 form (int8 rows, a scale per row, the
@@ -202,9 +260,18 @@ class Proj:
         M = flat.shape[0]
         out = torch.empty((M, self.n), dtype=torch.bfloat16)
         resid = _rows(residual) if residual is not None else None
-        library().bi_linear_i8(flat.data_ptr(), M, self.k, self.q.data_ptr(), self.n, self.scale.data_ptr(),
-                               self.rowsum.data_ptr(), self.bias.data_ptr() if self.bias is not None else None,
-                               resid.data_ptr() if resid is not None else None, out.data_ptr())
+        library().bi_linear_i8(
+            flat.data_ptr(),
+            M,
+            self.k,
+            self.q.data_ptr(),
+            self.n,
+            self.scale.data_ptr(),
+            self.rowsum.data_ptr(),
+            self.bias.data_ptr() if self.bias is not None else None,
+            resid.data_ptr() if resid is not None else None,
+            out.data_ptr(),
+        )
         return out.view(*x.shape[:-1], self.n)
 
     def rows(self, n: int) -> "Proj":
@@ -230,6 +297,7 @@ class Proj:
 
 
 # ---------------------------------------------------------------- the machine's read bandwidth
+
 
 def read_bandwidth(gib: float = 1.0, reps: int = 5) -> float:
     """Bytes per second this machine reads from memory with every thread (the best of reps passes over a

@@ -1,10 +1,31 @@
 """Model pairs: the catalog, offline packs, loading (device, precision), the shared model cache."""
+
 from playground.models.cache import MODELS, LoadedPair, ModelCache, fast_verify_default, load_pair
-from playground.models.catalog import (DEFAULT_PAIR, PACK_PREFIX, PAIRS, Pair, default_pair, display_name, get_pair,
-                                       own_drafter, pairs)
-from playground.models.load import (HUB_ID, check_compatible, choose_device, default_draft_precision,
-                                    default_target_precision, eos_ids, estimate_bytes, load_model, memory_budget,
-                                    model_roots, resolve, torch_dtype)
+from playground.models.catalog import (
+    DEFAULT_PAIR,
+    PACK_PREFIX,
+    PAIRS,
+    Pair,
+    default_pair,
+    display_name,
+    get_pair,
+    own_drafter,
+    pairs,
+)
+from playground.models.load import (
+    HUB_ID,
+    check_compatible,
+    choose_device,
+    default_draft_precision,
+    default_target_precision,
+    eos_ids,
+    estimate_bytes,
+    load_model,
+    memory_budget,
+    model_roots,
+    resolve,
+    torch_dtype,
+)
 from playground.models.packs import PACKS, Pack, assemble_pack, cache_dir, convert_pack
 from playground.models.size import check_config, config_params, config_size, model_config
 

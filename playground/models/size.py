@@ -1,6 +1,7 @@
 """A model's size before it loads, for every architecture transformers knows: its config.json checked field by field
 (an absurd or non-finite size is refused, naming the field), then the model built on the meta device, where a
 parameter is a shape and nothing is allocated, and its parameters and buffers counted. Never remote code."""
+
 from __future__ import annotations
 
 import json
@@ -20,17 +21,27 @@ from playground.numbers import is_int
 # size of 16k, 260k tokens): a config beyond one is refused before anything is built (a meta model of a million layers
 # would take hours to build). Keys are transformers' common names; a config may spell them its own way (GPT-2's
 # n_layer, n_embd), found through its config class's attribute_map.
-SIZE_LIMITS = {"num_hidden_layers": 1024, "hidden_size": 2**20, "intermediate_size": 2**20, "vocab_size": 2**22,
-               "num_attention_heads": 2**12, "num_key_value_heads": 2**12, "head_dim": 2**16,
-               "max_position_embeddings": 2**24, "n_inner": 2**20, "ffn_dim": 2**20, "num_local_experts": 2**12,
-               "num_experts": 2**12}
+SIZE_LIMITS = {
+    "num_hidden_layers": 1024,
+    "hidden_size": 2**20,
+    "intermediate_size": 2**20,
+    "vocab_size": 2**22,
+    "num_attention_heads": 2**12,
+    "num_key_value_heads": 2**12,
+    "head_dim": 2**16,
+    "max_position_embeddings": 2**24,
+    "n_inner": 2**20,
+    "ffn_dim": 2**20,
+    "num_local_experts": 2**12,
+    "num_experts": 2**12,
+}
 
 
 def model_config(source: str | Path) -> dict | None:
     """The config.json of a resolved model spec (models.resolve) without its weights: a local folder's, a converted
     pack's, a Hub id's from the local Hugging Face cache; None when there is none to read."""
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
-        path = cache_dir() / "converted" / source[len(PACK_PREFIX):] / "config.json"
+        path = cache_dir() / "converted" / source[len(PACK_PREFIX) :] / "config.json"
     elif isinstance(source, Path):
         path = source / "config.json"
     else:
@@ -73,15 +84,19 @@ def check_config(config: dict) -> None:
     spelled = {theirs: ours for ours, theirs in getattr(known, "attribute_map", {}).items()}
     for where, key, value in _fields(config):
         if isinstance(value, float) and not math.isfinite(value):
-            raise PlaygroundError(f"The model's config.json sets {where} to {value}, not a finite number: the model "
-                                  f"cannot be sized or loaded. Fix that field of its config.json.")
+            raise PlaygroundError(
+                f"The model's config.json sets {where} to {value}, not a finite number: the model "
+                f"cannot be sized or loaded. Fix that field of its config.json."
+            )
         name = spelled.get(key, key)
         if name not in SIZE_LIMITS or value is None:
             continue
         limit = SIZE_LIMITS[name]
         if not is_int(value) or not 0 <= value <= limit:
-            raise PlaygroundError(f"The model's config.json sets {where} = {shown(value)}: {name.replace('_', ' ')} "
-                                  f"must be a whole number from 0 to {limit:,}. The model is refused before loading.")
+            raise PlaygroundError(
+                f"The model's config.json sets {where} = {shown(value)}: {name.replace('_', ' ')} "
+                f"must be a whole number from 0 to {limit:,}. The model is refused before loading."
+            )
 
 
 def config_size(config: dict) -> tuple[int, int] | None:
@@ -110,5 +125,5 @@ def config_params(config: dict) -> int | None:
 
 def pack_params(source: str) -> int | None:
     """A pack's parameter count as its entry records it (used while it is not converted yet)."""
-    pack = PACKS.get(source[len(PACK_PREFIX):]) if source.startswith(PACK_PREFIX) else None
+    pack = PACKS.get(source[len(PACK_PREFIX) :]) if source.startswith(PACK_PREFIX) else None
     return pack.params if pack else None

@@ -4,6 +4,7 @@ callbacks, common.py reads the shared controls into a RunSpec, state.py is a bro
     from playground.ui import build_demo, launch_options
     build_demo().launch(**launch_options())
 """
+
 from playground.ui.layout import build_demo, launch_options
 
 __all__ = ["build_demo", "launch_options"]

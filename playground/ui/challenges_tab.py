@@ -1,6 +1,7 @@
 """The Challenges tab: why speculative decoding disappoints in deployment, measured live on the pair on the left.
 One effect at a time (batch size, context length, precision; bench.challenges), drawn beside the published
 figures with the mechanism in a paragraph, a progress bar while it runs, a table and a CSV download, and Stop."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,16 @@ from playground.config import KPolicy, Precision, TARGET_PRECISIONS
 from playground.inputs import parse_list
 from playground.spec import parse_precisions
 from playground.ui import jobs
-from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
-                                  status_html)
+from playground.ui.common import (
+    DECODING,
+    Controls,
+    checked_by_us,
+    error_status,
+    gpu,
+    gradio_progress,
+    read_spec,
+    status_html,
+)
 from playground.ui.state import SessionState
 from playground.ui.sweep_tab import grid_download
 from playground.views import challenges as views
@@ -26,7 +35,11 @@ MAX_SIZES = 6  # distinct batch sizes or context lengths per request
 MAX_UI_BATCH = 16
 MAX_CONTEXT = 32768
 MAX_CELLS = 16  # precision grid cells per request
-FIGURES = {views.BATCH: views.batch_figure, views.CONTEXT: views.context_figure, views.PRECISION: views.precision_figure}
+FIGURES = {
+    views.BATCH: views.batch_figure,
+    views.CONTEXT: views.context_figure,
+    views.PRECISION: views.precision_figure,
+}
 ELEM = {views.BATCH: "batch", views.CONTEXT: "context", views.PRECISION: "precision"}
 
 
@@ -38,8 +51,17 @@ def explanation(effect: str, found: str = "") -> str:
     return head + views.REFERENCES[effect] + "\n\n" + views.MECHANISMS[effect]
 
 
-def run_challenge(runner: Runner, state: SessionState, controls: Controls, effect: str, batch_text: str,
-                  context_text: str, targets_text: str, drafts_text: str, progress: Progress = quiet) -> tuple:
+def run_challenge(
+    runner: Runner,
+    state: SessionState,
+    controls: Controls,
+    effect: str,
+    batch_text: str,
+    context_text: str,
+    targets_text: str,
+    drafts_text: str,
+    progress: Progress = quiet,
+) -> tuple:
     """(status, figure, explanation, table, CSV download) of one challenge with the shared pair, draft precision, k
     (fixed) and max new tokens; every run greedy. Sizes are checked (range, memory budget, context window) before
     anything runs."""
@@ -49,23 +71,45 @@ def run_challenge(runner: Runner, state: SessionState, controls: Controls, effec
             raise PlaygroundError(f"Unknown challenge {shown(effect)}; choose one of {', '.join(views.EFFECTS)}.")
         spec = read_spec(controls.but(policy=KPolicy.FIXED.label, temperature=0.0, tree=""))  # chains of fixed k
         if effect == views.BATCH:
-            sizes = parse_list(batch_text, "batch sizes", int, lambda b: 1 <= b <= MAX_UI_BATCH,
-                               f"whole numbers 1..{MAX_UI_BATCH}", limit=MAX_SIZES)
+            sizes = parse_list(
+                batch_text,
+                "batch sizes",
+                int,
+                lambda b: 1 <= b <= MAX_UI_BATCH,
+                f"whole numbers 1..{MAX_UI_BATCH}",
+                limit=MAX_SIZES,
+            )
             frame = challenges.batch_sweep(runner, spec, sizes, progress=progress)
         elif effect == views.CONTEXT:
-            lengths = parse_list(context_text, "context lengths", int, lambda n: 8 <= n <= MAX_CONTEXT,
-                                 f"whole numbers 8..{MAX_CONTEXT}", limit=MAX_SIZES)
+            lengths = parse_list(
+                context_text,
+                "context lengths",
+                int,
+                lambda n: 8 <= n <= MAX_CONTEXT,
+                f"whole numbers 8..{MAX_CONTEXT}",
+                limit=MAX_SIZES,
+            )
             frame = challenges.context_sweep(runner, spec, lengths, progress=progress)
         else:
-            frame = challenges.precision_grid(runner, spec, parse_precisions(targets_text, "target precisions", TARGET_PRECISIONS),
-                                              parse_precisions(drafts_text, "draft precisions", tuple(Precision)), progress,
-                                              max_cells=MAX_CELLS)
+            frame = challenges.precision_grid(
+                runner,
+                spec,
+                parse_precisions(targets_text, "target precisions", TARGET_PRECISIONS),
+                parse_precisions(drafts_text, "draft precisions", tuple(Precision)),
+                progress,
+                max_cells=MAX_CELLS,
+            )
     except Exception as exc:
         return fail(exc)
     found = views.headline(effect, frame)
     name = f"challenge-{ELEM[effect]}.csv"
-    return (status_html(f"Done: {found}", "ok"), FIGURES[effect](frame), explanation(effect, found), frame.round(4),
-            grid_download(frame, state, name))
+    return (
+        status_html(f"Done: {found}", "ok"),
+        FIGURES[effect](frame),
+        explanation(effect, found),
+        frame.round(4),
+        grid_download(frame, state, name),
+    )
 
 
 def on_effect(effect: str) -> tuple:
@@ -75,18 +119,31 @@ def on_effect(effect: str) -> tuple:
 
 def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     """The tab's widgets and events (inside a gr.Tab)."""
-    gr.Markdown("Why speculative decoding disappoints in deployment, measured here: batch size, context length and "
-                "precision, with the pair, draft precision, k (fixed) and max new tokens on the left; every run greedy, "
-                "every output checked against the target alone's.")
-    effect = checked_by_us(gr.Radio(list(views.EFFECTS), value=views.BATCH, label="Challenge", elem_id="challenge-effect"))
+    gr.Markdown(
+        "Why speculative decoding disappoints in deployment, measured here: batch size, context length and "
+        "precision, with the pair, draft precision, k (fixed) and max new tokens on the left; every run greedy, "
+        "every output checked against the target alone's."
+    )
+    effect = checked_by_us(
+        gr.Radio(list(views.EFFECTS), value=views.BATCH, label="Challenge", elem_id="challenge-effect")
+    )
     with gr.Row():
-        batch = gr.Textbox("1 2 4 8", label=f"Batch sizes (batch size; up to {MAX_UI_BATCH})", elem_id="challenge-batch")
-        context = gr.Textbox("64 256 1024 2048", label="Context lengths in tokens (context length)",
-                             elem_id="challenge-context")
-        targets = gr.Textbox(" ".join(challenges.default_precisions()[0]), label="Target precisions (precision)",
-                             elem_id="challenge-targets")
-        drafts = gr.Textbox(" ".join(challenges.default_precisions()[1]), label="Draft precisions (precision)",
-                            elem_id="challenge-drafts")
+        batch = gr.Textbox(
+            "1 2 4 8", label=f"Batch sizes (batch size; up to {MAX_UI_BATCH})", elem_id="challenge-batch"
+        )
+        context = gr.Textbox(
+            "64 256 1024 2048", label="Context lengths in tokens (context length)", elem_id="challenge-context"
+        )
+        targets = gr.Textbox(
+            " ".join(challenges.default_precisions()[0]),
+            label="Target precisions (precision)",
+            elem_id="challenge-targets",
+        )
+        drafts = gr.Textbox(
+            " ".join(challenges.default_precisions()[1]),
+            label="Draft precisions (precision)",
+            elem_id="challenge-drafts",
+        )
     with gr.Row():
         run_btn = gr.Button("Run challenge", variant="primary", elem_id="challenge-run")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="challenge-stop")
@@ -102,15 +159,36 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     def on_run(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         *shared, which, batch_text, context_text, targets_text, drafts_text, session = values  # the order of `inputs`
         listener = jobs.Listener(request, state=session, tab="challenge")  # Stop, or a client that left: next round
-        return run_challenge(jobs.Watched(runner, listener), session, Controls(*shared), which, batch_text,
-                             context_text, targets_text, drafts_text, gradio_progress(progress, listener.check))
+        return run_challenge(
+            jobs.Watched(runner, listener),
+            session,
+            Controls(*shared),
+            which,
+            batch_text,
+            context_text,
+            targets_text,
+            drafts_text,
+            gradio_progress(progress, listener.check),
+        )
 
-    effect.change(on_effect, inputs=effect, outputs=[plot, text], show_progress="hidden", concurrency_limit=None,
-                  api_visibility="undocumented")
+    effect.change(
+        on_effect,
+        inputs=effect,
+        outputs=[plot, text],
+        show_progress="hidden",
+        concurrency_limit=None,
+        api_visibility="undocumented",
+    )
     inputs = controls.as_inputs() + [effect, batch, context, targets, drafts, state]
     outputs = [status, plot, text, table, csv]
-    running = run_btn.click(gpu(on_run), inputs=inputs, outputs=outputs, api_name="challenge",
-                            validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
-                            show_progress_on=[status])
+    running = run_btn.click(
+        gpu(on_run),
+        inputs=inputs,
+        outputs=outputs,
+        api_name="challenge",
+        validator=jobs.admission(inputs, shown_on=controls.prompt),
+        concurrency_id=DECODING,
+        show_progress_on=[status],
+    )
     # the API's /challenge_stop answered "Stopped." and the challenge ran on (issue 29.3): now it stops server-side
     jobs.wire_stop(stop_btn, "challenge", running, state, status, len(outputs), api_name="challenge_stop")

@@ -4,6 +4,7 @@ the status line and the one-line message for an unexpected error.
 User input is parsed only by playground.spec (parse_drafter, parse_policy, the dataclasses'
 checks); this module only gathers the widgets' values and hands them over.
 """
+
 from __future__ import annotations
 
 import html
@@ -40,11 +41,13 @@ try:  # on Hugging Face Spaces (ZeroGPU) the decoding runs under spaces.GPU; els
 
     gpu: Callable = spaces.GPU
 except ImportError:
+
     def gpu(fn: Callable) -> Callable:
         return fn
 
 
 # ---------------------------------------------------------------- the shared controls
+
 
 @dataclass(frozen=True)
 class Controls:
@@ -94,11 +97,20 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
     """The shared controls' values -> a checked RunSpec; a PlaygroundError names the first bad value.
     The custom model ids, when filled, override the pair's; a model spec is checked (resolved) before
     anything loads, the draft only for the drafter that uses it."""
-    decode = DecodeConfig(max_new_tokens=c.max_new_tokens, k=c.k, policy=parse_policy(c.policy),
-                          temperature=c.temperature, top_p=c.top_p, seed=c.seed, explain=explain,
-                          confidence=c.confidence, tree=c.tree)
-    drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer,
-                            {name: getattr(c, name) for name in DRAFTFREE_OPTIONS})
+    decode = DecodeConfig(
+        max_new_tokens=c.max_new_tokens,
+        k=c.k,
+        policy=parse_policy(c.policy),
+        temperature=c.temperature,
+        top_p=c.top_p,
+        seed=c.seed,
+        explain=explain,
+        confidence=c.confidence,
+        tree=c.tree,
+    )
+    drafter = parse_drafter(
+        c.drafter, c.draft_precision, c.exit_layer, {name: getattr(c, name) for name in DRAFTFREE_OPTIONS}
+    )
     catalog = models.get_pair(c.pair)
     target = parse_text(c.target_id, "The target model id") or catalog.target
     draft = parse_text(c.draft_id, "The draft model id") or catalog.draft
@@ -113,6 +125,7 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
 def gradio_progress(bar: Any, check: Callable[[], None] | None = None) -> Progress:
     """The runner's progress(message, fraction) on a gr.Progress; with `check` (a jobs.Listener's), called
     first at each report, so that a job nobody listens to ends there."""
+
     def report(message: str, fraction: float) -> None:
         if check is not None:
             check()
@@ -136,6 +149,7 @@ def checked_by_us(component: gr.components.Component) -> gr.components.Component
 
 
 # ---------------------------------------------------------------- messages
+
 
 def status_html(message: str, level: str = "info") -> str:
     """The status line; level is info, busy, ok or error. The message is escaped."""
@@ -168,6 +182,7 @@ def _cut(message: str) -> str:
 
 # ---------------------------------------------------------------- the Run tab's outputs
 
+
 class View(NamedTuple):
     """What the Run tab's callbacks return, in the order of its outputs. gr.skip() = unchanged."""
 
@@ -192,6 +207,7 @@ def unchanged(**changes: Any) -> View:
 
 # ---------------------------------------------------------------- page text
 
+
 def load_examples(path: Path = PROMPTS_FILE) -> list[dict]:
     """[{"category", "title", "prompt"}] from assets/prompts.json."""
     return json.loads(Path(path).read_text(encoding="utf-8"))
@@ -205,8 +221,10 @@ def pair_info(name: str) -> str:
         return html.escape(str(exc))
     note = f"<br>{html.escape(pair.note)}" if pair.note else ""
     draft, target = models.display_name(pair.draft), models.display_name(pair.target)
-    return (f'<div class="pair-info">draft <code>{html.escape(draft)}</code> → '
-            f'target <code>{html.escape(target)}</code>{note}</div>')
+    return (
+        f'<div class="pair-info">draft <code>{html.escape(draft)}</code> → '
+        f"target <code>{html.escape(target)}</code>{note}</div>"
+    )
 
 
 def pair_drafter(name: str, drafter: str) -> str:

@@ -11,6 +11,7 @@ Who a job belongs to: its session (a browser page, a gradio_client Client), or, 
 (`POST /gradio_api/call/<api>`, which brings no session of its own), the client's address; and every job also
 counts against its network address (client_address), since a client picks its own session ids.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,10 +26,16 @@ from playground.ui.common import DECODING, status_html
 from playground.ui.state import SessionState
 
 GRADIO = "6.31"  # the Gradio whose internals this module reads (requirements.txt pins it)
-INTERNALS = ("Blocks._queue", "Queue.event_queue_per_concurrency_id", "Queue.active_jobs",
-             "Queue.pending_messages_per_session", "Queue.event_ids_to_events", "Event._id / session_hash / request / "
-             "concurrency_id / alive / enqueue_time / fn.api_name", "StateHolder.session_data[...].blocks_config",
-             "ProcessCompletedMessage")
+INTERNALS = (
+    "Blocks._queue",
+    "Queue.event_queue_per_concurrency_id",
+    "Queue.active_jobs",
+    "Queue.pending_messages_per_session",
+    "Queue.event_ids_to_events",
+    "Event._id / session_hash / request / concurrency_id / alive / enqueue_time / fn.api_name",
+    "StateHolder.session_data[...].blocks_config",
+    "ProcessCompletedMessage",
+)
 
 # A running job whose messages nobody has taken for this long has no listener (a REST call whose result is
 # never fetched, a client that stopped reading): it ends at its next round.
@@ -36,17 +43,24 @@ UNREAD_S = 3.0
 BEFORE_START = "Stopped before it started."
 STOPPED = "Stopped."
 # The API names of each tab's decoding events, which its Stop takes out of the queue.
-TAB_EVENTS = {"generate": ("generate",), "sweep": ("sweep",), "compare": ("compare",), "challenge": ("challenge",),
-              "step": ("step_start", "step_next")}
+TAB_EVENTS = {
+    "generate": ("generate",),
+    "sweep": ("sweep",),
+    "compare": ("compare",),
+    "challenge": ("challenge",),
+    "step": ("step_start", "step_next"),
+}
 
 
 def check_gradio(version: str = gr.__version__) -> None:
     """Refuse to start on a Gradio other than GRADIO: the internals read here may have moved, and the queue
     rules would then fail quietly (a refusal never sent, a run nobody reads never stopped)."""
     if version != GRADIO and not version.startswith(GRADIO + "."):
-        raise RuntimeError(f"playground/ui/jobs.py reads Gradio {GRADIO}'s internals ({'; '.join(INTERNALS)}); this "
-                           f"is Gradio {version}. Install gradio=={GRADIO}.* (requirements.txt), or check each "
-                           f"internal with tests/ui/test_gradio_internals.py and then raise jobs.GRADIO.")
+        raise RuntimeError(
+            f"playground/ui/jobs.py reads Gradio {GRADIO}'s internals ({'; '.join(INTERNALS)}); this "
+            f"is Gradio {version}. Install gradio=={GRADIO}.* (requirements.txt), or check each "
+            f"internal with tests/ui/test_gradio_internals.py and then raise jobs.GRADIO."
+        )
 
 
 class ClientGone(Ended):
@@ -98,6 +112,7 @@ def _jobs(queue: Any) -> tuple[list, list]:
 
 # ---------------------------------------------------------------- admission: a few jobs per client
 
+
 def refusal(request: gr.Request | None) -> str | None:
     """Why this client may not queue another decoding job now (None: it may)."""
     queue = _queue(request)
@@ -108,14 +123,18 @@ def refusal(request: gr.Request | None) -> str | None:
     me = _client(request.session_hash, None, request.request)
     mine = sum(_client(e.session_hash, e._id, e.request) == me for e in events)
     if mine >= limits.max_jobs_per_client:  # one client cannot fill the queue (max_size) for everyone
-        return (f"You already have {mine} runs waiting or running, the most one client may have (so that nobody can "
-                f"fill the queue for everyone): wait for one to finish, or press Stop.")
+        return (
+            f"You already have {mine} runs waiting or running, the most one client may have (so that nobody can "
+            f"fill the queue for everyone): wait for one to finish, or press Stop."
+        )
     address = client_address(request.request)
     shared = sum(client_address(e.request) == address for e in events)
     if shared >= limits.max_jobs_per_address:  # nor can many sessions from one address (their ids are the client's)
-        return (f"Your network address already has {shared} runs waiting or running, its share of the queue "
-                f"({limits.max_jobs_per_address} of {settings.QUEUE_SIZE} places; several clients there count "
-                f"together): wait for one to finish, or press Stop.")
+        return (
+            f"Your network address already has {shared} runs waiting or running, its share of the queue "
+            f"({limits.max_jobs_per_address} of {settings.QUEUE_SIZE} places; several clients there count "
+            f"together): wait for one to finish, or press Stop."
+        )
     return None
 
 
@@ -135,13 +154,19 @@ def admission(inputs: list, shown_on: Any) -> Callable:
 
 # ---------------------------------------------------------------- a running job's listener
 
+
 class Listener:
     """The running decoding job of a request, as its callback sees it. `gone` once its client disconnected
     (Gradio then marks the event not alive), it was cancelled (no longer running), or nobody has taken a
     message of its session for UNREAD_S seconds of `clock`."""
 
-    def __init__(self, request: gr.Request | None, clock: Callable[[], float] = time.monotonic,
-                 state: SessionState | None = None, tab: str = "") -> None:
+    def __init__(
+        self,
+        request: gr.Request | None,
+        clock: Callable[[], float] = time.monotonic,
+        state: SessionState | None = None,
+        tab: str = "",
+    ) -> None:
         self._queue = _queue(request)
         session = getattr(request, "session_hash", None)
         mine = [e for e in _jobs(self._queue)[1] if e.session_hash == session] if self._queue is not None else []
@@ -221,6 +246,7 @@ class _WatchedDecoder:
 
 # ---------------------------------------------------------------- Stop before it started
 
+
 async def withdraw(request: gr.Request | None, api_name: str | tuple[str, ...], outputs: list) -> int:
     """Take this session's waiting `api_name` jobs (one name or several) out of the queue, each answered with
     `outputs` (its output values, already as Gradio sends them) as if it had run. Runs on the event loop without
@@ -230,15 +256,21 @@ async def withdraw(request: gr.Request | None, api_name: str | tuple[str, ...], 
         return 0
     names = (api_name,) if isinstance(api_name, str) else tuple(api_name)
     line = queue.event_queue_per_concurrency_id.get(DECODING)
-    taken = [e for e in (list(line.queue) if line is not None else [])
-             if e.session_hash == request.session_hash and e.fn.api_name in names]
+    taken = [
+        e
+        for e in (list(line.queue) if line is not None else [])
+        if e.session_hash == request.session_hash and e.fn.api_name in names
+    ]
     for event in taken:
         line.queue.remove(event)
         queue.event_ids_to_events.pop(event._id, None)
         messages = queue.pending_messages_per_session.get(event.session_hash)
         if messages is not None:  # the browser or client shows these outputs and stops waiting
-            messages.put_nowait(ProcessCompletedMessage(output={"data": outputs, "is_generating": False},
-                                                        success=True, event_id=event._id))
+            messages.put_nowait(
+                ProcessCompletedMessage(
+                    output={"data": outputs, "is_generating": False}, success=True, event_id=event._id
+                )
+            )
     return len(taken)
 
 
@@ -251,8 +283,16 @@ async def stop(request: gr.Request | None, state: SessionState | None, tab: str,
     return withdrawn
 
 
-def wire_stop(button: gr.Button, tab: str, running: Any, state: gr.State, status: gr.components.Component,
-              outputs: int, api_name: str, then: Callable[[SessionState], None] | None = None) -> None:
+def wire_stop(
+    button: gr.Button,
+    tab: str,
+    running: Any,
+    state: gr.State,
+    status: gr.components.Component,
+    outputs: int,
+    api_name: str,
+    then: Callable[[SessionState], None] | None = None,
+) -> None:
     """A tab's Stop, in the page and through the API (`api_name`, the session's own: a gradio_client Client, or a REST
     call that names its session_hash): waiting jobs of the tab never run, a running one ends within a round, and the
     page stops waiting for it (cancels=). `outputs`: how many outputs the tab's job has; `then`: what else Stop
@@ -265,12 +305,19 @@ def wire_stop(button: gr.Button, tab: str, running: Any, state: gr.State, status
             then(session)
         return status_html(BEFORE_START if withdrawn else STOPPED, "info")
 
-    button.click(on_stop, inputs=state, outputs=status, cancels=running if isinstance(running, list) else [running],
-                 show_progress="hidden",
-                 concurrency_limit=None, api_name=api_name)
+    button.click(
+        on_stop,
+        inputs=state,
+        outputs=status,
+        cancels=running if isinstance(running, list) else [running],
+        show_progress="hidden",
+        concurrency_limit=None,
+        api_name=api_name,
+    )
 
 
 # ---------------------------------------------------------------- what a streamed run leaves in its session
+
 
 def forget_updates(request: gr.Request | None) -> int:
     """Drop the components a finished job's updates left in its session; how many were dropped.

@@ -1,6 +1,7 @@
 """The page, top to bottom: the intro, the shared controls on the left, the prompt and the tabs on
 the right. Each tab's widgets and events live in its own module; this one only places them and
 hands every callback the one Runner of the app."""
+
 from __future__ import annotations
 
 import html
@@ -24,14 +25,35 @@ from playground.spec import DEFAULT_PRECISION
 from playground.decoding import DRAFTERS
 from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
 from playground.errors import shown
-from playground.ui import (challenges_tab, compare_tab, export_tab, jobs, links, recorded_runs, run_tab, sessions, step_tab,
-                           sweep_tab, theory_tab)
-from playground.ui.common import (ASSETS, Controls, checked_by_us, load_examples, pair_drafter, pair_info, precision_choices,
-                                  status_html)
+from playground.ui import (
+    challenges_tab,
+    compare_tab,
+    export_tab,
+    jobs,
+    links,
+    recorded_runs,
+    run_tab,
+    sessions,
+    step_tab,
+    sweep_tab,
+    theory_tab,
+)
+from playground.ui.common import (
+    ASSETS,
+    Controls,
+    checked_by_us,
+    load_examples,
+    pair_drafter,
+    pair_info,
+    precision_choices,
+    status_html,
+)
 from playground.ui.state import SessionState
 
 CSS_FILE = ASSETS / "style.css"
-MAX_FILE_SIZE = "1mb"  # Gradio refuses any upload over this (sessions.UPLOAD_BYTES: per request; MAX_UPLOADS per address)
+MAX_FILE_SIZE = (
+    "1mb"  # Gradio refuses any upload over this (sessions.UPLOAD_BYTES: per request; MAX_UPLOADS per address)
+)
 DRAFT_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.INT8)
 
 INTRO = """# Speculative Decoding Playground
@@ -39,28 +61,40 @@ A small **draft** proposes *k* tokens; the large **target** checks them all in o
 longest prefix it agrees with, then adds one token of its own. The output is exactly what the target alone
 would produce (greedy) or follows the same distribution (sampling), in fewer expensive steps."""
 
-POLICY_INFO = ("fixed: k every round; heuristic: +2 after a fully accepted round, −1 otherwise; theory: the k with the "
-               "best expected speed for the α measured so far and the cost profile measured at the start of the run "
-               "(fixed for the run, so a seed reproduces it); draft confidence: a draft of at most k stops once the "
-               "draft's top probability falls under the threshold below")
-DRAFTER_INFO = ("prompt lookup copies n-grams from the prompt; early exit drafts with the target's first layers: neither "
-                "needs a draft model; staged: prompt lookup drafts for the draft model, which keeps what it would have "
-                "drafted itself; suffix decoding drafts what followed the same text before (a suffix tree of the "
-                "prompt and the output); lookahead decoding lets the target guess ahead in its own pass (a Jacobi "
-                "window) and verifies the n-grams it produced: neither needs a draft model")
-TREE_INFO = ("draft a tree of continuations instead of a chain; the target scores all its nodes in one pass and keeps "
-             "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
-             "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model, early exit and suffix "
-             "decoding; the tree's depth replaces k")
-INVARIANT_INFO = ("bf16 on this CPU: the target's kernels give a position the same logits whether its pass holds 1 token "
-                  "or k + 1, so greedy output is exactly the target's; untick for torch's own kernels and watch "
-                  "near-ties flip (the lesson of finite precision). No effect in fp32 or where the kernels cannot run.")
-SUFFIX_INFO = ("suffix decoding only (vLLM's names): a draft holds at most factor × the matched length tokens "
-               "(max_spec_factor), stops where its frequency estimate falls under the minimum probability "
-               "(min_token_prob), and the tree counts stretches up to its depth (max_tree_depth)")
-LOOKAHEAD_INFO = ("lookahead decoding only: the window W (columns guessed ahead), the n-gram size N (N − 1 Jacobi "
-                  "levels; drafts of up to N − 1 tokens), and G, the n-grams verified per round. Each pass scores "
-                  "(W − 1) + (N − 2)·W window tokens and up to G·(N − 1) candidates")
+POLICY_INFO = (
+    "fixed: k every round; heuristic: +2 after a fully accepted round, −1 otherwise; theory: the k with the "
+    "best expected speed for the α measured so far and the cost profile measured at the start of the run "
+    "(fixed for the run, so a seed reproduces it); draft confidence: a draft of at most k stops once the "
+    "draft's top probability falls under the threshold below"
+)
+DRAFTER_INFO = (
+    "prompt lookup copies n-grams from the prompt; early exit drafts with the target's first layers: neither "
+    "needs a draft model; staged: prompt lookup drafts for the draft model, which keeps what it would have "
+    "drafted itself; suffix decoding drafts what followed the same text before (a suffix tree of the "
+    "prompt and the output); lookahead decoding lets the target guess ahead in its own pass (a Jacobi "
+    "window) and verifies the n-grams it produced: neither needs a draft model"
+)
+TREE_INFO = (
+    "draft a tree of continuations instead of a chain; the target scores all its nodes in one pass and keeps "
+    "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
+    "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model, early exit and suffix "
+    "decoding; the tree's depth replaces k"
+)
+INVARIANT_INFO = (
+    "bf16 on this CPU: the target's kernels give a position the same logits whether its pass holds 1 token "
+    "or k + 1, so greedy output is exactly the target's; untick for torch's own kernels and watch "
+    "near-ties flip (the lesson of finite precision). No effect in fp32 or where the kernels cannot run."
+)
+SUFFIX_INFO = (
+    "suffix decoding only (vLLM's names): a draft holds at most factor × the matched length tokens "
+    "(max_spec_factor), stops where its frequency estimate falls under the minimum probability "
+    "(min_token_prob), and the tree counts stretches up to its depth (max_tree_depth)"
+)
+LOOKAHEAD_INFO = (
+    "lookahead decoding only: the window W (columns guessed ahead), the n-gram size N (N − 1 Jacobi "
+    "levels; drafts of up to N − 1 tokens), and G, the n-grams verified per round. Each pass scores "
+    "(W − 1) + (N − 2)·W window tokens and up to G·(N − 1) candidates"
+)
 
 
 def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> gr.Blocks:
@@ -77,30 +111,53 @@ def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> 
         state = gr.State(sessions.new_session, delete_callback=SessionState.close)
         with gr.Row(equal_height=False):
             gr.Markdown(INTRO, elem_id="intro")
-            projector = gr.Checkbox(False, label="Projector mode (large text)", elem_id="projector", scale=0,
-                                    min_width=200)
+            projector = gr.Checkbox(
+                False, label="Projector mode (large text)", elem_id="projector", scale=0, min_width=200
+            )
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300, elem_id="controls"):
                 models_, info = _model_controls(catalog)
                 left = models_ | _drafter_controls() | _decoding_controls()
             with gr.Column(scale=3, min_width=480):
                 controls = Controls(**left, prompt=_prompt_box())
-                for choice in (controls.pair, controls.target_precision, controls.drafter, controls.draft_precision,
-                               controls.policy):
+                for choice in (
+                    controls.pair,
+                    controls.target_precision,
+                    controls.drafter,
+                    controls.draft_precision,
+                    controls.policy,
+                ):
                     checked_by_us(choice)  # the spec names the field of an unlisted value (the sliders are above)
                 run_outputs, compare = _tabs(runner, controls, state, catalog, startup)
-        controls.pair.change(pair_info, inputs=controls.pair, outputs=info, show_progress="hidden",
-                             concurrency_limit=None, api_visibility="undocumented")
-        controls.pair.change(pair_drafter, inputs=[controls.pair, controls.drafter], outputs=controls.drafter,
-                             show_progress="hidden", concurrency_limit=None,
-                             api_visibility="undocumented")  # a cross-tokenizer pair picks its drafter
+        controls.pair.change(
+            pair_info,
+            inputs=controls.pair,
+            outputs=info,
+            show_progress="hidden",
+            concurrency_limit=None,
+            api_visibility="undocumented",
+        )
+        controls.pair.change(
+            pair_drafter,
+            inputs=[controls.pair, controls.drafter],
+            outputs=controls.drafter,
+            show_progress="hidden",
+            concurrency_limit=None,
+            api_visibility="undocumented",
+        )  # a cross-tokenizer pair picks its drafter
         projector.change(None, inputs=projector, js=PROJECTOR_JS, api_visibility="private")
+
         # the page's link sets the controls (?k=4&policy=theory ..., ?run=story): links.py, recorded_runs.py
         def on_load(session: SessionState | None, request: gr.Request) -> list:
             return first_view(session, request, len(run_outputs))
 
-        demo.load(on_load, inputs=state, outputs=run_outputs + controls.as_inputs() + [compare, projector],
-                  show_progress="hidden", api_visibility="private")
+        demo.load(
+            on_load,
+            inputs=state,
+            outputs=run_outputs + controls.as_inputs() + [compare, projector],
+            show_progress="hidden",
+            api_visibility="private",
+        )
     # api_open=False: Gradio's direct routes (POST /gradio_api/run/<api>, /api/<api>) would run an event outside the
     # queue and its caps; they now refuse every queued event, and /call/<api> joins the queue like the page
     demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE, api_open=False)
@@ -117,45 +174,80 @@ def _model_controls(catalog: list[str]) -> tuple[dict, gr.HTML]:
         target_id = gr.Textbox(label="Target model id", placeholder="owner/name or a local folder", elem_id="target-id")
     target_precision = gr.Dropdown(
         precision_choices(models.default_target_precision().value, tuple(p.value for p in TARGET_PRECISIONS)),
-        value=DEFAULT_PRECISION, label="Target precision", elem_id="target-precision")
-    invariant = gr.Checkbox(settings.read().invariant, label="Exact numerics (batch-invariant kernels)",
-                            elem_id="invariant", info=INVARIANT_INFO)
-    return dict(pair=pair, draft_id=draft_id, target_id=target_id, target_precision=target_precision,
-                invariant=invariant), info
+        value=DEFAULT_PRECISION,
+        label="Target precision",
+        elem_id="target-precision",
+    )
+    invariant = gr.Checkbox(
+        settings.read().invariant,
+        label="Exact numerics (batch-invariant kernels)",
+        elem_id="invariant",
+        info=INVARIANT_INFO,
+    )
+    return dict(
+        pair=pair, draft_id=draft_id, target_id=target_id, target_precision=target_precision, invariant=invariant
+    ), info
 
 
 def _drafter_controls() -> dict:
     """The drafter and its options: the draft's precision, the early-exit layer."""
-    drafter = gr.Radio([d.value for d in DRAFTERS], value=DrafterKind.DRAFT_MODEL.value, label="Drafter",
-                       elem_id="drafter", info=DRAFTER_INFO)
+    drafter = gr.Radio(
+        [d.value for d in DRAFTERS],
+        value=DrafterKind.DRAFT_MODEL.value,
+        label="Drafter",
+        elem_id="drafter",
+        info=DRAFTER_INFO,
+    )
     draft_precision = gr.Dropdown(
         precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
-        value=DEFAULT_PRECISION, label="Draft precision", elem_id="draft-precision", info="draft model drafter only")
-    exit_layer = checked_by_us(gr.Slider(0, 64, value=0, step=1, elem_id="exit-layer",
-                                         label="Early-exit layer L (0 = a quarter of the target's layers)",
-                                         info="early exit drafter only"))
+        value=DEFAULT_PRECISION,
+        label="Draft precision",
+        elem_id="draft-precision",
+        info="draft model drafter only",
+    )
+    exit_layer = checked_by_us(
+        gr.Slider(
+            0,
+            64,
+            value=0,
+            step=1,
+            elem_id="exit-layer",
+            label="Early-exit layer L (0 = a quarter of the target's layers)",
+            info="early exit drafter only",
+        )
+    )
     return dict(drafter=drafter, draft_precision=draft_precision, exit_layer=exit_layer) | _draftfree_controls()
 
 
 def _draftfree_controls() -> dict:
     """Suffix decoding's and lookahead decoding's options (spec_draftfree.py checks them)."""
     slider = lambda low, high, value, step, label, name: checked_by_us(
-        gr.Slider(low, high, value=value, step=step, label=label, elem_id=name.replace("_", "-")))
+        gr.Slider(low, high, value=value, step=step, label=label, elem_id=name.replace("_", "-"))
+    )
     with gr.Accordion("Suffix and lookahead decoding options", open=False, elem_id="draftfree-options"):
         gr.Markdown(SUFFIX_INFO)
         out = dict(
             suffix_factor=slider(0.5, 4, SUFFIX_DEFAULTS["suffix_factor"], 0.5, "Suffix: spec factor", "suffix_factor"),
-            suffix_min_prob=slider(0, 0.9, SUFFIX_DEFAULTS["suffix_min_prob"], 0.05, "Suffix: minimum token probability",
-                                   "suffix_min_prob"),
+            suffix_min_prob=slider(
+                0, 0.9, SUFFIX_DEFAULTS["suffix_min_prob"], 0.05, "Suffix: minimum token probability", "suffix_min_prob"
+            ),
             suffix_depth=slider(2, 64, SUFFIX_DEFAULTS["suffix_depth"], 1, "Suffix: tree depth", "suffix_depth"),
-            suffix_memory=gr.Checkbox(SUFFIX_DEFAULTS["suffix_memory"], elem_id="suffix-memory",
-                                      label="Suffix: also draft from this session's earlier runs",
-                                      info="off: every run stands alone (the default)"))
+            suffix_memory=gr.Checkbox(
+                SUFFIX_DEFAULTS["suffix_memory"],
+                elem_id="suffix-memory",
+                label="Suffix: also draft from this session's earlier runs",
+                info="off: every run stands alone (the default)",
+            ),
+        )
         gr.Markdown(LOOKAHEAD_INFO)
         for (name, (low, high, what)), value in zip(LOOKAHEAD_RANGES.items(), LOOKAHEAD_DEFAULTS):
             out[name] = slider(low, high, value, 1, "Lookahead: " + what.split(" (")[0], name)
-        out["lookahead_prompt_pool"] = gr.Checkbox(False, label="Lookahead: the pool also holds the prompt's n-grams",
-                                                   elem_id="lookahead-prompt-pool", info="lade's POOL_FROM_PROMPT")
+        out["lookahead_prompt_pool"] = gr.Checkbox(
+            False,
+            label="Lookahead: the pool also holds the prompt's n-grams",
+            elem_id="lookahead-prompt-pool",
+            info="lade's POOL_FROM_PROMPT",
+        )
     return out
 
 
@@ -163,19 +255,40 @@ def _decoding_controls() -> dict:
     """k, the token tree, the k policy and its threshold, sampling, the token limit, the seed."""
     return dict(
         k=checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k")),
-        tree=gr.Textbox("", label="Token tree", placeholder="empty = a chain of k tokens", elem_id="tree-shape",
-                        max_lines=1, info=TREE_INFO),
-        policy=gr.Radio([p.label for p in KPolicy], value=DEFAULT_POLICY.label, label="k policy", elem_id="adaptive",
-                        info=POLICY_INFO),
-        confidence=checked_by_us(gr.Slider(0, 0.95, value=DEFAULT_CONFIDENCE, step=0.05, elem_id="confidence",
-                                           label="Draft confidence threshold",
-                                           info="the 'adaptive (draft confidence)' k policy only: a draft "
-                                                "stops once the draft's top probability falls under it")),
-        temperature=checked_by_us(gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
-                                            elem_id="temperature")),
+        tree=gr.Textbox(
+            "",
+            label="Token tree",
+            placeholder="empty = a chain of k tokens",
+            elem_id="tree-shape",
+            max_lines=1,
+            info=TREE_INFO,
+        ),
+        policy=gr.Radio(
+            [p.label for p in KPolicy],
+            value=DEFAULT_POLICY.label,
+            label="k policy",
+            elem_id="adaptive",
+            info=POLICY_INFO,
+        ),
+        confidence=checked_by_us(
+            gr.Slider(
+                0,
+                0.95,
+                value=DEFAULT_CONFIDENCE,
+                step=0.05,
+                elem_id="confidence",
+                label="Draft confidence threshold",
+                info="the 'adaptive (draft confidence)' k policy only: a draft "
+                "stops once the draft's top probability falls under it",
+            )
+        ),
+        temperature=checked_by_us(
+            gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
+        ),
         top_p=checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p")),
-        max_new_tokens=checked_by_us(gr.Slider(1, settings.read().max_new_tokens, value=128, step=1,
-                                               label="Max new tokens", elem_id="max-new")),
+        max_new_tokens=checked_by_us(
+            gr.Slider(1, settings.read().max_new_tokens, value=128, step=1, label="Max new tokens", elem_id="max-new")
+        ),
         seed=checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed")),
     )
 
@@ -183,10 +296,21 @@ def _decoding_controls() -> dict:
 def _prompt_box() -> gr.Textbox:
     """The prompt, holding the first example prompt, with every example under it."""
     examples = load_examples()
-    prompt = gr.Textbox(examples[0]["prompt"], label="Prompt", lines=4, max_lines=12, elem_id="prompt",
-                        placeholder="Type a prompt or pick an example below")
-    gr.Examples([[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
-                example_labels=[f"{e['category']}: {e['title']}" for e in examples], examples_per_page=12)
+    prompt = gr.Textbox(
+        examples[0]["prompt"],
+        label="Prompt",
+        lines=4,
+        max_lines=12,
+        elem_id="prompt",
+        placeholder="Type a prompt or pick an example below",
+    )
+    gr.Examples(
+        [[e["prompt"]] for e in examples],
+        inputs=[prompt],
+        label="Example prompts",
+        example_labels=[f"{e['category']}: {e['title']}" for e in examples],
+        examples_per_page=12,
+    )
     return prompt
 
 
@@ -203,22 +327,29 @@ def first_view(session: SessionState | None, request: gr.Request | None, n_view:
     if run is not None:
         if run in dict(recorded_runs.gallery()):
             shown_view, run_values, _ = recorded_runs.open_run(
-                recorded_runs.read_bounded(recorded_runs.RUNS / f"{run}.json"), session, f"gallery: {run}")
+                recorded_runs.read_bounded(recorded_runs.RUNS / f"{run}.json"), session, f"gallery: {run}"
+            )
             view = list(shown_view)
             values = run_values | values
             flags.setdefault("compare", bool(session is not None and session.run and session.run.baseline))
         else:
-            notes.append(f"run={shown(run)} is not one of the gallery's runs ({', '.join(dict(recorded_runs.gallery()))})")
+            notes.append(
+                f"run={shown(run)} is not one of the gallery's runs ({', '.join(dict(recorded_runs.gallery()))})"
+            )
     if notes:
         message = links.settings_note(notes)
         shown_status = view[0] if isinstance(view[0], str) else ""
-        view[0] = shown_status.replace("</div>", html.escape(" " + message) + "</div>", 1) if shown_status else \
-            status_html(message, "info")
+        view[0] = (
+            shown_status.replace("</div>", html.escape(" " + message) + "</div>", 1)
+            if shown_status
+            else status_html(message, "info")
+        )
     return view + links.control_updates(values) + [flags.get("compare", gr.skip()), flags.get("projector", gr.skip())]
 
 
-def _tabs(runner: Runner, controls: Controls, state: gr.State, catalog: list[str],
-          startup: Startup | None) -> tuple[list, gr.Checkbox]:
+def _tabs(
+    runner: Runner, controls: Controls, state: gr.State, catalog: list[str], startup: Startup | None
+) -> tuple[list, gr.Checkbox]:
     with gr.Tabs():
         with gr.Tab("Run", id="run"):
             run_outputs, compare = run_tab.build(runner, controls, state, startup)
@@ -240,5 +371,9 @@ def _tabs(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
 def launch_options() -> dict:
     """Gradio 6 takes the theme and the CSS at launch(); uploads are small and bounded per address, and sessions
     expire (sessions.launch_kwargs: the reaper and the upload limit)."""
-    return {"css_paths": [CSS_FILE], "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
-            "max_file_size": MAX_FILE_SIZE, **sessions.launch_kwargs()}
+    return {
+        "css_paths": [CSS_FILE],
+        "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
+        "max_file_size": MAX_FILE_SIZE,
+        **sessions.launch_kwargs(),
+    }

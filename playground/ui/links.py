@@ -5,6 +5,7 @@ left out with a note; a link never becomes an error page. The same checks set th
     settings_link(controls)          -> "?pair=...&drafter=...&k=4..."
     read_settings({"k": "4", ...})   -> ({Controls field: value}, extras, notes)
 """
+
 from __future__ import annotations
 
 import math
@@ -41,6 +42,7 @@ def _number(low: float, high: float, whole: bool = False) -> Callable[[str], flo
         if not math.isfinite(value) or not low <= value <= high or (whole and value != int(value)):
             raise _Bad(f"takes a{' whole' if whole else ''} number from {low:g} to {high:g}")
         return int(value) if whole else value
+
     return parse
 
 
@@ -49,6 +51,7 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
         if text not in choices:
             raise _Bad(f"takes one of: {', '.join(choices)}")
         return text
+
     return parse
 
 
@@ -157,8 +160,13 @@ def settings_note(notes: list[str]) -> str:
 def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
     """(the query string for these controls' values, a note on what it leaves out). An example prompt goes by its
     number; another prompt as text when short enough."""
-    params: dict[str, Any] = {"pair": c.pair, "drafter": c.drafter, "target_precision": c.target_precision,
-                              "invariant": int(bool(c.invariant)), "draft_precision": c.draft_precision}
+    params: dict[str, Any] = {
+        "pair": c.pair,
+        "drafter": c.drafter,
+        "target_precision": c.target_precision,
+        "invariant": int(bool(c.invariant)),
+        "draft_precision": c.draft_precision,
+    }
     if c.exit_layer:
         params["exit_layer"] = int(c.exit_layer)
     draftfree = SUFFIX_DEFAULTS | dict(zip(LOOKAHEAD_RANGES, LOOKAHEAD_DEFAULTS), lookahead_prompt_pool=False)
@@ -171,8 +179,12 @@ def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
         params["tree"] = str(c.tree)
     if c.confidence is not None:
         params["confidence"] = c.confidence
-    params |= {"temperature": c.temperature, "top_p": c.top_p, "max_new_tokens": _whole(c.max_new_tokens),
-               "seed": _whole(c.seed)}
+    params |= {
+        "temperature": c.temperature,
+        "top_p": c.top_p,
+        "max_new_tokens": _whole(c.max_new_tokens),
+        "seed": _whole(c.seed),
+    }
     note = ""
     prompts = [e["prompt"] for e in load_examples()]
     if c.prompt in prompts:

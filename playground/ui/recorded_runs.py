@@ -2,6 +2,7 @@
 and show it as if it had just run: the tokens with their hovers, the charts, the summary, the comparison and the
 race. No model is loaded: the trace carries the token texts (playground.recorded). A bad file changes nothing but
 the status line, which says what is wrong with it."""
+
 from __future__ import annotations
 
 import html
@@ -44,15 +45,25 @@ def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View
     says why and nothing else changes (the controls neither)."""
     try:
         rec = recorded.read(data)
-        run = CurrentRun(rec.spec, comparing=bool(rec.baseline), tokenizer=rec.tokenizer,
-                         target_precision=rec.target_precision, draft_precision=rec.draft_precision,
-                         invariant=bool(rec.spec.pair.invariant), profile=rec.profile, rounds=rec.rounds,
-                         baseline=rec.baseline, finished=True)
+        run = CurrentRun(
+            rec.spec,
+            comparing=bool(rec.baseline),
+            tokenizer=rec.tokenizer,
+            target_precision=rec.target_precision,
+            draft_precision=rec.draft_precision,
+            invariant=bool(rec.spec.pair.invariant),
+            profile=rec.profile,
+            rounds=rec.rounds,
+            baseline=rec.baseline,
+            finished=True,
+        )
         state = state if state is not None else SessionState()
         s = run.summary()
         when = f", recorded {rec.recorded_at}" if rec.recorded_at else ""
-        message = (f"Recorded run ({source}{when}): {rec.spec.pair.name}, {rec.spec.drafter.label}, {s['tokens']} "
-                   f"tokens in {s['rounds']} rounds. Shown from the file: no model was loaded.")
+        message = (
+            f"Recorded run ({source}{when}): {rec.spec.pair.name}, {rec.spec.drafter.label}, {s['tokens']} "
+            f"tokens in {s['rounds']} rounds. Shown from the file: no model was loaded."
+        )
         view = final_view(run, state, message, "ok")
     except recorded.BadRecording as exc:
         return unchanged(status=status_html(f"{source}: {exc} Nothing else was changed.", "error")), {}, []
@@ -71,11 +82,20 @@ def controls_of(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
     """The shared controls' values a recorded run ran with (Generate then runs it again), and notes."""
     d = spec.decode
     values: dict[str, Any] = dict(
-        drafter=spec.drafter.kind.value, k=d.k, tree=d.tree.label if d.tree else "", policy=d.policy.label,
-        confidence=d.confidence, temperature=d.temperature, top_p=d.top_p, max_new_tokens=d.max_new_tokens,
-        seed=d.seed, prompt=spec.prompt, exit_layer=spec.drafter.exit_layer or 0,
+        drafter=spec.drafter.kind.value,
+        k=d.k,
+        tree=d.tree.label if d.tree else "",
+        policy=d.policy.label,
+        confidence=d.confidence,
+        temperature=d.temperature,
+        top_p=d.top_p,
+        max_new_tokens=d.max_new_tokens,
+        seed=d.seed,
+        prompt=spec.prompt,
+        exit_layer=spec.drafter.exit_layer or 0,
         target_precision=spec.pair.target_precision.value if spec.pair.target_precision else "default",
-        draft_precision=spec.drafter.precision.value if spec.drafter.precision else "default")
+        draft_precision=spec.drafter.precision.value if spec.drafter.precision else "default",
+    )
     if spec.pair.invariant is not None:
         values["invariant"] = spec.pair.invariant
     notes = []
@@ -90,14 +110,21 @@ def layout() -> tuple[gr.UploadButton, list[tuple[str, gr.Button]]]:
     """The 'Recorded runs' row of the Run tab (drawn inside it): an upload button and one button per gallery run."""
     with gr.Row(elem_id="recorded-runs"):
         gr.HTML('<span class="recorded-label">Recorded runs, shown at once with no model:</span>', padding=False)
-        upload = gr.UploadButton("Open a trace JSON …", file_types=[".json"], type="filepath", size="sm",
-                                 elem_id="open-run")
+        upload = gr.UploadButton(
+            "Open a trace JSON …", file_types=[".json"], type="filepath", size="sm", elem_id="open-run"
+        )
         buttons = [(name, gr.Button(label, size="sm", elem_id=f"gallery-{name}")) for name, label in gallery()]
     return upload, buttons
 
 
-def wire(upload: gr.UploadButton, buttons: list[tuple[str, gr.Button]], controls: Controls, state: gr.State,
-         compare: gr.Checkbox, outputs: list) -> None:
+def wire(
+    upload: gr.UploadButton,
+    buttons: list[tuple[str, gr.Button]],
+    controls: Controls,
+    state: gr.State,
+    compare: gr.Checkbox,
+    outputs: list,
+) -> None:
     """Their events: the Run tab's outputs, then the shared controls and the comparison box."""
     targets = outputs + controls.as_inputs() + [compare]
     nothing = [gr.skip()] * (len(targets) - len(View._fields))
@@ -106,7 +133,11 @@ def wire(upload: gr.UploadButton, buttons: list[tuple[str, gr.Button]], controls
         view, values, _ = open_run(data, session, source)
         if not values:
             return list(view) + nothing
-        return list(view) + control_updates(values) + [bool(session.run.baseline) if session and session.run else gr.skip()]
+        return (
+            list(view)
+            + control_updates(values)
+            + [bool(session.run.baseline) if session and session.run else gr.skip()]
+        )
 
     def on_upload(path: str | None, session: SessionState | None, request: gr.Request = None) -> list:
         if not path:
@@ -119,9 +150,20 @@ def wire(upload: gr.UploadButton, buttons: list[tuple[str, gr.Button]], controls
             return list(unchanged(status=unexpected(exc))) + nothing
         return show(data, session, "the file")
 
-    upload.upload(on_upload, inputs=[upload, state], outputs=targets, concurrency_limit=None, show_progress="hidden",
-                  api_visibility="undocumented")
+    upload.upload(
+        on_upload,
+        inputs=[upload, state],
+        outputs=targets,
+        concurrency_limit=None,
+        show_progress="hidden",
+        api_visibility="undocumented",
+    )
     for name, button in buttons:
-        button.click(lambda session, name=name: show(read_bounded(RUNS / f"{name}.json"), session, f"gallery: {name}"),
-                     inputs=state, outputs=targets, concurrency_limit=None, show_progress="hidden",
-                     api_name=f"gallery_{name}")
+        button.click(
+            lambda session, name=name: show(read_bounded(RUNS / f"{name}.json"), session, f"gallery: {name}"),
+            inputs=state,
+            outputs=targets,
+            concurrency_limit=None,
+            show_progress="hidden",
+            api_name=f"gallery_{name}",
+        )

@@ -5,6 +5,7 @@ The callbacks are plain functions of the runner, the session state and the share
 runner's measured cost profile, so adding the target-alone comparison changes nothing but the
 measured speedup.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,17 @@ from playground.progress import Progress, quiet
 from playground.runner import Runner, Session
 from playground.startup import Startup
 from playground.ui import jobs, recorded_runs
-from playground.ui.common import (DECODING, Controls, View, error_status, gpu, gradio_progress, read_spec, status_html,
-                                  unchanged)
+from playground.ui.common import (
+    DECODING,
+    Controls,
+    View,
+    error_status,
+    gpu,
+    gradio_progress,
+    read_spec,
+    status_html,
+    unchanged,
+)
 from playground.ui.run_view import final_view, panels, tree_panel
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, draftfree, race, tokens
@@ -36,9 +46,16 @@ class _Stopped(Exception):
 
 # ---------------------------------------------------------------- callbacks
 
-def generate(runner: Runner, state: SessionState | None, controls: Controls, compare: bool,
-             progress: Progress = quiet, listener: jobs.Listener | None = None,
-             startup: Startup | None = None) -> Iterator[View]:
+
+def generate(
+    runner: Runner,
+    state: SessionState | None,
+    controls: Controls,
+    compare: bool,
+    progress: Progress = quiet,
+    listener: jobs.Listener | None = None,
+    startup: Startup | None = None,
+) -> Iterator[View]:
     """Load (cached), warm up (once per model and drafter, by the runner), run the speculative decoder
     round by round and, when asked, the target alone; stream it all, then the final view. With a listener
     (the job in Gradio's queue), the run ends at the next round once nobody listens. While the app's start-up
@@ -52,15 +69,20 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
             run.finished = True
             yield unchanged(status=status_html(jobs.BEFORE_START, "info"))
             return
-        for message in (startup.wait(spec) if startup is not None else ()):
+        for message in startup.wait(spec) if startup is not None else ():
             yield unchanged(status=status_html(f"Waiting for the start-up to prepare this pair: {message}", "busy"))
         with runner.session(spec, progress, state.memory) as session:  # the pair stays in use until the end
             for event in session:  # the load, then (once per model and drafter) the warm-up
                 if event.step == "load":
-                    yield unchanged(status=status_html(event.message + " …", "busy"),
-                                    tokens=tokens.empty_output("Waiting for the first round …"), compare="", summary="",
-                                    tree="", csv=gr.update(value=None, interactive=False),
-                                    json=gr.update(value=None, interactive=False))
+                    yield unchanged(
+                        status=status_html(event.message + " …", "busy"),
+                        tokens=tokens.empty_output("Waiting for the first round …"),
+                        compare="",
+                        summary="",
+                        tree="",
+                        csv=gr.update(value=None, interactive=False),
+                        json=gr.update(value=None, interactive=False),
+                    )
                     continue
                 _loaded(run, session)
                 if run.stopped:
@@ -73,12 +95,15 @@ def generate(runner: Runner, state: SessionState | None, controls: Controls, com
             yield from _stream(run, session.rounds(), run.rounds, "Speculative")
             if compare:  # the speculative run's complete figures first: the comparison will only add the speedup
                 summary, figures = panels(run)
-                yield unchanged(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
+                yield unchanged(
+                    summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures))
+                )
                 yield from _stream(run, session.rounds(spec.baseline()), run.baseline, "Target alone", baseline=True)
         run.finished = True
         summary = trace.summarize(run.rounds)
-        yield final_view(run, state, f"Done: {summary['tokens']} tokens in {summary['rounds']} rounds "
-                                     f"({_stop_reason(run)}).", "ok")
+        yield final_view(
+            run, state, f"Done: {summary['tokens']} tokens in {summary['rounds']} rounds ({_stop_reason(run)}).", "ok"
+        )
     except _Stopped:  # Stop has shown the partial run: send nothing after it
         return
     except jobs.ClientGone as exc:  # nobody listens; a REST client that reads late learns why it ended
@@ -115,8 +140,9 @@ def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline:
             continue
         last_text = now
         text = tokens.wrap("".join(spans), run.spec.prompt) + ("" if baseline else draftfree.legend(into))
-        message = status_html(f"{label}: round {record.round + 1}, {record.total_new} / "
-                              f"{run.spec.decode.max_new_tokens} tokens …", "busy")
+        message = status_html(
+            f"{label}: round {record.round + 1}, {record.total_new} / {run.spec.decode.max_new_tokens} tokens …", "busy"
+        )
         if baseline:
             yield unchanged(status=message, compare=f'<div class="compare"><h4>Target alone (running)</h4>{text}</div>')
             continue
@@ -124,7 +150,9 @@ def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline:
         view = unchanged(status=message, tokens=text, **({"tree": tree_panel(run)} if shown else {}))
         if now - last_chart >= CHART_EVERY_S:
             summary, figures = panels(run)
-            view = view._replace(summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures)))
+            view = view._replace(
+                summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures))
+            )
             last_chart = time.monotonic()
         yield view
 
@@ -160,6 +188,7 @@ def _stop_reason(run: CurrentRun) -> str:
 
 # ---------------------------------------------------------------- layout
 
+
 def startup_line(startup: Startup | None) -> tuple[str, Any]:
     """The start-up's status line (empty once there is nothing to say) and whether its timer keeps ticking."""
     snap = startup.snapshot() if startup is not None else None
@@ -170,8 +199,9 @@ def startup_line(startup: Startup | None) -> tuple[str, Any]:
     return status_html(text, level), gr.Timer(active=snap.busy)
 
 
-def build(runner: Runner, controls: Controls, state: gr.State,
-          startup: Startup | None = None) -> tuple[list, gr.Checkbox]:
+def build(
+    runner: Runner, controls: Controls, state: gr.State, startup: Startup | None = None
+) -> tuple[list, gr.Checkbox]:
     """The tab's widgets and events (inside a gr.Tab); returns its outputs (View's order) and the comparison box."""
     with gr.Row():
         run_btn = gr.Button("Generate", variant="primary", elem_id="generate")
@@ -180,10 +210,17 @@ def build(runner: Runner, controls: Controls, state: gr.State,
     upload, gallery = recorded_runs.layout()
     line = gr.HTML("", elem_id="startup")  # the start-up's progress: the timer fills it within a second of a page load
     timer = gr.Timer(1.0, active=startup is not None)
-    timer.tick(lambda: startup_line(startup), outputs=[line, timer], show_progress="hidden", concurrency_limit=None,
-               api_visibility="private", queue=False)
-    status = gr.HTML(status_html("Press Generate (the prompt box holds an example), or open a recorded run."),
-                     elem_id="status")
+    timer.tick(
+        lambda: startup_line(startup),
+        outputs=[line, timer],
+        show_progress="hidden",
+        concurrency_limit=None,
+        api_visibility="private",
+        queue=False,
+    )
+    status = gr.HTML(
+        status_html("Press Generate (the prompt box holds an example), or open a recorded run."), elem_id="status"
+    )
     gr.HTML(tokens.legend(), elem_id="legend")
     text = gr.HTML(tokens.empty_output(), elem_id="tokens")
     tree = gr.HTML("", elem_id="tree")  # the latest round of a token-tree run
@@ -201,14 +238,22 @@ def build(runner: Runner, controls: Controls, state: gr.State,
         with gr.Row():
             histogram = gr.Plot(empty[2], show_label=False, elem_id="chart-histogram")
             positions = gr.Plot(empty[3], show_label=False, elem_id="chart-positions")
-    outputs = list(View(status, text, comparison, summary, acceptance, latency, histogram, positions, tree, csv_btn,
-                        json_btn))
+    outputs = list(
+        View(status, text, comparison, summary, acceptance, latency, histogram, positions, tree, csv_btn, json_btn)
+    )
 
     def on_generate(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Iterator[View]:
         *shared, compare_value, session = values  # the order of `inputs` below
         try:
-            yield from generate(runner, session, Controls(*shared), compare_value, gradio_progress(progress),
-                                jobs.Listener(request), startup)
+            yield from generate(
+                runner,
+                session,
+                Controls(*shared),
+                compare_value,
+                gradio_progress(progress),
+                jobs.Listener(request),
+                startup,
+            )
         finally:
             jobs.forget_updates(request)  # the streamed updates' leftovers (Gradio keeps them per session)
 
@@ -220,11 +265,23 @@ def build(runner: Runner, controls: Controls, state: gr.State,
 
     recorded_runs.wire(upload, gallery, controls, state, compare, outputs)
     inputs = controls.as_inputs() + [compare, state]
-    running = run_btn.click(gpu(on_generate), inputs=inputs, outputs=outputs, api_name="generate",
-                            validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
-                            show_progress="minimal", show_progress_on=[status])  # "queue: n/m" while it waits
-    stop_btn.click(on_stop, inputs=state, outputs=outputs, cancels=[running], show_progress="hidden",
-                   concurrency_limit=None, api_name="stop")
+    running = run_btn.click(
+        gpu(on_generate),
+        inputs=inputs,
+        outputs=outputs,
+        api_name="generate",
+        validator=jobs.admission(inputs, shown_on=controls.prompt),
+        concurrency_id=DECODING,
+        show_progress="minimal",
+        show_progress_on=[status],
+    )  # "queue: n/m" while it waits
+    stop_btn.click(
+        on_stop,
+        inputs=state,
+        outputs=outputs,
+        cancels=[running],
+        show_progress="hidden",
+        concurrency_limit=None,
+        api_name="stop",
+    )
     return outputs, compare
-
-

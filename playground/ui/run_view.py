@@ -1,6 +1,7 @@
 """What a run of the Run tab looks like: the coloured text, the comparison with the target alone and its race, the
 summary panel, the charts, the latest round's tree, the trace files. Pure of the runner: functions of a CurrentRun
 (a live one, or a recorded one that recorded_runs.py opens)."""
+
 from __future__ import annotations
 
 import html
@@ -18,10 +19,15 @@ from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, draftfree, race, tokens
 from playground.views import tree as tree_view
 
-SPEEDUPS = ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k), this prompt's first pass)", "measured (target alone ran)")
+SPEEDUPS = (
+    "Leviathan ideal (v = 1)",
+    "calibrated to this machine (measured v(k), this prompt's first pass)",
+    "measured (target alone ran)",
+)
 
 
 # ---------------------------------------------------------------- the views of a run
+
 
 def panels(run: CurrentRun) -> tuple[str, tuple]:
     """The summary panel and the four charts: the same function while streaming and at the end."""
@@ -34,10 +40,19 @@ def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -
     comparison = compare_html(run, spec_html) + race_view(run) if run.baseline_done else ""
     summary, (acc, lat, hist, pos) = panels(run)
     csv_path, json_path = write_trace(run, state) if run.rounds else (None, None)
-    return View(status=status_html(message, level), tokens=spec_html, compare=comparison, summary=summary,
-                acceptance=acc, latency=lat, histogram=hist, positions=pos, tree=tree_panel(run),
-                csv=gr.update(value=csv_path, interactive=csv_path is not None),
-                json=gr.update(value=json_path, interactive=json_path is not None))
+    return View(
+        status=status_html(message, level),
+        tokens=spec_html,
+        compare=comparison,
+        summary=summary,
+        acceptance=acc,
+        latency=lat,
+        histogram=hist,
+        positions=pos,
+        tree=tree_panel(run),
+        csv=gr.update(value=csv_path, interactive=csv_path is not None),
+        json=gr.update(value=json_path, interactive=json_path is not None),
+    )
 
 
 def tree_panel(run: CurrentRun) -> str:
@@ -56,8 +71,9 @@ def tree_panel(run: CurrentRun) -> str:
 
 def race_view(run: CurrentRun) -> str:
     """The replay race of a compared run: each token at the moment its round ended in its own measured run."""
-    return race.race_html(run.rounds, run.baseline, run.tokenizer, run.spec.prompt,
-                          f"Speculative ({run.spec.drafter.label})")
+    return race.race_html(
+        run.rounds, run.baseline, run.tokenizer, run.spec.prompt, f"Speculative ({run.spec.drafter.label})"
+    )
 
 
 def precisions(run: CurrentRun) -> str:
@@ -71,9 +87,11 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
     """The summary panel: the three speedups side by side, each with what it assumes; then the measures."""
     k = max(1, round(s["mean_k"])) if s["mean_k"] else None
     measured = fmt(s["speedup"], 2, "×") if run.baseline_done else "– (tick *Compare with target alone*)"
-    speedups = (f"**Speedup over the target alone** (k = {fmt(k)}, α of evaluated drafts = {fmt(s['alpha_eval'], 3)})\n\n"
-                f"| {' | '.join(SPEEDUPS)} |\n|---|---|---|\n"
-                f"| **{fmt(s['theory_speedup'], 2, '×')}** | **{fmt(s['calibrated_speedup'], 2, '×')}** | **{measured}** |")
+    speedups = (
+        f"**Speedup over the target alone** (k = {fmt(k)}, α of evaluated drafts = {fmt(s['alpha_eval'], 3)})\n\n"
+        f"| {' | '.join(SPEEDUPS)} |\n|---|---|---|\n"
+        f"| **{fmt(s['theory_speedup'], 2, '×')}** | **{fmt(s['calibrated_speedup'], 2, '×')}** | **{measured}** |"
+    )
     base = f" (target alone: {fmt(s['baseline_tokens_per_s'], 1)})" if run.baseline_done else ""
     source = "V(1) measured by the runner on this machine" if s["step_source"] == "measured" else s["step_source"]
     rows = [
@@ -91,12 +109,24 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
     ]
     by_source = trace.kept_by_source(run.rounds)
     if by_source:  # a draft-free strategy: where its kept drafts came from
-        rows.insert(5, ("kept drafts by source", " · ".join(f"{draftfree.SOURCES.get(k, ('', k))[1]}: {n}"
-                                                          for k, n in by_source.items())))
-    if any(isinstance(r.extras, StagedExtras) for r in run.rounds):  # staged: the first level, lookup for the draft model
-        rows.insert(5, ("staged: lookup tokens the draft model kept · its passes per drafted token",
-                        f"{s['stage_accepted']} of {s['stage_proposed']} · "
-                        f"{fmt(s['stage_passes'] / s['drafted'] if s['drafted'] else None, 2)}"))
+        rows.insert(
+            5,
+            (
+                "kept drafts by source",
+                " · ".join(f"{draftfree.SOURCES.get(k, ('', k))[1]}: {n}" for k, n in by_source.items()),
+            ),
+        )
+    if any(
+        isinstance(r.extras, StagedExtras) for r in run.rounds
+    ):  # staged: the first level, lookup for the draft model
+        rows.insert(
+            5,
+            (
+                "staged: lookup tokens the draft model kept · its passes per drafted token",
+                f"{s['stage_accepted']} of {s['stage_proposed']} · "
+                f"{fmt(s['stage_passes'] / s['drafted'] if s['drafted'] else None, 2)}",
+            ),
+        )
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | **{value}** |" for name, value in rows)
     return speedups + "\n\n" + table
 
@@ -104,8 +134,10 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
 def comparison_verdict(run: CurrentRun) -> tuple[str, str]:
     """(message, level) of the speculative output against the target alone's."""
     if run.spec.decode.temperature > 0:
-        return ("Sampling (temperature > 0): both follow the target's distribution, but the random draws differ, "
-                "so the texts need not match."), "info"
+        return (
+            "Sampling (temperature > 0): both follow the target's distribution, but the random draws differ, "
+            "so the texts need not match."
+        ), "info"
     result = trace.compare_outputs(run.rounds, run.baseline, run.target_precision, exact=run.invariant)
     if result["equal"]:
         return "Identical outputs: greedy speculative decoding reproduced the target exactly.", "ok"
@@ -113,16 +145,22 @@ def comparison_verdict(run: CurrentRun) -> tuple[str, str]:
     gaps = [g for g in (result["gap_spec"], result["gap_base"]) if g == g]
     gap = fmt(min(gaps), 3) if gaps else "not recorded"
     if run.invariant:  # a position's logits are the same in every pass: any difference is a bug
-        return (f"The outputs differ from token {at} on (top-2 logit gap {gap}). With the batch-invariant kernels "
-                f"every position gets the same logits in a pass of 1 and of k + 1 tokens, so this is a bug: please "
-                f"report it with the trace JSON."), "error"
+        return (
+            f"The outputs differ from token {at} on (top-2 logit gap {gap}). With the batch-invariant kernels "
+            f"every position gets the same logits in a pass of 1 and of k + 1 tokens, so this is a bug: please "
+            f"report it with the trace JSON."
+        ), "error"
     if result["near_tie"]:
-        return (f"The outputs are identical up to token {at}, where the target's top-2 logit gap was {gap}: a near-tie "
-                f"that {run.target_precision} rounding can flip with torch's stock kernels (the pass of k + 1 tokens "
-                f"and the pass of 1 round differently). From there the two continue differently. Tick "
-                f"*Exact numerics* to give every position the same logits in every pass."), "info"
-    return (f"The outputs differ from token {at} on, and the target's top-2 logit gap there was {gap}: not a near-tie, "
-            f"so this is not rounding."), "error"
+        return (
+            f"The outputs are identical up to token {at}, where the target's top-2 logit gap was {gap}: a near-tie "
+            f"that {run.target_precision} rounding can flip with torch's stock kernels (the pass of k + 1 tokens "
+            f"and the pass of 1 round differently). From there the two continue differently. Tick "
+            f"*Exact numerics* to give every position the same logits in every pass."
+        ), "info"
+    return (
+        f"The outputs differ from token {at} on, and the target's top-2 logit gap there was {gap}: not a near-tie, "
+        f"so this is not rounding."
+    ), "error"
 
 
 def compare_html(run: CurrentRun, spec_html: str) -> str:
@@ -131,24 +169,36 @@ def compare_html(run: CurrentRun, spec_html: str) -> str:
     verdict, level = comparison_verdict(run)
     base_html = tokens.render_rounds(run.baseline, run.tokenizer, run.spec.prompt)
     drafter = html.escape(run.spec.drafter.label)
-    return (f'<div class="compare">{status_html(verdict, level)}<div class="compare-cols">'
-            f'<div class="compare-col"><h4>Speculative ({drafter}) · {fmt(spec["tokens_per_s"], 1)} tokens/s</h4>{spec_html}</div>'
-            f'<div class="compare-col"><h4>Target alone · {fmt(base["tokens_per_s"], 1)} tokens/s</h4>{base_html}</div>'
-            f"</div></div>")
+    return (
+        f'<div class="compare">{status_html(verdict, level)}<div class="compare-cols">'
+        f'<div class="compare-col"><h4>Speculative ({drafter}) · {fmt(spec["tokens_per_s"], 1)} tokens/s</h4>{spec_html}</div>'
+        f'<div class="compare-col"><h4>Target alone · {fmt(base["tokens_per_s"], 1)} tokens/s</h4>{base_html}</div>'
+        f"</div></div>"
+    )
 
 
 def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
     """trace.csv and trace.json in the session's download folder (only for a finished or stopped run)."""
     spec = run.spec
-    meta = {"recorded_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "pair": spec.pair.name, "target": spec.pair.target,
-            "draft": spec.pair.draft if spec.drafter.needs_draft_model else None,
-            "drafter": spec.drafter.kind.value, "exit_layer": spec.drafter.exit_layer,
-            "target_precision": run.target_precision, "draft_precision": run.draft_precision,
-            "invariant": run.invariant,
-            "chosen_precisions": [p.value if p else None for p in (spec.pair.target_precision, spec.drafter.precision)],
-            "config": asdict(spec.decode), "prompt": spec.prompt}
+    meta = {
+        "recorded_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "pair": spec.pair.name,
+        "target": spec.pair.target,
+        "draft": spec.pair.draft if spec.drafter.needs_draft_model else None,
+        "drafter": spec.drafter.kind.value,
+        "exit_layer": spec.drafter.exit_layer,
+        "target_precision": run.target_precision,
+        "draft_precision": run.draft_precision,
+        "invariant": run.invariant,
+        "chosen_precisions": [p.value if p else None for p in (spec.pair.target_precision, spec.drafter.precision)],
+        "config": asdict(spec.decode),
+        "prompt": spec.prompt,
+    }
     baseline = run.baseline if run.baseline_done else None  # the summary is the panel's: same rounds, baseline, profile
-    csv_path, json_path = state.downloads.write({"trace.csv": trace.to_csv(run.rounds),
-                                                 "trace.json": trace.to_json(run.rounds, baseline, run.profile,
-                                                                             decoded_table(run.tokenizer), **meta)})
+    csv_path, json_path = state.downloads.write(
+        {
+            "trace.csv": trace.to_csv(run.rounds),
+            "trace.json": trace.to_json(run.rounds, baseline, run.profile, decoded_table(run.tokenizer), **meta),
+        }
+    )
     return csv_path, json_path

@@ -19,6 +19,7 @@
 launch_kwargs() (ui/layout.py's launch_options) runs the reaper and the upload limit; like jobs.py, this module
 reads Gradio's internals (INTERNALS), each with its test in tests/ui/test_gradio_internals.py.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -41,9 +42,15 @@ from playground import settings
 from playground.ui import jobs
 from playground.ui.state import SessionState
 
-INTERNALS = ("Blocks.state_holder (StateHolder.session_data / time_last_used / lock)", "SessionState.state_data / "
-             "blocks_config.blocks", "Queue.event_analytics (keyed by event id)", "Queue.pending_event_ids_session",
-             "Queue.pending_messages_per_session", "Blocks.temp_file_sets / upload_file_set", "App.state")
+INTERNALS = (
+    "Blocks.state_holder (StateHolder.session_data / time_last_used / lock)",
+    "SessionState.state_data / blocks_config.blocks",
+    "Queue.event_analytics (keyed by event id)",
+    "Queue.pending_event_ids_session",
+    "Queue.pending_messages_per_session",
+    "Blocks.temp_file_sets / upload_file_set",
+    "App.state",
+)
 REAP_EVERY_S = 5.0
 REST_IDLE_S = 30.0
 MAX_SESSIONS = 300
@@ -66,6 +73,7 @@ def new_session() -> SessionState:
 
 
 # ---------------------------------------------------------------- sessions
+
 
 def _busy(queue: Any) -> set[str]:
     """Sessions with an event waiting or running (any event: theory and export run through the queue too)."""
@@ -105,7 +113,7 @@ def reap(blocks: gr.Blocks, now: float | None = None) -> list[str]:
     expired = [sid for sid in sessions if idle(sid) > limit(sid)]
     gone = set(expired)
     left = [sid for sid in sessions if sid not in gone]
-    expired += left[:max(0, len(holder.session_data) - len(expired) - MAX_SESSIONS)]
+    expired += left[: max(0, len(holder.session_data) - len(expired) - MAX_SESSIONS)]
     for sid in expired:
         with holder.lock:
             session = holder.session_data.pop(sid, None)
@@ -118,6 +126,7 @@ def reap(blocks: gr.Blocks, now: float | None = None) -> list[str]:
 
 
 # ---------------------------------------------------------------- files
+
 
 def clean_files(blocks: gr.Blocks, now: float | None = None) -> None:
     """Remove uploads older than UPLOAD_TTL_S, forget the records of files that are gone, and remove the empty
@@ -134,8 +143,12 @@ def clean_files(blocks: gr.Blocks, now: float | None = None) -> None:
     cache = downloads_root()
     for folder in list(cache.iterdir()) if cache.is_dir() else []:
         try:
-            if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()) and \
-                    now - folder.stat().st_mtime > EMPTY_FOLDER_S:
+            if (
+                folder.is_dir()
+                and not folder.is_symlink()
+                and not any(folder.iterdir())
+                and now - folder.stat().st_mtime > EMPTY_FOLDER_S
+            ):
                 folder.rmdir()
         except OSError:  # written to meanwhile, or removed by someone else
             pass
@@ -151,6 +164,7 @@ def _remove(path: Path) -> None:
 
 
 # ---------------------------------------------------------------- uploads
+
 
 class Uploads:
     """The uploads each address holds (paths in Gradio's cache), and who uploaded each (owner()), forgotten once
@@ -234,8 +248,11 @@ def take_upload(path: str | Path, request: Any) -> bytes:
     path = Path(path)
     http_request = getattr(request, "request", None)
     app = getattr(http_request, "app", None)
-    if app is None or not path.resolve().is_relative_to(downloads_root().resolve()) or \
-            not uploads(app).take(str(path), owner(http_request)):
+    if (
+        app is None
+        or not path.resolve().is_relative_to(downloads_root().resolve())
+        or not uploads(app).take(str(path), owner(http_request))
+    ):
         raise PermissionError("Only a file uploaded from this page can be opened: upload it again.")
     try:
         return path.read_bytes()
@@ -264,8 +281,11 @@ class UploadLimit:
         elif int(length) > UPLOAD_BYTES:
             refusal = (413, f"An upload may be at most {UPLOAD_BYTES // 1000:,} KB; this one is {int(length):,} bytes.")
         elif len(record.held(address)) >= MAX_UPLOADS:
-            refusal = (429, f"Your network address already holds {MAX_UPLOADS} uploads, the most it may: use them, or "
-                            f"wait until they expire ({UPLOAD_TTL_S / 60:.0f} minutes after each upload).")
+            refusal = (
+                429,
+                f"Your network address already holds {MAX_UPLOADS} uploads, the most it may: use them, or "
+                f"wait until they expire ({UPLOAD_TTL_S / 60:.0f} minutes after each upload).",
+            )
         if refusal is not None:
             return await PlainTextResponse(refusal[1], status_code=refusal[0])(scope, receive, send)
         status, body = [0], []
@@ -280,8 +300,11 @@ class UploadLimit:
                         paths = json.loads(b"".join(body))
                     except ValueError:
                         paths = []
-                    record.add(address, [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else [],
-                               owner(request))
+                    record.add(
+                        address,
+                        [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else [],
+                        owner(request),
+                    )
             await send(message)
 
         await self.app(scope, receive, watching)
@@ -309,9 +332,11 @@ class ClientCookie:
 
 # ---------------------------------------------------------------- running it
 
+
 @asynccontextmanager
 async def lifespan(app: Any) -> AsyncIterator[None]:
     """The app's lifespan (launch(app_kwargs=...)): reap sessions and clean files every REAP_EVERY_S seconds."""
+
     async def loop() -> None:
         while True:
             await asyncio.sleep(REAP_EVERY_S)

@@ -1,5 +1,6 @@
 """Per-browser-session state (the value of the page's gr.State): the current run, the step-through
 run, the session's folder of downloads and its suffix-decoding memory of earlier runs. No gradio here: plain objects the callbacks fill in."""
+
 from __future__ import annotations
 
 import math

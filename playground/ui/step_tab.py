@@ -1,6 +1,7 @@
 """The Step-through tab: one round at a time with the shared settings, each round explained
 (views.step.explain_round): p and q of every proposed token, the verdict, the residual; a suffix or lookahead
 round first says where its draft came from (views.draftfree)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,8 +23,13 @@ EXPLAIN_TOP = 4  # alternatives shown per position
 Outputs = tuple[str, Any, Any]  # (status, the text so far, the round's explanation)
 
 
-def step_start(runner: Runner, state: SessionState, controls: Controls, progress: Progress = quiet,
-               listener: jobs.Listener | None = None) -> Outputs:
+def step_start(
+    runner: Runner,
+    state: SessionState,
+    controls: Controls,
+    progress: Progress = quiet,
+    listener: jobs.Listener | None = None,
+) -> Outputs:
     """Start a step-through run with the shared settings (loaded and warm, no round run yet). With a listener (the
     job in Gradio's queue), Stop or a client that left ends the loading and warm-up at their next report."""
     try:
@@ -36,8 +42,11 @@ def step_start(runner: Runner, state: SessionState, controls: Controls, progress
     except Exception as exc:
         return error_status(exc), gr.skip(), gr.skip()
     state.step = StepThrough(spec, pair, decoder)
-    return (status_html("Ready: press Next round to run the first round.", "info"),
-            tokens.empty_output("Press Next round."), "")
+    return (
+        status_html("Ready: press Next round to run the first round.", "info"),
+        tokens.empty_output("Press Next round."),
+        "",
+    )
 
 
 def step_next(state: SessionState | None, listener: jobs.Listener | None = None) -> Outputs:
@@ -51,7 +60,11 @@ def step_next(state: SessionState | None, listener: jobs.Listener | None = None)
     if step is None:
         return status_html("Press Start step-through first.", "error"), gr.skip(), gr.skip()
     if step.decoder.done:
-        return status_html("This run is finished: press Start step-through for a new one.", "info"), gr.skip(), gr.skip()
+        return (
+            status_html("This run is finished: press Start step-through for a new one.", "info"),
+            gr.skip(),
+            gr.skip(),
+        )
     try:
         before = list(step.context)
         with step.pair.in_use():
@@ -67,15 +80,22 @@ def step_next(state: SessionState | None, listener: jobs.Listener | None = None)
         explanation = about + explain_round(record, step.tokenizer, before, step.spec.decode.sampling.greedy)
     reason = {"eos": "end of text", "length": "token limit"}.get(record.stop, "")
     end = f" Finished ({reason})." if record.stop else ""
-    return status_html(f"Round {record.round + 1}: {record.total_new} tokens so far.{end}",
-                       "ok" if record.stop else "info"), text, explanation
+    return (
+        status_html(
+            f"Round {record.round + 1}: {record.total_new} tokens so far.{end}", "ok" if record.stop else "info"
+        ),
+        text,
+        explanation,
+    )
 
 
 def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     """The tab's widgets and events (inside a gr.Tab)."""
-    gr.Markdown("One round at a time, with the settings on the left: what the drafter proposed, p (draft) and "
-                "q (target) for each proposed token and its likeliest alternatives, the verdict, and on a "
-                "rejection the residual the correction is drawn from.")
+    gr.Markdown(
+        "One round at a time, with the settings on the left: what the drafter proposed, p (draft) and "
+        "q (target) for each proposed token and its likeliest alternatives, the verdict, and on a "
+        "rejection the residual the correction is drawn from."
+    )
     with gr.Row():
         start_btn = gr.Button("Start step-through", variant="primary", elem_id="step-start")
         next_btn = gr.Button("Next round", elem_id="step-next")
@@ -95,10 +115,30 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
 
     # each event is at most one round (or the load and warm-up): nothing runs between rounds without a click
     inputs = controls.as_inputs() + [state]
-    starting = start_btn.click(gpu(on_start), inputs=inputs, outputs=outputs, api_name="step_start",
-                               concurrency_id=DECODING, validator=jobs.admission(inputs, shown_on=controls.prompt))
-    stepping = next_btn.click(gpu(on_next), inputs=state, outputs=outputs, api_name="step_next",
-                              concurrency_id=DECODING, validator=jobs.admission([state], shown_on=state))
+    starting = start_btn.click(
+        gpu(on_start),
+        inputs=inputs,
+        outputs=outputs,
+        api_name="step_start",
+        concurrency_id=DECODING,
+        validator=jobs.admission(inputs, shown_on=controls.prompt),
+    )
+    stepping = next_btn.click(
+        gpu(on_next),
+        inputs=state,
+        outputs=outputs,
+        api_name="step_next",
+        concurrency_id=DECODING,
+        validator=jobs.admission([state], shown_on=state),
+    )
     # Stop: a waiting start or round never runs, a loading start ends at its next report, and the run is dropped
-    jobs.wire_stop(stop_btn, "step", [starting, stepping], state, status, len(outputs), api_name="step_stop",
-                   then=lambda session: setattr(session, "step", None))
+    jobs.wire_stop(
+        stop_btn,
+        "step",
+        [starting, stepping],
+        state,
+        status,
+        len(outputs),
+        api_name="step_stop",
+        then=lambda session: setattr(session, "step", None),
+    )

@@ -1,5 +1,6 @@
 """The Sweep tab: a k x temperature grid with the shared pair, drafter and settings (bench.run_grid),
 as three heatmaps (measured speedup, alpha, Leviathan's speedup for each cell's alpha and c) and a table."""
+
 from __future__ import annotations
 
 import math
@@ -16,16 +17,43 @@ from playground.runner import Runner
 from playground.config import KPolicy, K_MAX, K_MIN
 from playground.inputs import parse_list
 from playground.ui import jobs
-from playground.ui.common import (DECODING, Controls, checked_by_us, error_status, gpu, gradio_progress, read_spec,
-                                  status_html)
+from playground.ui.common import (
+    DECODING,
+    Controls,
+    checked_by_us,
+    error_status,
+    gpu,
+    gradio_progress,
+    read_spec,
+    status_html,
+)
 from playground.ui.state import SessionState
 from playground.views.grid import BASELINE, sweep_figures
 
 THIS_PROMPT, BUILT_IN = "this prompt", "the built-in set (6 categories)"
 # the table shown; the CSV has every column of bench.grid_frame
-TABLE_COLUMNS = ["pair", "category", "engine", "method", "k", "temperature", "target_precision", "draft_precision",
-                 "tokens", "tokens_per_s", "speedup", "alpha", "mean_accepted", "mean_acceptance_length", "c", "v",
-                 "theory_speedup", "calibrated_speedup", "greedy_equal", "near_tie"]
+TABLE_COLUMNS = [
+    "pair",
+    "category",
+    "engine",
+    "method",
+    "k",
+    "temperature",
+    "target_precision",
+    "draft_precision",
+    "tokens",
+    "tokens_per_s",
+    "speedup",
+    "alpha",
+    "mean_accepted",
+    "mean_acceptance_length",
+    "c",
+    "v",
+    "theory_speedup",
+    "calibrated_speedup",
+    "greedy_equal",
+    "near_tie",
+]
 
 
 def shown(grid: pd.DataFrame) -> pd.DataFrame:
@@ -40,8 +68,15 @@ def grid_download(grid: pd.DataFrame, state: SessionState, name: str) -> Any:
     return gr.update(value=path, interactive=True)
 
 
-def run_sweep(runner: Runner, state: SessionState, controls: Controls, ks_text: str, temps_text: str, prompt_set: str,
-              progress: Progress = quiet) -> tuple:
+def run_sweep(
+    runner: Runner,
+    state: SessionState,
+    controls: Controls,
+    ks_text: str,
+    temps_text: str,
+    prompt_set: str,
+    progress: Progress = quiet,
+) -> tuple:
     """(status, speedup heatmap, alpha heatmap, theory heatmap, table, CSV download) of a k x temperature grid
     on this prompt or the built-in set; at most bench.MAX_CELLS runs, counted before anything runs.
     The runner may be a jobs.Watched one: the sweep then ends at the next round once nobody listens."""
@@ -53,32 +88,52 @@ def run_sweep(runner: Runner, state: SessionState, controls: Controls, ks_text: 
             raise PlaygroundError(f"Unknown prompt set {quoted(prompt_set)}; choose {THIS_PROMPT!r} or {BUILT_IN!r}.")
         builtin = prompt_set == BUILT_IN
         # the grid's first cell, to check every shared setting once (the prompt box is not used with the built-in set)
-        first = controls.but(k=ks[0], policy=KPolicy.FIXED.label, temperature=temps[0],
-                             prompt=next(iter(bench.PROMPTS.values())) if builtin else controls.prompt)
+        first = controls.but(
+            k=ks[0],
+            policy=KPolicy.FIXED.label,
+            temperature=temps[0],
+            prompt=next(iter(bench.PROMPTS.values())) if builtin else controls.prompt,
+        )
         spec = read_spec(first)
         prompts = dict(bench.PROMPTS) if builtin else {THIS_PROMPT: spec.prompt}
         tree = spec.decode.tree  # a token tree on the left: one more column, next to the k values
-        decodes = bench.decode_grid([(k, KPolicy.FIXED) for k in ks], temps, spec.decode.max_new_tokens,
-                                    spec.decode.seed, top_p=spec.decode.top_p, trees=[tree] if tree else [])
-        grid = bench.grid_frame(bench.run_grid(runner, [spec.pair], prompts, decodes, [spec.drafter],
-                                                   max_cells=bench.MAX_CELLS, progress=progress))
+        decodes = bench.decode_grid(
+            [(k, KPolicy.FIXED) for k in ks],
+            temps,
+            spec.decode.max_new_tokens,
+            spec.decode.seed,
+            top_p=spec.decode.top_p,
+            trees=[tree] if tree else [],
+        )
+        grid = bench.grid_frame(
+            bench.run_grid(
+                runner, [spec.pair], prompts, decodes, [spec.drafter], max_cells=bench.MAX_CELLS, progress=progress
+            )
+        )
     except Exception as exc:
         return fail(exc)
     cells = int(((grid["engine"] == "ours") & (grid["method"] != BASELINE)).sum())
-    return (status_html(f"Sweep done: {cells} runs, {len(prompts)} prompt(s).", "ok"), *sweep_figures(grid),
-            shown(grid), grid_download(grid, state, "sweep.csv"))
+    return (
+        status_html(f"Sweep done: {cells} runs, {len(prompts)} prompt(s).", "ok"),
+        *sweep_figures(grid),
+        shown(grid),
+        grid_download(grid, state, "sweep.csv"),
+    )
 
 
 def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     """The tab's widgets and events (inside a gr.Tab)."""
-    gr.Markdown("A grid of k × temperature with the pair, drafter and settings on the left: measured speedup over "
-                "the target alone and α, beside Leviathan's speedup for each cell's measured α and c "
-                f"(at most {bench.MAX_CELLS} runs).")
+    gr.Markdown(
+        "A grid of k × temperature with the pair, drafter and settings on the left: measured speedup over "
+        "the target alone and α, beside Leviathan's speedup for each cell's measured α and c "
+        f"(at most {bench.MAX_CELLS} runs)."
+    )
     with gr.Row():
         ks = gr.Textbox("1 2 4 8", label="k values", elem_id="sweep-ks")
         temps = gr.Textbox("0 0.7 1.0", label="Temperatures", elem_id="sweep-temps")
-        prompt_set = checked_by_us(gr.Radio([THIS_PROMPT, BUILT_IN], value=THIS_PROMPT, label="Prompts",
-                                            elem_id="sweep-set"))
+        prompt_set = checked_by_us(
+            gr.Radio([THIS_PROMPT, BUILT_IN], value=THIS_PROMPT, label="Prompts", elem_id="sweep-set")
+        )
     with gr.Row():
         run_btn = gr.Button("Run sweep", variant="primary", elem_id="sweep-run")
         stop_btn = gr.Button("Stop", variant="stop", elem_id="sweep-stop")
@@ -94,12 +149,25 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     def on_sweep(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> tuple:
         *shared, ks_text, temps_text, which, session = values  # the order of `inputs` below
         listener = jobs.Listener(request, state=session, tab="sweep")  # Stop, or a client that left: the next round
-        return run_sweep(jobs.Watched(runner, listener), session, Controls(*shared), ks_text, temps_text, which,
-                         gradio_progress(progress, listener.check))
+        return run_sweep(
+            jobs.Watched(runner, listener),
+            session,
+            Controls(*shared),
+            ks_text,
+            temps_text,
+            which,
+            gradio_progress(progress, listener.check),
+        )
 
     inputs = controls.as_inputs() + [ks, temps, prompt_set, state]
     outputs = [status, speedup, alpha, theory, table, csv]
-    running = run_btn.click(gpu(on_sweep), inputs=inputs, outputs=outputs, api_name="sweep",
-                            validator=jobs.admission(inputs, shown_on=controls.prompt), concurrency_id=DECODING,
-                            show_progress_on=[status])  # the status shows "queue: n/m" while it waits
+    running = run_btn.click(
+        gpu(on_sweep),
+        inputs=inputs,
+        outputs=outputs,
+        api_name="sweep",
+        validator=jobs.admission(inputs, shown_on=controls.prompt),
+        concurrency_id=DECODING,
+        show_progress_on=[status],
+    )  # the status shows "queue: n/m" while it waits
     jobs.wire_stop(stop_btn, "sweep", running, state, status, len(outputs), api_name="sweep_stop")

@@ -1,6 +1,7 @@
 """The Theory tab: Leviathan et al.'s expected tokens per round and speedup for an alpha and a c,
 this machine's calibrated curve when the last run has the runner's cost profile, and that
 profile itself, V(n) / V(1)."""
+
 from __future__ import annotations
 
 import math
@@ -28,17 +29,24 @@ def theory_view(alpha: float, c: float, state: SessionState | None) -> tuple[Any
     profile = run.profile if run is not None else None
     measured = measured_point(run.summary()) if run is not None else None
     try:
-        alpha, c = parse_real(alpha, "α (acceptance rate)", 0, ALPHA_MAX), parse_real(c, "c (draft cost per token)", 0, 1)
+        alpha, c = (
+            parse_real(alpha, "α (acceptance rate)", 0, ALPHA_MAX),
+            parse_real(c, "c (draft cost per token)", 0, 1),
+        )
         fig = theory_figure(alpha, c, measured=measured, profile=profile)
     except Exception as exc:
         return gr.skip(), error_status(exc), gr.skip()
     best = theory.best_k(alpha, c)
-    line = (f"Best k for α = {alpha:.2f}, c = {c:.2f}: **{best}** with Leviathan's ideal (v = 1), expected speedup "
-            f"{theory.speedup(alpha, best, c):.2f}× ({theory.expected_tokens(alpha, best):.2f} tokens per round).")
+    line = (
+        f"Best k for α = {alpha:.2f}, c = {c:.2f}: **{best}** with Leviathan's ideal (v = 1), expected speedup "
+        f"{theory.speedup(alpha, best, c):.2f}× ({theory.expected_tokens(alpha, best):.2f} tokens per round)."
+    )
     if profile is not None:
         mine = theory.best_k_calibrated(alpha, c, profile)
-        line += (f" Calibrated to this machine (the last run's measured v(k)): best k **{mine}**, expected "
-                 f"{theory.calibrated_speedup(alpha, mine, c, profile):.2f}×.")
+        line += (
+            f" Calibrated to this machine (the last run's measured v(k)): best k **{mine}**, expected "
+            f"{theory.calibrated_speedup(alpha, mine, c, profile):.2f}×."
+        )
     if measured:
         line += f" Diamond: the last run (k ≈ {measured['k']}, {measured['tokens_per_round']:.2f} tokens per round)."
     return fig, line, profile_figure(dict(profile.verify_s) if profile is not None else {})
@@ -57,23 +65,32 @@ def theory_from_run(state: SessionState | None) -> tuple[Any, Any]:
 
 def build(state: gr.State) -> None:
     """The tab's widgets and events (inside a gr.Tab)."""
-    gr.Markdown("Leviathan et al.'s expected tokens per round (1 − α^(k+1)) / (1 − α) and speedup "
-                "(1 − α^(k+1)) / ((1 − α)(k c + v)) for an acceptance rate α and a draft cost c (one draft step / "
-                "one target step). Their ideal assumes v = 1 (checking k + 1 tokens costs one target step); after a "
-                "run, the dashed curve uses this machine's measured v(k) = V(k + 1) / V(1), drawn below. "
-                "The diamond is your last run.")
+    gr.Markdown(
+        "Leviathan et al.'s expected tokens per round (1 − α^(k+1)) / (1 − α) and speedup "
+        "(1 − α^(k+1)) / ((1 − α)(k c + v)) for an acceptance rate α and a draft cost c (one draft step / "
+        "one target step). Their ideal assumes v = 1 (checking k + 1 tokens costs one target step); after a "
+        "run, the dashed curve uses this machine's measured v(k) = V(k + 1) / V(1), drawn below. "
+        "The diamond is your last run."
+    )
     with gr.Row():
         # checked_by_us: an API value that is not a number in range gets theory_view's message naming α or c
-        alpha = checked_by_us(gr.Slider(0, ALPHA_MAX, value=0.7, step=0.01, label="α (acceptance rate)",
-                                        elem_id="theory-alpha"))
+        alpha = checked_by_us(
+            gr.Slider(0, ALPHA_MAX, value=0.7, step=0.01, label="α (acceptance rate)", elem_id="theory-alpha")
+        )
         c = checked_by_us(gr.Slider(0, 1, value=0.2, step=0.01, label="c (draft cost per token)", elem_id="theory-c"))
         from_run = gr.Button("Use the last run's α and c", elem_id="theory-from-run")
     line = gr.Markdown("", elem_id="theory-line")
     plot = gr.Plot(theory_figure(0.7, 0.2), show_label=False, elem_id="chart-theory")
     profile = gr.Plot(profile_figure({}), show_label=False, elem_id="chart-profile")
-    view = dict(fn=theory_view, inputs=[alpha, c, state], outputs=[plot, line, profile], concurrency_limit=None,
-                show_progress="hidden")
+    view = dict(
+        fn=theory_view,
+        inputs=[alpha, c, state],
+        outputs=[plot, line, profile],
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
     alpha.release(**view, api_name="theory")
     c.release(**view, api_visibility="undocumented")  # the same endpoint as "theory"
-    from_run.click(theory_from_run, inputs=state, outputs=[alpha, c], concurrency_limit=None,
-                   api_visibility="undocumented").then(**view, api_visibility="undocumented")
+    from_run.click(
+        theory_from_run, inputs=state, outputs=[alpha, c], concurrency_limit=None, api_visibility="undocumented"
+    ).then(**view, api_visibility="undocumented")

@@ -4,6 +4,7 @@ Every function accepts an empty frame (before the first round) and returns a fig
 a short note instead of data. Colours are Okabe-Ito, backgrounds transparent so the
 figures read in light and dark mode alike.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -18,9 +19,21 @@ GRID = "rgba(128,128,128,0.25)"
 
 def layout(fig: go.Figure, title: str, x: str, y: str, **extra) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, font=dict(size=14)), height=300, margin=dict(l=50, r=15, t=45, b=45),
-        paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font=dict(color="#888888", size=12),
-        legend=dict(orientation="h", traceorder="normal", yanchor="bottom", y=1.0, xanchor="right", x=1.0, bgcolor="rgba(0,0,0,0)"),
+        title=dict(text=title, font=dict(size=14)),
+        height=300,
+        margin=dict(l=50, r=15, t=45, b=45),
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        font=dict(color="#888888", size=12),
+        legend=dict(
+            orientation="h",
+            traceorder="normal",
+            yanchor="bottom",
+            y=1.0,
+            xanchor="right",
+            x=1.0,
+            bgcolor="rgba(0,0,0,0)",
+        ),
         **extra,
     )
     fig.update_xaxes(title_text=x, gridcolor=GRID, zerolinecolor=GRID)
@@ -43,11 +56,17 @@ def acceptance_chart(df: pd.DataFrame) -> go.Figure:
     rounds = _draft_rounds(df)
     if len(rounds):
         running = rounds["accepted"].cumsum() / rounds["k"].cumsum()
-        fig.add_bar(x=rounds["round"], y=rounds["acceptance"], name="this round", marker_color=GREEN,
-                    hovertemplate="round %{x}<br>accepted %{customdata[0]} of %{customdata[1]}<extra></extra>",
-                    customdata=rounds[["accepted", "k"]].to_numpy())
-        fig.add_scatter(x=rounds["round"], y=running, name="running average", mode="lines",
-                        line=dict(color=BLUE, width=2.5))
+        fig.add_bar(
+            x=rounds["round"],
+            y=rounds["acceptance"],
+            name="this round",
+            marker_color=GREEN,
+            hovertemplate="round %{x}<br>accepted %{customdata[0]} of %{customdata[1]}<extra></extra>",
+            customdata=rounds[["accepted", "k"]].to_numpy(),
+        )
+        fig.add_scatter(
+            x=rounds["round"], y=running, name="running average", mode="lines", line=dict(color=BLUE, width=2.5)
+        )
     else:
         note(fig, "No draft rounds yet")
     return layout(fig, "Acceptance rate per round", "round", "accepted / drafted", yaxis_range=[0, 1.05])
@@ -69,11 +88,22 @@ def accepted_histogram(df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     measured, expected = trace.accepted_histogram(list(df.itertuples())) if len(df) else ([], [])
     if measured:
-        fig.add_bar(x=list(range(len(measured))), y=measured, name="measured", marker_color=SKY,
-                    hovertemplate="%{y} rounds kept %{x} drafts<extra></extra>")
-        fig.add_scatter(x=list(range(len(expected))), y=expected, name="i.i.d. model (geometric)", mode="markers+lines",
-                        marker_color=ORANGE, line_dash="dot",
-                        hovertemplate="the i.i.d. model expects %{y:.1f} rounds to keep %{x}<extra></extra>")
+        fig.add_bar(
+            x=list(range(len(measured))),
+            y=measured,
+            name="measured",
+            marker_color=SKY,
+            hovertemplate="%{y} rounds kept %{x} drafts<extra></extra>",
+        )
+        fig.add_scatter(
+            x=list(range(len(expected))),
+            y=expected,
+            name="i.i.d. model (geometric)",
+            mode="markers+lines",
+            marker_color=ORANGE,
+            line_dash="dot",
+            hovertemplate="the i.i.d. model expects %{y:.1f} rounds to keep %{x}<extra></extra>",
+        )
     else:
         note(fig, "No draft rounds yet")
     fig = layout(fig, "Accepted tokens per round", "accepted draft tokens", "rounds", bargap=0.15)
@@ -85,8 +115,13 @@ def position_chart(df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     rates = trace.depth_acceptance(list(df.itertuples())) if len(df) else []
     if rates:
-        fig.add_bar(x=list(range(1, len(rates) + 1)), y=rates, name="acceptance", marker_color=GREEN,
-                    hovertemplate="position %{x}: %{y:.2f}<extra></extra>")
+        fig.add_bar(
+            x=list(range(1, len(rates) + 1)),
+            y=rates,
+            name="acceptance",
+            marker_color=GREEN,
+            hovertemplate="position %{x}: %{y:.2f}<extra></extra>",
+        )
     else:
         note(fig, "No draft rounds yet")
     fig = layout(fig, "Acceptance by draft position", "draft position", "kept / reached", yaxis_range=[0, 1.05])

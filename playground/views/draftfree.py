@@ -4,6 +4,7 @@ token came from, and what one round did (the Step-through tab and the Run tab's 
 Pure functions of round records (records.SuffixExtras, records.LookaheadExtras); every piece of model text goes
 through escape_text. A record of any other strategy gives "" or None everywhere here.
 """
+
 from __future__ import annotations
 
 import html
@@ -46,8 +47,10 @@ def origin(record: RoundRecord, i: int) -> tuple[str, str] | None:
     if isinstance(x, SuffixExtras):
         seen = x.count[i] if i < len(x.count) else 0
         estimate = x.prob[i] if i < len(x.prob) else None
-        return slug, (f"drafted from the {what}: its last {x.match} tokens matched; this continuation seen "
-                      f"{seen} time{'s' if seen != 1 else ''}, estimate {num(estimate)}")
+        return slug, (
+            f"drafted from the {what}: its last {x.match} tokens matched; this continuation seen "
+            f"{seen} time{'s' if seen != 1 else ''}, estimate {num(estimate)}"
+        )
     collected = x.collected[i] if i < len(x.collected) else -1
     when = f", collected in round {collected + 1}" if collected >= 0 else ""
     return slug, f"drafted from the {what}{when}"
@@ -58,8 +61,12 @@ def legend(records: Sequence[RoundRecord]) -> str:
     seen = list(dict.fromkeys(s for r in records for s in kept_sources(r)))
     if not seen:
         return ""
-    items = "".join(f'<span class="legend-item"><span class="tok tok-accepted" data-source="{SOURCES[s][0]}">tok</span> '
-                    f"{html.escape(SOURCES[s][1])}</span>" for s in seen if s in SOURCES)
+    items = "".join(
+        f'<span class="legend-item"><span class="tok tok-accepted" data-source="{SOURCES[s][0]}">tok</span> '
+        f"{html.escape(SOURCES[s][1])}</span>"
+        for s in seen
+        if s in SOURCES
+    )
     return f'<div class="tok-legend src-legend"><span class="legend-item">kept drafts by source:</span>{items}</div>'
 
 
@@ -83,51 +90,72 @@ def _node_rows(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context:
             j = parents[j]
         piece = escape_text(piece_text(tokenizer, context + path[::-1], token))
         kept = "kept" if i < record.accepted else "not kept"
-        rows.append(f"<tr><td>{'·' * len(path)} <code>{piece or '∅'}</code> <span class=\"tok-id\">#{int(token)}</span>"
-                    f"</td>{cells(i)}<td>{kept}</td></tr>")
+        rows.append(
+            f'<tr><td>{"·" * len(path)} <code>{piece or "∅"}</code> <span class="tok-id">#{int(token)}</span>'
+            f"</td>{cells(i)}<td>{kept}</td></tr>"
+        )
     return "".join(rows)
 
 
 def _suffix(record: RoundRecord, x: SuffixExtras, tokenizer: PreTrainedTokenizerBase, context: list[int]) -> str:
     if record.k == 0:
-        return ("<p>Suffix decoding: the last tokens occur nowhere earlier in the suffix tree (no match), so there was "
-                "no draft: one plain target step.</p>")
+        return (
+            "<p>Suffix decoding: the last tokens occur nowhere earlier in the suffix tree (no match), so there was "
+            "no draft: one plain target step.</p>"
+        )
     shape = "a token tree" if record.is_tree else "a chain"
     where = SOURCES.get(x.store, ("", x.store))[1]
-    head = (f"<p>Suffix decoding: the sequence's last <b>{x.match}</b> tokens were found in the {html.escape(where)}. "
-            f"Of the continuations seen after them it proposed {shape} of {record.k} token{'s' if record.k != 1 else ''}, "
-            f"the most frequent first: each token's estimate is the product of count(child) / count(parent) along its "
-            f"path, and drafting stops under the minimum probability, at floor(factor × match) tokens, or at k. "
-            f"Expected accepted tokens (the sum of the estimates): <b>{fmt(x.score, 2)}</b>. p is one-hot (a "
-            f"deterministic draft), so the target keeps a token with probability q: lossless.</p>")
-    table = ('<table class="alts"><tr><th>draft token</th><th>seen</th><th>estimate</th><th>verdict</th></tr>'
-             + _node_rows(record, tokenizer, context, lambda i: f"<td>{x.count[i]}</td><td>{num(x.prob[i])}</td>")
-             + "</table>")
+    head = (
+        f"<p>Suffix decoding: the sequence's last <b>{x.match}</b> tokens were found in the {html.escape(where)}. "
+        f"Of the continuations seen after them it proposed {shape} of {record.k} token{'s' if record.k != 1 else ''}, "
+        f"the most frequent first: each token's estimate is the product of count(child) / count(parent) along its "
+        f"path, and drafting stops under the minimum probability, at floor(factor × match) tokens, or at k. "
+        f"Expected accepted tokens (the sum of the estimates): <b>{fmt(x.score, 2)}</b>. p is one-hot (a "
+        f"deterministic draft), so the target keeps a token with probability q: lossless.</p>"
+    )
+    table = (
+        '<table class="alts"><tr><th>draft token</th><th>seen</th><th>estimate</th><th>verdict</th></tr>'
+        + _node_rows(record, tokenizer, context, lambda i: f"<td>{x.count[i]}</td><td>{num(x.prob[i])}</td>")
+        + "</table>"
+    )
     return head + table
 
 
 def _lookahead(record: RoundRecord, x: LookaheadExtras, tokenizer: PreTrainedTokenizerBase, context: list[int]) -> str:
     levels = len(x.window)
-    window = "".join(f"<tr><th>level {level}</th><td>{_text(tokenizer, context, row)}</td></tr>"
-                     for level, row in enumerate(x.window))
-    head = (f"<p>Lookahead decoding, one target pass of {x.width} tokens beyond the sequence: the Jacobi window "
-            f"({levels} level{'s' if levels != 1 else ''}, each one iteration newer than the one below) and the "
-            f"verification branch. The window's new guesses are the target's own argmaxes; each column's trajectory "
-            f"is an n-gram: this round added or refreshed <b>{x.ngrams}</b> n-gram{'s' if x.ngrams != 1 else ''}, "
-            f"and the pool holds <b>{x.pool}</b>.</p>"
-            f'<table class="alts lookahead-window"><tr><th colspan="2">the window this round (guessed text, '
-            f"column by column)</th></tr>{window}</table>")
+    window = "".join(
+        f"<tr><th>level {level}</th><td>{_text(tokenizer, context, row)}</td></tr>"
+        for level, row in enumerate(x.window)
+    )
+    head = (
+        f"<p>Lookahead decoding, one target pass of {x.width} tokens beyond the sequence: the Jacobi window "
+        f"({levels} level{'s' if levels != 1 else ''}, each one iteration newer than the one below) and the "
+        f"verification branch. The window's new guesses are the target's own argmaxes; each column's trajectory "
+        f"is an n-gram: this round added or refreshed <b>{x.ngrams}</b> n-gram{'s' if x.ngrams != 1 else ''}, "
+        f"and the pool holds <b>{x.pool}</b>.</p>"
+        f'<table class="alts lookahead-window"><tr><th colspan="2">the window this round (guessed text, '
+        f"column by column)</th></tr>{window}</table>"
+    )
     if record.k == 0:
-        return head + ("<p>The pool held no n-gram starting with the last token: nothing to verify, the pass added "
-                       "one token (the target's own).</p>")
-    verify = (f"<p>Verification: the pool's n-grams that start with the last token, merged into a tree of {record.k} "
-              f"node{'s' if record.k != 1 else ''}; the target kept <b>{record.accepted}</b>. Greedy keeps the longest "
-              f"path of the target's argmaxes; sampling tries a node's candidates in turn, each kept with its "
-              f"probability under what is left of q (one-hot drafts: lossless).</p>")
-    source = lambda i: (f"<td>{html.escape(SOURCES.get(x.source[i], ('', x.source[i]))[1])}"
-                        f"{f' (round {x.collected[i] + 1})' if x.collected[i] >= 0 else ''}</td>")
-    table = ('<table class="alts"><tr><th>candidate token</th><th>from</th><th>verdict</th></tr>'
-             + _node_rows(record, tokenizer, context, source) + "</table>")
+        return head + (
+            "<p>The pool held no n-gram starting with the last token: nothing to verify, the pass added "
+            "one token (the target's own).</p>"
+        )
+    verify = (
+        f"<p>Verification: the pool's n-grams that start with the last token, merged into a tree of {record.k} "
+        f"node{'s' if record.k != 1 else ''}; the target kept <b>{record.accepted}</b>. Greedy keeps the longest "
+        f"path of the target's argmaxes; sampling tries a node's candidates in turn, each kept with its "
+        f"probability under what is left of q (one-hot drafts: lossless).</p>"
+    )
+    source = lambda i: (
+        f"<td>{html.escape(SOURCES.get(x.source[i], ('', x.source[i]))[1])}"
+        f"{f' (round {x.collected[i] + 1})' if x.collected[i] >= 0 else ''}</td>"
+    )
+    table = (
+        '<table class="alts"><tr><th>candidate token</th><th>from</th><th>verdict</th></tr>'
+        + _node_rows(record, tokenizer, context, source)
+        + "</table>"
+    )
     return head + verify + table
 
 

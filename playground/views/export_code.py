@@ -5,6 +5,7 @@ Input is the run's RunSpec, already validated (playground.spec), so nothing is r
 Every user-controlled string (model ids, the prompt) goes into the code through repr(), so quotes
 or newlines in it stay inside a string literal; every number is an int or a float of the spec.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,10 @@ def hub_id(model: str) -> str:
 def _layer(spec: RunSpec, exit_layer: int | None) -> int:
     layer = spec.drafter.exit_layer or exit_layer
     if layer is None:
-        raise PlaygroundError("Exporting early exit needs the exit layer: pass the resolved layer "
-                              "(a quarter of the target's layers by default).")
+        raise PlaygroundError(
+            "Exporting early exit needs the exit layer: pass the resolved layer "
+            "(a quarter of the target's layers by default)."
+        )
     return int(layer)
 
 
@@ -57,7 +60,9 @@ def _draft_lines(spec: RunSpec, draft_id: str, schedule: str) -> list[str]:
     else:
         if precision is not None:
             lines.append(f"# The run drafted in {precision.value}.")
-        lines.append(f"assistant = AutoModelForCausalLM.from_pretrained({draft_id!r}, dtype={_dtype(precision)}).to(device)")
+        lines.append(
+            f"assistant = AutoModelForCausalLM.from_pretrained({draft_id!r}, dtype={_dtype(precision)}).to(device)"
+        )
     lines += [
         f"assistant.generation_config.num_assistant_tokens = {spec.decode.k}",
         f"assistant.generation_config.num_assistant_tokens_schedule = {schedule!r}",
@@ -73,8 +78,16 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     run's drafter is early exit and spec.drafter.exit_layer is None (the default layer)."""
     strategy = decoding.strategy(spec.drafter.kind)
     drafting, speculative = HF_TEMPLATES[strategy.hf_export](spec, exit_layer)
-    return "\n".join(_hf_setup(spec, strategy) + _hf_notes(spec, strategy) + drafting + _hf_prompt(spec)
-                     + _hf_generate(spec, speculative)) + "\n"
+    return (
+        "\n".join(
+            _hf_setup(spec, strategy)
+            + _hf_notes(spec, strategy)
+            + drafting
+            + _hf_prompt(spec)
+            + _hf_generate(spec, speculative)
+        )
+        + "\n"
+    )
 
 
 def _schedule(spec: RunSpec) -> str:
@@ -92,8 +105,9 @@ def _hf_setup(spec: RunSpec, strategy: decoding.Strategy) -> list[str]:
     return lines + [
         "from transformers import AutoModelForCausalLM, AutoTokenizer",
         "",
-        'device = "cpu"  # int8 drafts run on the CPU; the target is there with it' if int8 else
-        'device = "cuda" if torch.cuda.is_available() else "cpu"',
+        'device = "cpu"  # int8 drafts run on the CPU; the target is there with it'
+        if int8
+        else 'device = "cuda" if torch.cuda.is_available() else "cpu"',
         f"tok = AutoTokenizer.from_pretrained({target_id!r})",
         f"model = AutoModelForCausalLM.from_pretrained({target_id!r}, dtype={_dtype(spec.pair.target_precision)}).to(device)",
     ]
@@ -103,11 +117,15 @@ def _hf_notes(spec: RunSpec, strategy: decoding.Strategy) -> list[str]:
     """What of the run the snippet cannot reproduce, as comments."""
     decode, notes = spec.decode, []
     if decode.policy is KPolicy.THEORY and strategy.model:  # a model drafts: the snippet has a schedule
-        notes.append("# The playground's 'adaptive (theory)' k has no transformers equivalent: "
-                     "the heuristic schedule is the nearest.")
+        notes.append(
+            "# The playground's 'adaptive (theory)' k has no transformers equivalent: "
+            "the heuristic schedule is the nearest."
+        )
     if decode.tree is not None:
-        notes.append(f"# The playground drafted a token tree ({decode.tree.label}); transformers has no token trees: "
-                     f"its assisted generation drafts a chain (here of k = {decode.k}).")
+        notes.append(
+            f"# The playground drafted a token tree ({decode.tree.label}); transformers has no token trees: "
+            f"its assisted generation drafts a chain (here of k = {decode.k})."
+        )
     if strategy.export_note:
         notes.append("# " + strategy.export_note.format(tool="transformers"))
     return notes
@@ -139,8 +157,10 @@ def _hf_early_exit(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], st
 
 def _hf_suffix(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
     """transformers has no suffix decoding: prompt lookup, its nearest (n-grams of the prompt and the output)."""
-    lines = ["# transformers has no suffix decoding (vLLM has: the vLLM snippet). Its nearest is prompt lookup:",
-             "# n-grams of the prompt and the output, the first match, no frequencies, a fixed draft length."]
+    lines = [
+        "# transformers has no suffix decoding (vLLM has: the vLLM snippet). Its nearest is prompt lookup:",
+        "# n-grams of the prompt and the output, the first match, no frequencies, a fixed draft length.",
+    ]
     return lines, f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size=3, "
 
 
@@ -163,8 +183,13 @@ def _hf_lookahead(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str
 
 # Strategy.hf_export -> (the lines that set up the drafting, the generate arguments that turn it on)
 HF_TEMPLATES: dict[str, Callable[[RunSpec, int | None], tuple[list[str], str]]] = {
-    "assistant": _hf_assistant, "universal": _hf_universal, "prompt lookup": _hf_prompt_lookup,
-    "early exit": _hf_early_exit, "suffix": _hf_suffix, "lookahead": _hf_lookahead, "": lambda spec, layer: ([], ""),
+    "assistant": _hf_assistant,
+    "universal": _hf_universal,
+    "prompt lookup": _hf_prompt_lookup,
+    "early exit": _hf_early_exit,
+    "suffix": _hf_suffix,
+    "lookahead": _hf_lookahead,
+    "": lambda spec, layer: ([], ""),
 }
 
 
@@ -189,7 +214,8 @@ def _hf_generate(spec: RunSpec, speculative: str) -> list[str]:
         sampling = f"do_sample=True, temperature={decode.temperature!r}, top_p={decode.top_p!r}, top_k={decode.top_k}"
     return [
         "# repetition_penalty=1.0 (off) as in the playground: some models' generation_config sets one"
-        + ("; top_k=0 is off, as in the playground" if decode.temperature and not decode.top_k else "") + ".",
+        + ("; top_k=0 is off, as in the playground" if decode.temperature and not decode.top_k else "")
+        + ".",
         f"out = model.generate(**inputs, {speculative}max_new_tokens={decode.max_new_tokens}, {sampling}, "
         "repetition_penalty=1.0)",
         'print(tok.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
@@ -204,26 +230,41 @@ def vllm_config(spec: RunSpec) -> dict | None:
     if template == "draft model":  # staged: the draft model alone (a comment says so)
         return {"model": hub_id(spec.pair.draft), "num_speculative_tokens": k}
     if template == "ngram":
-        return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": spec.drafter.max_ngram,
-                "prompt_lookup_min": 1}
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": k,
+            "prompt_lookup_max": spec.drafter.max_ngram,
+            "prompt_lookup_min": 1,
+        }
     if template == "suffix":  # vLLM >= 0.11 through Snowflake's Arctic Inference (pip install arctic-inference)
         d = spec.drafter
-        return {"method": "suffix", "num_speculative_tokens": k, "suffix_decoding_max_tree_depth": d.suffix_depth,
-                "suffix_decoding_max_spec_factor": d.suffix_factor, "suffix_decoding_min_token_prob": d.suffix_min_prob,
-                "suffix_decoding_max_cached_requests": 10000 if d.suffix_memory else 0}
+        return {
+            "method": "suffix",
+            "num_speculative_tokens": k,
+            "suffix_decoding_max_tree_depth": d.suffix_depth,
+            "suffix_decoding_max_spec_factor": d.suffix_factor,
+            "suffix_decoding_min_token_prob": d.suffix_min_prob,
+            "suffix_decoding_max_cached_requests": 10000 if d.suffix_memory else 0,
+        }
     return None
 
 
 # Strategy.vllm_export for a strategy vLLM has no equivalent of -> the snippet, comments only
 VLLM_NONE = {
-    "no early exit": ("# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
-                      "# Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit.\n"),
-    "no own tokenizer": ("# This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
-                         "# vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
-                         "# or use HF's universal assisted decoding (the transformers snippet).\n"),
-    "no lookahead": ("# vLLM has no lookahead decoding. Its reference implementation runs on transformers (the\n"
-                     "# transformers snippet: hao-ai-lab/LookaheadDecoding, `lade`); TensorRT-LLM has it too\n"
-                     "# (LookaheadDecodingConfig(max_window_size=W, max_ngram_size=N, max_verification_set_size=G)).\n"),
+    "no early exit": (
+        "# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
+        "# Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit.\n"
+    ),
+    "no own tokenizer": (
+        "# This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
+        "# vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
+        "# or use HF's universal assisted decoding (the transformers snippet).\n"
+    ),
+    "no lookahead": (
+        "# vLLM has no lookahead decoding. Its reference implementation runs on transformers (the\n"
+        "# transformers snippet: hao-ai-lab/LookaheadDecoding, `lade`); TensorRT-LLM has it too\n"
+        "# (LookaheadDecodingConfig(max_window_size=W, max_ngram_size=N, max_verification_set_size=G)).\n"
+    ),
 }
 
 
@@ -238,29 +279,38 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     if decode.top_k:
         params += f", top_k={decode.top_k}"
     if spec.chat:  # as the playground: the chat template when the tokenizer has one, else the raw prompt
-        ask = ["    if llm.get_tokenizer().chat_template:",
-               '        out = llm.chat([{"role": "user", "content": prompt}], params)',
-               "    else:",
-               "        out = llm.generate([prompt], params)"]
+        ask = [
+            "    if llm.get_tokenizer().chat_template:",
+            '        out = llm.chat([{"role": "user", "content": prompt}], params)',
+            "    else:",
+            "        out = llm.generate([prompt], params)",
+        ]
     else:
         ask = ["    out = llm.generate([prompt], params)"]
     notes = []
     if decode.tree is not None:
-        notes.append(f"# The playground drafted a token tree ({decode.tree.label}); vLLM "
-                     f"drafts a chain here (of k = {k}).")
+        notes.append(
+            f"# The playground drafted a token tree ({decode.tree.label}); vLLM drafts a chain here (of k = {k})."
+        )
     if strategy.export_note:
         notes.append("# " + strategy.export_note.format(tool="vLLM"))
-    return "\n".join(notes + [
-        "from vllm import LLM, SamplingParams",
-        "",
-        f"params = SamplingParams({params})",
-        f"prompt = {spec.prompt!r}",
-        "",
-        'if __name__ == "__main__":  # vLLM starts worker processes: create the engine in the main one only',
-        f"    llm = LLM({_llm_arguments(spec)})",
-        *ask,
-        "    print(out[0].outputs[0].text)",
-    ]) + "\n"
+    return (
+        "\n".join(
+            notes
+            + [
+                "from vllm import LLM, SamplingParams",
+                "",
+                f"params = SamplingParams({params})",
+                f"prompt = {spec.prompt!r}",
+                "",
+                'if __name__ == "__main__":  # vLLM starts worker processes: create the engine in the main one only',
+                f"    llm = LLM({_llm_arguments(spec)})",
+                *ask,
+                "    print(out[0].outputs[0].text)",
+            ]
+        )
+        + "\n"
+    )
 
 
 def _llm_arguments(spec: RunSpec) -> str:
@@ -302,6 +352,8 @@ def vllm_serve_command(spec: RunSpec, tensor_parallel: int = 4, pipeline_paralle
         f"# Then point the playground's Compare pairs tab at http://HOST:{port} (vLLM engine row: a vLLM server).",
     ]
     if config is not None:
-        lines.append("# For its speedup, also serve the target alone (the same command without --speculative-config) on "
-                     "another port.")
+        lines.append(
+            "# For its speedup, also serve the target alone (the same command without --speculative-config) on "
+            "another port."
+        )
     return "\n".join(lines) + "\n"

@@ -5,6 +5,7 @@ The grid is a DataFrame with one row per run (playground.bench.grid builds it): 
 policy name), "temperature", "tokens_per_s", "speedup", "alpha", "mean_accepted",
 "theory_speedup". Pure functions: DataFrame in, plotly figures out.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,12 @@ from playground.config import DrafterKind
 from playground.views import charts
 
 BASELINE = DrafterKind.TARGET_ALONE.value
-COMPARED = (("tokens_per_s", "tokens/s"), ("alpha", "α"), ("mean_accepted", "mean accepted / round"),
-            ("speedup", "speedup"))
+COMPARED = (
+    ("tokens_per_s", "tokens/s"),
+    ("alpha", "α"),
+    ("mean_accepted", "mean accepted / round"),
+    ("speedup", "speedup"),
+)
 
 
 def _k_order(k: object) -> tuple:
@@ -31,9 +36,18 @@ def _heatmap(grid: pd.DataFrame, value: str, title: str, scale: str, zmid: float
     """One value over temperature (rows) x k (columns), the mean over the grid's other axes."""
     table = grid.pivot_table(index="temperature", columns="k", values=value, aggfunc="mean")
     table = table[sorted(table.columns, key=_k_order)]
-    fig = go.Figure(go.Heatmap(z=table.values, x=[str(k) for k in table.columns], y=[f"{t:g}" for t in table.index],
-                               colorscale=scale, zmid=zmid, text=[[f"{v:.2f}" for v in row] for row in table.values],
-                               texttemplate="%{text}", hovertemplate="k=%{x}, T=%{y}: %{z:.3f}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=table.values,
+            x=[str(k) for k in table.columns],
+            y=[f"{t:g}" for t in table.index],
+            colorscale=scale,
+            zmid=zmid,
+            text=[[f"{v:.2f}" for v in row] for row in table.values],
+            texttemplate="%{text}",
+            hovertemplate="k=%{x}, T=%{y}: %{z:.3f}<extra></extra>",
+        )
+    )
     return charts.layout(fig, title, "k", "temperature")
 
 
@@ -44,9 +58,11 @@ def sweep_figures(grid: pd.DataFrame) -> tuple[go.Figure, go.Figure, go.Figure]:
     if ours.empty:
         empty = charts.note(charts.layout(go.Figure(), "Sweep", "k", "temperature"), "Run a sweep to see the grid")
         return empty, go.Figure(empty), go.Figure(empty)
-    return (_heatmap(ours, "speedup", "Measured speedup over the target alone", "RdBu", 1.0),
-            _heatmap(ours, "alpha", "Acceptance rate α", "Viridis"),
-            _heatmap(ours, "theory_speedup", "Theory: speedup for the measured α and c", "RdBu", 1.0))
+    return (
+        _heatmap(ours, "speedup", "Measured speedup over the target alone", "RdBu", 1.0),
+        _heatmap(ours, "alpha", "Acceptance rate α", "Viridis"),
+        _heatmap(ours, "theory_speedup", "Theory: speedup for the measured α and c", "RdBu", 1.0),
+    )
 
 
 def short_pair(name: str) -> str:
@@ -71,8 +87,13 @@ def compare_figure(grid: pd.DataFrame) -> go.Figure:
     vLLM's rows (method "vLLM ...") sit beside ours, their speedup over vLLM's own target alone."""
     ours = _speculative(grid)
     compared = list(COMPARED) + ([("c", "draft cost c (target steps)")] if "c" in grid.columns else [])
-    fig = make_subplots(rows=1, cols=len(compared), subplot_titles=[title for _, title in compared],
-                        shared_yaxes=True, horizontal_spacing=0.02)
+    fig = make_subplots(
+        rows=1,
+        cols=len(compared),
+        subplot_titles=[title for _, title in compared],
+        shared_yaxes=True,
+        horizontal_spacing=0.02,
+    )
     if ours.empty:
         return charts.note(charts.layout(fig, "Pair comparison", "", ""), "Run a comparison to see the bars")
     columns = [value for value, _ in compared]
@@ -84,16 +105,32 @@ def compare_figure(grid: pd.DataFrame) -> go.Figure:
     palette = [charts.BLUE, charts.GREEN, charts.ORANGE, charts.VERMILLION, charts.SKY, charts.PURPLE, charts.GREY]
     for j, (method, rows) in enumerate(means.groupby("method", sort=False)):
         for col, value in enumerate(columns, start=1):
-            fig.add_trace(go.Bar(y=[labels[p] for p in rows["pair"]], x=rows[value], name=method, legendgroup=method,
-                                 orientation="h", showlegend=col == 1, marker_color=palette[j % len(palette)],
-                                 customdata=rows["pair"], text=[f"{x:.2f}" for x in rows[value]], textposition="auto",
-                                 hovertemplate=f"%{{customdata}}<br>{method}: %{{x:.3f}}<extra></extra>"), 1, col)
+            fig.add_trace(
+                go.Bar(
+                    y=[labels[p] for p in rows["pair"]],
+                    x=rows[value],
+                    name=method,
+                    legendgroup=method,
+                    orientation="h",
+                    showlegend=col == 1,
+                    marker_color=palette[j % len(palette)],
+                    customdata=rows["pair"],
+                    text=[f"{x:.2f}" for x in rows[value]],
+                    textposition="auto",
+                    hovertemplate=f"%{{customdata}}<br>{method}: %{{x:.3f}}<extra></extra>",
+                ),
+                1,
+                col,
+            )
     if "speedup" in columns:  # the target alone's speed: bars that end left of it lose
         fig.add_vline(x=1.0, line_dash="dot", line_color=charts.GREY, col=columns.index("speedup") + 1, row=1)
     charts.layout(fig, "Pairs and drafters on the same prompt and settings", "", "")
-    fig.update_layout(height=140 + 28 * len(pairs) * means["method"].nunique(), barmode="group",
-                      margin=dict(l=10, r=10, t=80, b=40),
-                      legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0.0))
+    fig.update_layout(
+        height=140 + 28 * len(pairs) * means["method"].nunique(),
+        barmode="group",
+        margin=dict(l=10, r=10, t=80, b=40),
+        legend=dict(orientation="h", yanchor="top", y=-0.04, xanchor="left", x=0.0),
+    )
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_annotations(font_size=12)
     return fig
@@ -103,8 +140,7 @@ def positions_figure(positions: pd.DataFrame) -> go.Figure:
     """Acceptance by draft position (accepted at position i / drafts, vLLM's definition; bench.vllm_peer.
     vllm_report.positions_frame), one line per (pair, method, k): ours and vLLM's in the same chart."""
     fig = go.Figure()
-    charts.layout(fig, "Acceptance by draft position (accepted at position i / drafts)", "draft position",
-                  "acceptance")
+    charts.layout(fig, "Acceptance by draft position (accepted at position i / drafts)", "draft position", "acceptance")
     if positions.empty:
         return charts.note(fig, "Run a comparison to see acceptance by position")
     pairs = positions["pair"].nunique() > 1
@@ -113,9 +149,16 @@ def positions_figure(positions: pd.DataFrame) -> go.Figure:
         rows = rows.groupby("position", as_index=False)["acceptance"].mean()  # over temperatures
         name = f"{method}{f' k={k}' if k else ''}" + (f" · {short_pair(pair)}" if pairs else "")
         vllm = str(method).startswith("vLLM")
-        fig.add_trace(go.Scatter(x=rows["position"], y=rows["acceptance"], name=name, mode="lines+markers",
-                                 line=dict(color=palette[j % len(palette)], dash="dash" if vllm else "solid"),
-                                 hovertemplate=f"{name}<br>position %{{x}}: %{{y:.3f}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=rows["position"],
+                y=rows["acceptance"],
+                name=name,
+                mode="lines+markers",
+                line=dict(color=palette[j % len(palette)], dash="dash" if vllm else "solid"),
+                hovertemplate=f"{name}<br>position %{{x}}: %{{y:.3f}}<extra></extra>",
+            )
+        )
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(range=[0, 1.05])
     return fig

@@ -11,6 +11,7 @@ JSON in an HTML-escaped data attribute; PLAYER_JS (run by the page, e.g. gr.HTML
 replays it at 1x or faster, writing text with textContent only, so nothing a user or the model
 typed can become markup.
 """
+
 from __future__ import annotations
 
 import html
@@ -70,8 +71,12 @@ def timeline(rounds: Sequence[RoundRecord], token_pieces: Sequence[str]) -> list
 
 def lane(label: str, rounds: Sequence[RoundRecord], tokenizer: PreTrainedTokenizerBase) -> Lane:
     ends = round_ends(rounds)
-    return Lane(label, timeline(rounds, pieces(rounds, tokenizer)), ends[-1] if ends else 0.0,
-                trace.summarize(list(rounds))["tokens_per_s"])
+    return Lane(
+        label,
+        timeline(rounds, pieces(rounds, tokenizer)),
+        ends[-1] if ends else 0.0,
+        trace.summarize(list(rounds))["tokens_per_s"],
+    )
 
 
 def seconds(s: float) -> str:
@@ -85,21 +90,30 @@ def rate(tokens_per_s: float) -> str:
 
 def data_json(lanes: Sequence[Lane]) -> str:
     """The timeline as JSON with <, > and & escaped (\\u003c ...), for the data attribute."""
-    doc = {"lanes": [{"t": [t for t, _ in ln.events], "text": [p for _, p in ln.events], "finish": ln.finish_s}
-                     for ln in lanes]}
-    return (json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
-            .replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
+    doc = {
+        "lanes": [
+            {"t": [t for t, _ in ln.events], "text": [p for _, p in ln.events], "finish": ln.finish_s} for ln in lanes
+        ]
+    }
+    return (
+        json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
+        .replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+    )
 
 
 def _lane_html(ln: Lane, index: int, first: bool, prompt_html: str) -> str:
     done = f"finished in {seconds(ln.finish_s)}" + (" · first" if first else "")
-    return (f'<div class="race-lane race-lane-{index}" data-lane="{index}">'
-            f'<div class="race-lane-head"><span class="race-label">{html.escape(ln.label)}</span>'
-            f'<span class="race-figures"><span class="race-time" title="this side\'s clock">{seconds(ln.finish_s)}</span>'
-            f' · <span class="race-rate" title="tokens shown / this side\'s clock">{rate(ln.tokens_per_s)}</span>'
-            f'</span><span class="race-done">{done}</span></div>'
-            f'<div class="race-bar" aria-hidden="true"><div class="race-fill" style="width:100%"></div></div>'
-            f'<div class="race-box">{prompt_html}<span class="race-text">{html.escape(ln.text)}</span></div></div>')
+    return (
+        f'<div class="race-lane race-lane-{index}" data-lane="{index}">'
+        f'<div class="race-lane-head"><span class="race-label">{html.escape(ln.label)}</span>'
+        f'<span class="race-figures"><span class="race-time" title="this side\'s clock">{seconds(ln.finish_s)}</span>'
+        f' · <span class="race-rate" title="tokens shown / this side\'s clock">{rate(ln.tokens_per_s)}</span>'
+        f'</span><span class="race-done">{done}</span></div>'
+        f'<div class="race-bar" aria-hidden="true"><div class="race-fill" style="width:100%"></div></div>'
+        f'<div class="race-box">{prompt_html}<span class="race-text">{html.escape(ln.text)}</span></div></div>'
+    )
 
 
 def render(spec: Lane, base: Lane, prompt: str = "") -> str:
@@ -107,22 +121,31 @@ def render(spec: Lane, base: Lane, prompt: str = "") -> str:
     lanes = (spec, base)
     winner = min(range(2), key=lambda i: lanes[i].finish_s) if spec.finish_s != base.finish_s else None
     prompt_html = f'<span class="race-prompt">{html.escape(prompt)}</span>' if prompt else ""
-    speeds = "".join(f'<button type="button" class="race-btn race-speed" data-speed="{s}" '
-                     f'aria-pressed="{"true" if i == 0 else "false"}" title="play at {s}× the measured speed">{s}×</button>'
-                     for i, s in enumerate(SPEEDS))
+    speeds = "".join(
+        f'<button type="button" class="race-btn race-speed" data-speed="{s}" '
+        f'aria-pressed="{"true" if i == 0 else "false"}" title="play at {s}× the measured speed">{s}×</button>'
+        for i, s in enumerate(SPEEDS)
+    )
     body = "".join(_lane_html(ln, i, i == winner, prompt_html) for i, ln in enumerate(lanes))
-    return (f'<div class="race" data-state="final" data-race="{html.escape(data_json(lanes), quote=True)}">{STYLE}'
-            f'<div class="race-head"><h4>Replay race</h4>'
-            f'<button type="button" class="race-btn race-replay">▶ Replay</button>'
-            f'<span class="race-speeds" role="group" aria-label="playback speed">{speeds}</span>'
-            f'<span class="race-clock-box">race clock <span class="race-clock">{seconds(max(spec.finish_s, base.finish_s))}</span></span>'
-            f'</div><div class="race-note">Each token appears when the round that produced it ended in its own '
-            f'measured run (the cumulative draft + verify seconds of the rounds so far); all tokens of a round appear '
-            f'together.</div><div class="race-lanes">{body}</div></div>')
+    return (
+        f'<div class="race" data-state="final" data-race="{html.escape(data_json(lanes), quote=True)}">{STYLE}'
+        f'<div class="race-head"><h4>Replay race</h4>'
+        f'<button type="button" class="race-btn race-replay">▶ Replay</button>'
+        f'<span class="race-speeds" role="group" aria-label="playback speed">{speeds}</span>'
+        f'<span class="race-clock-box">race clock <span class="race-clock">{seconds(max(spec.finish_s, base.finish_s))}</span></span>'
+        f'</div><div class="race-note">Each token appears when the round that produced it ended in its own '
+        f"measured run (the cumulative draft + verify seconds of the rounds so far); all tokens of a round appear "
+        f'together.</div><div class="race-lanes">{body}</div></div>'
+    )
 
 
-def race_html(spec_rounds: Sequence[RoundRecord], base_rounds: Sequence[RoundRecord],
-              tokenizer: PreTrainedTokenizerBase, prompt: str = "", spec_label: str = "Speculative") -> str:
+def race_html(
+    spec_rounds: Sequence[RoundRecord],
+    base_rounds: Sequence[RoundRecord],
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: str = "",
+    spec_label: str = "Speculative",
+) -> str:
     """The race of a speculative run against its target-alone baseline."""
     return render(lane(spec_label, spec_rounds, tokenizer), lane("Target alone", base_rounds, tokenizer), prompt)
 

@@ -1,5 +1,6 @@
 """Token text as the views write it: a token's text in its context, escaped for HTML with visible line breaks, and
 a probability to three decimals. Pure: every view that shows model text goes through escape_text."""
+
 from __future__ import annotations
 
 import html
@@ -20,7 +21,7 @@ def piece_text(tokenizer: PreTrainedTokenizerBase, context: Sequence[int], token
     before = tokenizer.decode(tail, skip_special_tokens=False).rstrip("\ufffd") if tail else ""
     after = tokenizer.decode(tail + [token], skip_special_tokens=False)
     if after.startswith(before):
-        text = after[len(before):]
+        text = after[len(before) :]
     else:  # the tokenizer merged across the boundary: fall back to the token alone
         text = tokenizer.decode([token], skip_special_tokens=False)
     return text.rstrip("\ufffd")  # an incomplete character: the token that completes it shows it

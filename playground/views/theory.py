@@ -2,6 +2,7 @@
 same model calibrated to this machine's measured verify cost v(k), and the measured cost of
 scoring n tokens in one pass. Pure functions of numbers -> plotly figures (the formulas live in
 playground.theory; this module only draws them)."""
+
 from __future__ import annotations
 
 import math
@@ -21,12 +22,20 @@ def _real(x: object) -> bool:
 
 
 def _star(k: int, y: float, name: str, color: str) -> go.Scatter:
-    return go.Scatter(x=[k], y=[y], mode="markers+text", name=name, text=[f"k = {k}"], textposition="bottom center",
-                      marker=dict(symbol="star", size=16, color=color))
+    return go.Scatter(
+        x=[k],
+        y=[y],
+        mode="markers+text",
+        name=name,
+        text=[f"k = {k}"],
+        textposition="bottom center",
+        marker=dict(symbol="star", size=16, color=color),
+    )
 
 
-def theory_figure(alpha: float, c: float, k_max: int = 16, measured: dict | None = None,
-                  profile: theory.CostProfile | None = None) -> go.Figure:
+def theory_figure(
+    alpha: float, c: float, k_max: int = 16, measured: dict | None = None, profile: theory.CostProfile | None = None
+) -> go.Figure:
     """Expected tokens per round (left) and expected speedup (right) against k = 1..k_max for one
     alpha and c. The speedup panel draws Leviathan's ideal curve E(alpha, k) / (k c + 1), and, with
     a profile, this machine's curve E(alpha, k) / (k c + v(k)); the best k of each is starred.
@@ -37,32 +46,88 @@ def theory_figure(alpha: float, c: float, k_max: int = 16, measured: dict | None
         raise PlaygroundError(f"k_max must be a whole number >= 1, got {shown(k_max)}.")
     ks = list(range(1, k_max + 1))
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Expected tokens per round", "Expected speedup"))
-    fig.add_trace(go.Scatter(x=ks, y=[theory.expected_tokens(alpha, k) for k in ks], mode="lines+markers",
-                             name="theory: tokens / round", line=dict(color=charts.BLUE)), 1, 1)
-    fig.add_trace(go.Scatter(x=ks, y=[theory.speedup(alpha, k, c) for k in ks], mode="lines+markers", name=IDEAL,
-                             line=dict(color=charts.GREEN)), 1, 2)
+    fig.add_trace(
+        go.Scatter(
+            x=ks,
+            y=[theory.expected_tokens(alpha, k) for k in ks],
+            mode="lines+markers",
+            name="theory: tokens / round",
+            line=dict(color=charts.BLUE),
+        ),
+        1,
+        1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=ks,
+            y=[theory.speedup(alpha, k, c) for k in ks],
+            mode="lines+markers",
+            name=IDEAL,
+            line=dict(color=charts.GREEN),
+        ),
+        1,
+        2,
+    )
     best = theory.best_k(alpha, c, k_max)
     fig.add_trace(_star(best, theory.speedup(alpha, best, c), f"best k = {best} (ideal)", charts.ORANGE), 1, 2)
     if profile is not None:
-        fig.add_trace(go.Scatter(x=ks, y=[theory.calibrated_speedup(alpha, k, c, profile) for k in ks],
-                                 mode="lines+markers", name=CALIBRATED, line=dict(color=charts.PURPLE, dash="dash")), 1, 2)
+        fig.add_trace(
+            go.Scatter(
+                x=ks,
+                y=[theory.calibrated_speedup(alpha, k, c, profile) for k in ks],
+                mode="lines+markers",
+                name=CALIBRATED,
+                line=dict(color=charts.PURPLE, dash="dash"),
+            ),
+            1,
+            2,
+        )
         mine = theory.best_k_calibrated(alpha, c, profile, k_max)
-        fig.add_trace(_star(mine, theory.calibrated_speedup(alpha, mine, c, profile),
-                            f"best k = {mine} (this machine)", charts.PURPLE), 1, 2)
+        fig.add_trace(
+            _star(
+                mine,
+                theory.calibrated_speedup(alpha, mine, c, profile),
+                f"best k = {mine} (this machine)",
+                charts.PURPLE,
+            ),
+            1,
+            2,
+        )
     fig.add_hline(y=1, line=dict(color=charts.GREY, dash="dot"), row=1, col=2)
     if measured:
         k = measured.get("k")
         if k and _real(measured.get("tokens_per_round")):
-            fig.add_trace(go.Scatter(x=[k], y=[measured["tokens_per_round"]], mode="markers", name="this run",
-                                     marker=dict(symbol="diamond", size=13, color=charts.VERMILLION)), 1, 1)
+            fig.add_trace(
+                go.Scatter(
+                    x=[k],
+                    y=[measured["tokens_per_round"]],
+                    mode="markers",
+                    name="this run",
+                    marker=dict(symbol="diamond", size=13, color=charts.VERMILLION),
+                ),
+                1,
+                1,
+            )
         if k and _real(measured.get("speedup")):
-            fig.add_trace(go.Scatter(x=[k], y=[measured["speedup"]], mode="markers", name="this run (measured)",
-                                     marker=dict(symbol="diamond", size=13, color=charts.VERMILLION),
-                                     showlegend=False), 1, 2)
+            fig.add_trace(
+                go.Scatter(
+                    x=[k],
+                    y=[measured["speedup"]],
+                    mode="markers",
+                    name="this run (measured)",
+                    marker=dict(symbol="diamond", size=13, color=charts.VERMILLION),
+                    showlegend=False,
+                ),
+                1,
+                2,
+            )
     charts.layout(fig, "", "", "")
     fig.update_xaxes(title_text="k (draft length)")
-    fig.update_layout(height=380, margin=dict(l=50, r=15, t=40, b=110),
-                      legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.28, yanchor="top"))
+    fig.update_layout(
+        height=380,
+        margin=dict(l=50, r=15, t=40, b=110),
+        legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.28, yanchor="top"),
+    )
     return fig
 
 
@@ -72,8 +137,11 @@ def measured_point(summary: dict) -> dict | None:
     mean_k = summary.get("mean_k") if summary else None
     if not _real(mean_k) or not mean_k:
         return None
-    return {"k": max(1, round(mean_k)), "tokens_per_round": summary["tokens_per_round"],
-            "speedup": summary.get("speedup")}
+    return {
+        "k": max(1, round(mean_k)),
+        "tokens_per_round": summary["tokens_per_round"],
+        "speedup": summary.get("speedup"),
+    }
 
 
 def profile_figure(verify_s: dict[int, float]) -> go.Figure:
@@ -86,9 +154,16 @@ def profile_figure(verify_s: dict[int, float]) -> go.Figure:
     else:
         step = theory.CostProfile(dict(verify_s)).step_s  # V(1), or the nearest n measured
         ns = sorted(verify_s)
-        fig.add_scatter(x=ns, y=[verify_s[n] / step for n in ns], mode="lines+markers", name="measured V(n) / V(1)",
-                        line=dict(color=charts.PURPLE), customdata=[verify_s[n] * 1000 for n in ns],
-                        hovertemplate="n = %{x}: %{y:.2f} steps (%{customdata:.1f} ms)<extra></extra>")
-        fig.add_hline(y=1, line=dict(color=charts.GREY, dash="dot"), annotation_text=IDEAL,
-                      annotation_position="bottom right")
+        fig.add_scatter(
+            x=ns,
+            y=[verify_s[n] / step for n in ns],
+            mode="lines+markers",
+            name="measured V(n) / V(1)",
+            line=dict(color=charts.PURPLE),
+            customdata=[verify_s[n] * 1000 for n in ns],
+            hovertemplate="n = %{x}: %{y:.2f} steps (%{customdata:.1f} ms)<extra></extra>",
+        )
+        fig.add_hline(
+            y=1, line=dict(color=charts.GREY, dash="dot"), annotation_text=IDEAL, annotation_position="bottom right"
+        )
     return charts.layout(fig, title, "n (tokens scored in one pass)", "V(n) / V(1)")

@@ -4,6 +4,7 @@ Pure functions (records + tokenizer in, an HTML string out). Every piece of text
 comes from the user or the model goes through html.escape; newlines stay visible.
 Styling lives in assets/style.css (classes `tok-*`), so the markup carries no colour.
 """
+
 from __future__ import annotations
 
 import html
@@ -42,8 +43,17 @@ LEGEND_LABELS = {
     "bonus": "bonus token (underlined)",
     "target": "target alone",
 }
-def tooltip(kind: str, token: int, text: str, p: float | None = None, q: float | None = None,
-            u: float | None = None, meaning: str = "") -> str:
+
+
+def tooltip(
+    kind: str,
+    token: int,
+    text: str,
+    p: float | None = None,
+    q: float | None = None,
+    u: float | None = None,
+    meaning: str = "",
+) -> str:
     """The hover text of one token: what it is (`meaning`, else KINDS[kind]), p (draft), q (target),
     min(1, q/p), u."""
     lines = [meaning or KINDS[kind], f"token {token}: {text!r}"]
@@ -54,7 +64,9 @@ def tooltip(kind: str, token: int, text: str, p: float | None = None, q: float |
     if p is not None and q is not None and p > 0 and q == q:  # q == q: not nan
         lines.append(f"min(1, q/p) = {num(min(1.0, q / p))}")
     if u is not None:
-        lines.append(f"u = {num(u)} ({'accept' if kind == 'accepted' else 'reject'}: u {'<' if kind == 'accepted' else '>='} min(1, q/p))")
+        lines.append(
+            f"u = {num(u)} ({'accept' if kind == 'accepted' else 'reject'}: u {'<' if kind == 'accepted' else '>='} min(1, q/p))"
+        )
     return "\n".join(lines)
 
 
@@ -62,8 +74,10 @@ def token_span(kind: str, token: int, text: str, title: str, source: str = "") -
     """One token as a span; text and title are escaped here. source: where a kept draft came from (a draft-free
     strategy's store, views.draftfree.SOURCES' slugs: styled by the CSS)."""
     where = f' data-source="{html.escape(source, quote=True)}"' if source else ""
-    return (f'<span class="tok tok-{kind}" data-kind="{kind}" data-token="{int(token)}"{where} '
-            f'title="{html.escape(title, quote=True)}">{escape_text(text)}</span>')
+    return (
+        f'<span class="tok tok-{kind}" data-kind="{kind}" data-token="{int(token)}"{where} '
+        f'title="{html.escape(title, quote=True)}">{escape_text(text)}</span>'
+    )
 
 
 def origin(record: RoundRecord, i: int) -> tuple[str, str]:
@@ -85,6 +99,7 @@ def round_spans(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context
     """The spans of one round, in reading order: kept drafts, rejected drafts where they were
     proposed, then the target's token. `context` is the output before this round (ids);
     it is extended with what the round appended."""
+
     def at(values: list[float], i: int) -> float | None:
         return values[i] if i < len(values) else None
 
@@ -148,7 +163,7 @@ def legend(kinds: Sequence[str] = ("accepted", "rejected", "unevaluated", "corre
     """Sample spans of each kind with their meaning."""
     items = "".join(
         f'<span class="legend-item"><span class="tok tok-{k}" title="{html.escape(KINDS[k])}">tok</span> '
-        f'{html.escape(LEGEND_LABELS[k])}</span>'
+        f"{html.escape(LEGEND_LABELS[k])}</span>"
         for k in kinds
     )
     return f'<div class="tok-legend">{items}<span class="legend-item legend-hint">hover a token for p, q, min(1, q/p), u</span></div>'

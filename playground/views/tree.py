@@ -7,6 +7,7 @@ correction, or the bonus when the path ends at a leaf) hangs under the path's la
 node shows its id, p (draft) and q (target, in its branch's context) and min(1, q/p). Pure: a record
 and a tokenizer in, a string out; all model text goes through escape_text (html.escape).
 """
+
 from __future__ import annotations
 
 import html
@@ -51,16 +52,20 @@ def node_kinds(record: RoundRecord) -> list[str]:
     tree = record.tree
     path = set(tree.path)
     last = tree.path[-1] if tree.path else -1
-    return ["accepted" if i in path else "rejected" if parent == last else "unevaluated"
-            for i, parent in enumerate(tree.parents)]
+    return [
+        "accepted" if i in path else "rejected" if parent == last else "unevaluated"
+        for i, parent in enumerate(tree.parents)
+    ]
 
 
 def _node(kind: str, token: int, text: str, p: float | None, q: float | None) -> str:
     shown = text.replace(" ", "␣") if text and not text.strip() else text  # a blank stays visible
     numbers = f"p {num(p)} · q {num(q)}" if p is not None else f"q {num(q)}"
-    return (f'<span class="tree-node tree-{kind}" data-kind="{kind}" data-token="{int(token)}" '
-            f'title="{html.escape(tokens.tooltip(kind, token, text, p, q, meaning=KINDS[kind]), quote=True)}">{escape_text(shown) or "∅"}'
-            f'<span class="tree-pq">{numbers}</span></span>')
+    return (
+        f'<span class="tree-node tree-{kind}" data-kind="{kind}" data-token="{int(token)}" '
+        f'title="{html.escape(tokens.tooltip(kind, token, text, p, q, meaning=KINDS[kind]), quote=True)}">{escape_text(shown) or "∅"}'
+        f'<span class="tree-pq">{numbers}</span></span>'
+    )
 
 
 def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: Sequence[int]) -> str:
@@ -86,9 +91,13 @@ def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: 
 
     ctx = list(context)
     root_text = piece_text(tokenizer, ctx[:-1], ctx[-1]) if ctx else ""
-    root = (f'<span class="tree-node tree-root" title="the last token before this round (the root)">'
-            f'{escape_text(root_text) or "∅"}</span>')
+    root = (
+        f'<span class="tree-node tree-root" title="the last token before this round (the root)">'
+        f"{escape_text(root_text) or '∅'}</span>"
+    )
     n, T = record.accepted, record.k
-    head = (f"<h4>Round {record.round + 1}: a tree of {T} draft token{'s' if T != 1 else ''}, scored in one target "
-            f"pass; the target kept a path of {n} and added a {html.escape(record.token_kind)} token</h4>")
+    head = (
+        f"<h4>Round {record.round + 1}: a tree of {T} draft token{'s' if T != 1 else ''}, scored in one target "
+        f"pass; the target kept a path of {n} and added a {html.escape(record.token_kind)} token</h4>"
+    )
     return f'<div class="tree-view">{STYLE}{head}<ul class="tree"><li>{root}{branch(-1, ctx)}</li></ul></div>'

@@ -1,5 +1,6 @@
 """The three challenge sweeps on the tiny pair: their frames, every greedy output checked, the memory budget and
 the context window refused before anything runs, and the command line's report."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,8 @@ def test_batch_sweep_measures_both_methods_at_each_size_and_checks_every_sequenc
         rows = frame[frame["batch_size"] == size].set_index("method")
         assert rows.loc[BASELINE, "speedup"] == 1.0
         assert rows.loc[SPECULATIVE, "speedup"] == pytest.approx(
-            rows.loc[SPECULATIVE, "tokens_per_s"] / rows.loc[BASELINE, "tokens_per_s"])
+            rows.loc[SPECULATIVE, "tokens_per_s"] / rows.loc[BASELINE, "tokens_per_s"]
+        )
         assert rows.loc[SPECULATIVE, "tokens"] == rows.loc[BASELINE, "tokens"]  # the same outputs, so the same count
         assert 0 <= rows.loc[SPECULATIVE, "alpha"] <= 1 and rows.loc[SPECULATIVE, "k"] == 3
     assert (frame["tokens_per_s"] == frame["tokens"] / frame["seconds"]).all()
@@ -54,8 +56,9 @@ def test_kv_bytes_per_token_from_the_config(runner, spec):
     assert memory.kv_bytes_per_token(loaded.target) == 2 * 2 * 2 * 16 * 4
     one, sixteen = (memory.memory_need(loaded, rows, 100, 10, 3) for rows in (1, 16))
     assert sixteen.kv > 16 * one.kv  # more rows, and each may carry holes
-    assert one.kv == (100 + 10 + 3) * (memory.kv_bytes_per_token(loaded.target) +
-                                       memory.kv_bytes_per_token(loaded.draft))
+    assert one.kv == (100 + 10 + 3) * (
+        memory.kv_bytes_per_token(loaded.target) + memory.kv_bytes_per_token(loaded.draft)
+    )
 
 
 def test_a_batch_over_the_memory_budget_is_refused_before_anything_runs(runner, spec, monkeypatch):
@@ -95,7 +98,11 @@ def test_precision_grid_compares_each_draft_with_the_target_alone_at_its_target_
     assert len(frame) == 2 * (1 + 2)
     ours = frame[frame["method"] != BASELINE]
     assert sorted(zip(ours["target_precision"], ours["draft_precision"])) == [
-        ("bf16", "fp32"), ("bf16", "int8"), ("fp32", "fp32"), ("fp32", "int8")]
+        ("bf16", "fp32"),
+        ("bf16", "int8"),
+        ("fp32", "fp32"),
+        ("fp32", "int8"),
+    ]
     fp32 = ours[ours["target_precision"] == "fp32"]
     assert fp32["greedy_equal"].all()  # bf16 may flip a near-tie of a tiny random model: then it must say so
     bf16 = ours[ours["target_precision"] == "bf16"]
@@ -114,9 +121,35 @@ def test_challenges_refuse_a_drafter_without_the_pairs_draft_model(runner, tiny_
 
 def test_the_command_line_writes_the_report_and_the_json(tiny_catalog, tmp_path, capsys):
     report, data = tmp_path / "challenges.md", tmp_path / "challenges.json"
-    code = main(["--pairs", "tiny (test)", "--challenges", "batch", "context", "precision", "--batch-sizes", "1", "2",
-                 "--context-lengths", "16", "32", "--target-precision", "fp32", "--draft-precision", "fp32",
-                 "--max-new-tokens", "6", "--k", "2", "--report", str(report), "--json", str(data), "--quiet"])
+    code = main(
+        [
+            "--pairs",
+            "tiny (test)",
+            "--challenges",
+            "batch",
+            "context",
+            "precision",
+            "--batch-sizes",
+            "1",
+            "2",
+            "--context-lengths",
+            "16",
+            "32",
+            "--target-precision",
+            "fp32",
+            "--draft-precision",
+            "fp32",
+            "--max-new-tokens",
+            "6",
+            "--k",
+            "2",
+            "--report",
+            str(report),
+            "--json",
+            str(data),
+            "--quiet",
+        ]
+    )
     assert code == 0
     text = report.read_text()
     for section in ("## Batch size", "## Context length", "## Precision", "arXiv:2411.13157", "llama.cpp PR 5625"):

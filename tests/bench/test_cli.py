@@ -1,4 +1,5 @@
 """The benchmark's command line end to end on the tiny pair; bad input exits 2 naming the field."""
+
 from __future__ import annotations
 
 import json
@@ -25,13 +26,40 @@ def catalog(tiny_catalog_dir, monkeypatch):
 
 def test_cli_runs_the_grid_and_writes_json_and_report(catalog, tmp_path, capsys):
     prompts = tmp_path / "prompts.json"
-    prompts.write_text(json.dumps([{"category": "code", "prompt": "def fibonacci(n):"},
-                                   {"category": "story", "prompt": "Once upon a time"}]))
+    prompts.write_text(
+        json.dumps(
+            [{"category": "code", "prompt": "def fibonacci(n):"}, {"category": "story", "prompt": "Once upon a time"}]
+        )
+    )
     out = tmp_path / "bench.json"
-    rc = bench.main(["--pairs", "tiny (test)", "--k", "3", "adaptive", "--temps", "0", "--drafters", "draft model",
-                     "--draft-precision", "fp32", "int8", "--target-precision", "fp32", "--prompts", str(prompts),
-                     "--max-new-tokens", "8", "--compare-hf", "--json", str(out),
-                     "--report", str(tmp_path / "docs" / "bench.md"), "--quiet"])
+    rc = bench.main(
+        [
+            "--pairs",
+            "tiny (test)",
+            "--k",
+            "3",
+            "adaptive",
+            "--temps",
+            "0",
+            "--drafters",
+            "draft model",
+            "--draft-precision",
+            "fp32",
+            "int8",
+            "--target-precision",
+            "fp32",
+            "--prompts",
+            str(prompts),
+            "--max-new-tokens",
+            "8",
+            "--compare-hf",
+            "--json",
+            str(out),
+            "--report",
+            str(tmp_path / "docs" / "bench.md"),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     doc = json.loads(out.read_text())
     results = doc["results"]
@@ -39,8 +67,10 @@ def test_cli_runs_the_grid_and_writes_json_and_report(catalog, tmp_path, capsys)
     # per prompt: 2 k x 2 draft precisions of ours; the baseline; HF: target alone, same draft at k = 3 and
     # heuristic, HF defaults, each per draft precision
     assert len(ours) == 2 * 2 * 2
-    assert {(r["method"], r["draft_precision"]) for r in ours} == {("draft model (fp32)", "fp32"),
-                                                                   ("draft model (int8)", "int8")}
+    assert {(r["method"], r["draft_precision"]) for r in ours} == {
+        ("draft model (fp32)", "fp32"),
+        ("draft model (int8)", "int8"),
+    }
     assert len(results) == 2 * (1 + 4 + 1 + 2 * 3)
     assert all(r["target_precision"] == "fp32" for r in results)
     assert all(r["greedy_equal"] for r in results if r["method"] != "target alone")
@@ -57,13 +87,39 @@ def test_cli_runs_the_grid_and_writes_json_and_report(catalog, tmp_path, capsys)
 
 def test_cli_runs_trees_and_staged_drafting_next_to_the_chains(catalog, tmp_path, capsys):
     out, md = tmp_path / "trees.json", tmp_path / "docs" / "bench.md"
-    rc = bench.main(["--pairs", "tiny (test)", "--k", "2", "--tree", "2-1", "--drafters", "draft model", "staged",
-                     "--target-precision", "fp32", "--draft-precision", "fp32", "--categories", "story",
-                     "--max-new-tokens", "8", "--json", str(out), "--report", str(md), "--quiet"])
+    rc = bench.main(
+        [
+            "--pairs",
+            "tiny (test)",
+            "--k",
+            "2",
+            "--tree",
+            "2-1",
+            "--drafters",
+            "draft model",
+            "staged",
+            "--target-precision",
+            "fp32",
+            "--draft-precision",
+            "fp32",
+            "--categories",
+            "story",
+            "--max-new-tokens",
+            "8",
+            "--json",
+            str(out),
+            "--report",
+            str(md),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     ours = [r for r in json.loads(out.read_text())["results"] if r["engine"] == "ours" and r["k"]]
     assert sorted((r["drafter"], r["k"], r["tree"]) for r in ours) == [
-        ("draft model", "2", ""), ("draft model", "tree 2-1", "2-1"), (DrafterKind.STAGED.value, "2", "")]
+        ("draft model", "2", ""),
+        ("draft model", "tree 2-1", "2-1"),
+        (DrafterKind.STAGED.value, "2", ""),
+    ]
     assert all(r["greedy_equal"] and r["nodes"] > 0 and r["depth_acceptance"] for r in ours)
     assert "| nodes | mean_accepted |" in capsys.readouterr().out
     assert "## Acceptance by depth" in md.read_text() and "| draft model (fp32) | tree 2-1 | 0.00 |" in md.read_text()
@@ -80,15 +136,40 @@ def test_cli_runs_the_draft_free_drafters_on_the_repetitive_workload(catalog, tm
     short.write_text(json.dumps([item | {"prompt": item["prompt"][-300:]} for item in shipped]))
     monkeypatch.setattr(prompts, "REPETITIVE", short)
     out = tmp_path / "draftfree.json"
-    rc = bench.main(["--pairs", "tiny (test)", "--k", "4", "--repetitive", "--drafters", "suffix", "lookahead:W=4,N=3,G=2",
-                     "prompt lookup", "draft model", "--categories", "code", "code edits", "chat quoting",
-                     "--target-precision", "fp32", "--draft-precision", "fp32", "--max-new-tokens", "8",
-                     "--json", str(out), "--quiet"])
+    rc = bench.main(
+        [
+            "--pairs",
+            "tiny (test)",
+            "--k",
+            "4",
+            "--repetitive",
+            "--drafters",
+            "suffix",
+            "lookahead:W=4,N=3,G=2",
+            "prompt lookup",
+            "draft model",
+            "--categories",
+            "code",
+            "code edits",
+            "chat quoting",
+            "--target-precision",
+            "fp32",
+            "--draft-precision",
+            "fp32",
+            "--max-new-tokens",
+            "8",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     ours = [r for r in json.loads(out.read_text())["results"] if r["engine"] == "ours" and r["k"]]
     assert {(r["category"], r["drafter"]) for r in ours} == {
-        (c, d) for c in ("code", "code edits", "chat quoting")
-        for d in ("suffix decoding", "lookahead decoding", "prompt lookup", "draft model")}
+        (c, d)
+        for c in ("code", "code edits", "chat quoting")
+        for d in ("suffix decoding", "lookahead decoding", "prompt lookup", "draft model")
+    }
     assert all(r["greedy_equal"] and r["tokens"] == 8 and r["speedup"] > 0 for r in ours)
     assert "lookahead decoding (W = 4, N = 3, G = 2)" in capsys.readouterr().out
 
@@ -105,32 +186,51 @@ def test_the_repetitive_workload_repeats_itself():
 
 def test_record_overhead_runs_both_ways_through_the_runner(catalog, tmp_path, capsys):
     out = tmp_path / "overhead.json"
-    assert bench.main(["--pairs", "tiny (test)", "--k", "3", "--record-overhead", "2", "--max-new-tokens", "6",
-                       "--json", str(out), "--quiet"]) == 0
+    assert (
+        bench.main(
+            [
+                "--pairs",
+                "tiny (test)",
+                "--k",
+                "3",
+                "--record-overhead",
+                "2",
+                "--max-new-tokens",
+                "6",
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     o = json.loads(out.read_text())["record_overhead"]
     assert len(o["runs_on"]) == len(o["runs_off"]) == 2 and o["record_on_tps"] > 0 and o["record_off_tps"] > 0
     assert o["target_precision"] == "fp32"
     assert "instrumentation costs" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv, field", [
-    (["--k", "0"], "--k"),
-    (["--k", "sometimes"], "--k"),
-    (["--temps", "3"], "--temps"),
-    (["--temps", "warm"], "--temps"),
-    (["--drafters", "early exit:seven"], "layer"),
-    (["--drafters", "draft model:int4"], "draft precision"),
-    (["--drafters", "beam search"], "Unknown drafter"),
-    (["--target-precision", "int8"], "target precision"),
-    (["--target-precision", "fp8"], "target precision"),
-    (["--draft-precision", "fp4"], "draft precision"),
-    (["--max-new-tokens", "0"], "max_new_tokens"),
-    (["--pairs", "no such pair"], "Unknown model pair"),
-    (["--categories", "poetry"], "--categories"),
-    (["--record-overhead", "0"], "--record-overhead"),
-    (["--tree", "3-x"], "tree: write children per depth"),
-    (["--confidence", "1.5"], "draft confidence threshold"),
-])
+@pytest.mark.parametrize(
+    "argv, field",
+    [
+        (["--k", "0"], "--k"),
+        (["--k", "sometimes"], "--k"),
+        (["--temps", "3"], "--temps"),
+        (["--temps", "warm"], "--temps"),
+        (["--drafters", "early exit:seven"], "layer"),
+        (["--drafters", "draft model:int4"], "draft precision"),
+        (["--drafters", "beam search"], "Unknown drafter"),
+        (["--target-precision", "int8"], "target precision"),
+        (["--target-precision", "fp8"], "target precision"),
+        (["--draft-precision", "fp4"], "draft precision"),
+        (["--max-new-tokens", "0"], "max_new_tokens"),
+        (["--pairs", "no such pair"], "Unknown model pair"),
+        (["--categories", "poetry"], "--categories"),
+        (["--record-overhead", "0"], "--record-overhead"),
+        (["--tree", "3-x"], "tree: write children per depth"),
+        (["--confidence", "1.5"], "draft confidence threshold"),
+    ],
+)
 def test_bad_input_exits_2_naming_the_field(catalog, capsys, argv, field):
     base = ["--pairs", "tiny (test)"] if "--pairs" not in argv else []
     assert bench.main(base + argv + ["--quiet"]) == 2
@@ -151,16 +251,33 @@ def test_drafter_names_and_precisions_make_a_grid(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_DEVICE", "cpu")
     specs = drafter_specs(["draft model", "draft model:bf16", "early exit:7", "prompt lookup"], ["int8", "fp32"])
     assert [(d.kind, d.precision, d.exit_layer) for d in specs] == [
-        (DrafterKind.DRAFT_MODEL, Precision.INT8, None), (DrafterKind.DRAFT_MODEL, Precision.FP32, None),
-        (DrafterKind.DRAFT_MODEL, Precision.BF16, None), (DrafterKind.EARLY_EXIT, None, 7),
-        (DrafterKind.PROMPT_LOOKUP, None, None)]
+        (DrafterKind.DRAFT_MODEL, Precision.INT8, None),
+        (DrafterKind.DRAFT_MODEL, Precision.FP32, None),
+        (DrafterKind.DRAFT_MODEL, Precision.BF16, None),
+        (DrafterKind.EARLY_EXIT, None, 7),
+        (DrafterKind.PROMPT_LOOKUP, None, None),
+    ]
     assert drafter_specs(["draft model"], None)[0].precision is None  # the device default, at load time
 
 
 def test_cli_ttft_times_the_first_token_of_every_engine_on_prompts_of_the_asked_lengths(catalog, tmp_path, capsys):
     out = tmp_path / "ttft.json"
-    rc = bench.main(["--pairs", "tiny (test)", "--target-precision", "fp32", "--ttft", "160", "80", "--ttft-reps", "2",
-                     "--json", str(out), "--quiet"])
+    rc = bench.main(
+        [
+            "--pairs",
+            "tiny (test)",
+            "--target-precision",
+            "fp32",
+            "--ttft",
+            "160",
+            "80",
+            "--ttft-reps",
+            "2",
+            "--json",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     rows = json.loads(out.read_text())["ttft"]
     engines = {"ours, target alone", "ours, speculative", "hf generate (same object)", "stock transformers"}

@@ -2,6 +2,7 @@
 greedy rows equal to it, the HF peer on the very same models leaving the draft's settings as it found
 them, vs_best_hf against the best HF configuration, and the cap counted over the whole request.
 Speed itself is never asserted."""
+
 from __future__ import annotations
 
 import math
@@ -39,15 +40,23 @@ def pair(tiny_models) -> PairSpec:
 def grid(pair):
     runner = CountingRunner()
     drafters = [DrafterSpec(DrafterKind.DRAFT_MODEL), DrafterSpec(DrafterKind.PROMPT_LOOKUP)]
-    results = run_grid(runner, [pair], PROMPTS, decode_grid(["3", "adaptive"], [0.0, 1.0], max_new_tokens=10),
-                       drafters, compare_hf=True)
+    results = run_grid(
+        runner,
+        [pair],
+        PROMPTS,
+        decode_grid(["3", "adaptive"], [0.0, 1.0], max_new_tokens=10),
+        drafters,
+        compare_hf=True,
+    )
     return runner, results
 
 
 def test_the_target_alone_runs_once_per_prompt_and_temperature(grid):
     runner, results = grid
     baselines = [c for c in runner.calls if c[0] == DrafterKind.TARGET_ALONE.value]
-    assert sorted(baselines) == sorted((DrafterKind.TARGET_ALONE.value, p, t) for p in PROMPTS.values() for t in (0.0, 1.0))
+    assert sorted(baselines) == sorted(
+        (DrafterKind.TARGET_ALONE.value, p, t) for p in PROMPTS.values() for t in (0.0, 1.0)
+    )
     ours = [c for c in runner.calls if c[0] != DrafterKind.TARGET_ALONE.value]
     assert len(ours) == len(PROMPTS) * 2 * 2 * 2  # prompts x temperatures x k values x drafters
     rows = [r for r in results if r.method == "target alone"]
@@ -68,7 +77,9 @@ def test_every_row_has_its_figures_and_precisions(grid):
     _, results = grid
     ours = [r for r in results if r.engine == "ours" and r.drafter == "draft model"]
     assert ours and all(r.tokens_per_s > 0 and r.speedup > 0 for r in ours)
-    assert all(r.tokens == 10 for r in ours if r.temperature == 0)  # greedy: the budget (this tiny pair's argmax is never EOS)
+    assert all(
+        r.tokens == 10 for r in ours if r.temperature == 0
+    )  # greedy: the budget (this tiny pair's argmax is never EOS)
     assert all(1 <= r.tokens <= 10 for r in ours)  # sampling may draw EOS before the budget
     assert all(0 <= r.alpha <= 1 and r.c > 0 and not math.isnan(r.calibrated_speedup) for r in ours)
     assert {r.target_precision for r in results} == {"fp32"}
@@ -84,9 +95,23 @@ def test_the_frame_has_the_columns_the_views_read(grid):
     _, results = grid
     df = grid_frame(results)
     assert len(df) == len(results)
-    for column in ("pair", "category", "method", "k", "temperature", "tokens_per_s", "speedup", "alpha",
-                   "mean_accepted", "theory_speedup", "calibrated_speedup", "vs_best_hf", "target_precision",
-                   "draft_precision", "greedy_ok"):
+    for column in (
+        "pair",
+        "category",
+        "method",
+        "k",
+        "temperature",
+        "tokens_per_s",
+        "speedup",
+        "alpha",
+        "mean_accepted",
+        "theory_speedup",
+        "calibrated_speedup",
+        "vs_best_hf",
+        "target_precision",
+        "draft_precision",
+        "greedy_ok",
+    ):
         assert column in df.columns
     assert "new_tokens" not in df.columns
     assert df.loc[df["engine"] == "ours", "vs_best_hf"].notna().all()
@@ -98,15 +123,21 @@ def test_hf_peer_restores_the_drafts_generation_config(tiny_models, pair):
     spec = RunSpec(pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=8, k=2), "Once upon a time")
     loaded = runner.load(spec)
     config = loaded.draft.generation_config
-    before = {"num_assistant_tokens": 7, "num_assistant_tokens_schedule": "heuristic_transient",
-              "assistant_confidence_threshold": 0.33}
+    before = {
+        "num_assistant_tokens": 7,
+        "num_assistant_tokens_schedule": "heuristic_transient",
+        "assistant_confidence_threshold": 0.33,
+    }
     saved = {name: getattr(config, name) for name in before}
     try:
         for name, value in before.items():
             setattr(config, name, value)
         # the heuristic schedule writes its final num_assistant_tokens back into the draft's config
-        for c in (hf.HFConfig(hf.HF_SAME_DRAFT, 2, "heuristic"), hf.HFConfig(hf.HF_DEFAULTS),
-                  hf.HFConfig(hf.HF_SAME_DRAFT, 3)):
+        for c in (
+            hf.HFConfig(hf.HF_SAME_DRAFT, 2, "heuristic"),
+            hf.HFConfig(hf.HF_DEFAULTS),
+            hf.HFConfig(hf.HF_SAME_DRAFT, 3),
+        ):
             tokens, seconds = hf.generate(loaded, c, spec.prompt, spec.decode)
             assert len(tokens) == 8 and seconds > 0
             assert {name: getattr(config, name) for name in before} == before
@@ -151,7 +182,9 @@ def test_the_cap_counts_the_target_alone_baselines(pair):
     runner = CountingRunner()
     temps = [i / 32 for i in range(64)]
     with pytest.raises(PlaygroundError, match=r"needs 128 runs.*and 64 of the target alone.*limit is 64"):
-        run_grid(runner, [PairSpec("p", pair.target, pair.draft)], {"a": "x"}, decode_grid(["4"], temps), [DrafterSpec()])
+        run_grid(
+            runner, [PairSpec("p", pair.target, pair.draft)], {"a": "x"}, decode_grid(["4"], temps), [DrafterSpec()]
+        )
     assert runner.calls == []
     assert count_cells([pair], {"a": "x"}, decode_grid(["4"], temps[:32]), [DrafterSpec()]) == 64  # 32 + 32: allowed
 
@@ -169,16 +202,32 @@ def test_a_bad_spec_is_refused_before_anything_runs(pair):
 def test_decode_grid_reads_k_with_the_spec_parser():
     decodes = decode_grid(["4", "adaptive", "theory", (2, KPolicy.FIXED)], [0.0, 0.7], max_new_tokens=5)
     assert [(d.k, d.policy, d.temperature) for d in decodes[:4]] == [
-        (4, KPolicy.FIXED, 0.0), (4, KPolicy.HEURISTIC, 0.0), (4, KPolicy.THEORY, 0.0), (2, KPolicy.FIXED, 0.0)]
+        (4, KPolicy.FIXED, 0.0),
+        (4, KPolicy.HEURISTIC, 0.0),
+        (4, KPolicy.THEORY, 0.0),
+        (2, KPolicy.FIXED, 0.0),
+    ]
     assert len(decodes) == 8
     with pytest.raises(PlaygroundError, match="--k takes"):
         decode_grid(["0"], [0.0])
 
 
 def _row(category, method, tps, engine="hf", temperature=0.0, pair="p"):
-    return Result(pair=pair, category=category, method=method, drafter="draft model", engine=engine, k="4",
-                  temperature=temperature, target_precision="bf16", draft_precision="bf16", tokens=10,
-                  seconds=10 / tps, tokens_per_s=tps, wall_s=10 / tps)
+    return Result(
+        pair=pair,
+        category=category,
+        method=method,
+        drafter="draft model",
+        engine=engine,
+        k="4",
+        temperature=temperature,
+        target_precision="bf16",
+        draft_precision="bf16",
+        tokens=10,
+        seconds=10 / tps,
+        tokens_per_s=tps,
+        wall_s=10 / tps,
+    )
 
 
 def test_vs_best_hf_divides_by_the_best_hf_speculative_config_of_the_same_prompt_and_temperature():
@@ -211,8 +260,14 @@ def test_decode_grid_adds_token_trees_next_to_the_k_values():
 def test_tree_configs_run_with_the_draft_model_and_equal_the_target_alone(pair):
     runner = CountingRunner()
     decodes = decode_grid(["2"], [0.0], max_new_tokens=10, trees=["2-1", "dynamic:4"])
-    results = run_grid(runner, [pair], {"story": "Once upon a time"}, decodes, [DrafterSpec(DrafterKind.PROMPT_LOOKUP)],
-                       compare_hf=True)
+    results = run_grid(
+        runner,
+        [pair],
+        {"story": "Once upon a time"},
+        decodes,
+        [DrafterSpec(DrafterKind.PROMPT_LOOKUP)],
+        compare_hf=True,
+    )
     trees = [r for r in results if r.tree]
     assert sorted(r.k for r in trees) == ["tree 2-1", "tree dynamic:4"]
     assert {r.drafter for r in trees} == {DrafterKind.DRAFT_MODEL.value}  # prompt lookup drafts no tree
@@ -223,7 +278,10 @@ def test_tree_configs_run_with_the_draft_model_and_equal_the_target_alone(pair):
         assert r.depth_acceptance and all(0 <= a <= 1 for a in r.depth_acceptance if a == a)
     chain = next(r for r in results if r.engine == "ours" and r.k == "2")
     assert chain.tree == "" and chain.nodes == 2 and len(chain.depth_acceptance) == 2
-    assert {r.method for r in results if r.engine == "hf"} == {hf.HF_TARGET_ALONE, hf.HF_PROMPT_LOOKUP}  # HF has no trees
+    assert {r.method for r in results if r.engine == "hf"} == {
+        hf.HF_TARGET_ALONE,
+        hf.HF_PROMPT_LOOKUP,
+    }  # HF has no trees
     frame = grid_frame(results)
     assert {"tree", "nodes"} <= set(frame.columns) and "depth_acceptance" not in frame.columns
     assert len(runner.calls) == 4  # the baseline, the chain, the two trees

@@ -2,6 +2,7 @@
 pass, equals the same computed one position at a time; our sampled rows score like the target alone's and are not
 flagged, a row of tokens the target would not draw (what vLLM 0.32's CPU build emitted when it speculated at
 T = 0.7, docs/vllm.md) is flagged; the report says both."""
+
 from __future__ import annotations
 
 import math
@@ -29,13 +30,19 @@ def pair(tiny_models) -> PairSpec:
 @pytest.fixture(scope="module")
 def scored(pair):
     runner = Runner()
-    results = run_grid(runner, [pair], PROMPTS, decode_grid([3], [0.0, T], max_new_tokens=24),
-                       [DrafterSpec(DrafterKind.DRAFT_MODEL)])
+    results = run_grid(
+        runner, [pair], PROMPTS, decode_grid([3], [0.0, T], max_new_tokens=24), [DrafterSpec(DrafterKind.DRAFT_MODEL)]
+    )
     sampled = next(r for r in results if r.temperature == T and r.drafter == DrafterKind.DRAFT_MODEL.value)
     rng = random.Random(0)
     vocab = runner.load(RunSpec(pair, DrafterSpec(), DecodeConfig(), "x")).target.config.vocab_size
-    broken = replace(sampled, method="a broken sampler", engine="vllm",
-                     new_tokens=[rng.randrange(vocab) for _ in sampled.new_tokens], counters={})
+    broken = replace(
+        sampled,
+        method="a broken sampler",
+        engine="vllm",
+        new_tokens=[rng.randrange(vocab) for _ in sampled.new_tokens],
+        counters={},
+    )
     results.append(broken)
     likelihood.score(runner, results, [pair], PROMPTS)
     return runner, results, broken

@@ -1,5 +1,6 @@
 """The report and the targets: figures per row and per method, targets read from docs/targets.json
 (editing the file changes the verdict, no code change), the calibration summary line."""
+
 from __future__ import annotations
 
 import json
@@ -17,23 +18,50 @@ DEFAULT_K = DEFAULT_POLICY.value  # the k label of the default policy's rows: wh
 ENV = {"date": "today", "commit": "abc1234", "device": "CPU, 2 cores", "torch": "2.x", "threads": 2}
 
 
-def row(category, method, speedup, engine="ours", k=DEFAULT_K, calibrated=float("nan"), tps=None, drafter="draft model",
-        greedy=True, **extra):
+def row(
+    category,
+    method,
+    speedup,
+    engine="ours",
+    k=DEFAULT_K,
+    calibrated=float("nan"),
+    tps=None,
+    drafter="draft model",
+    greedy=True,
+    **extra,
+):
     tps = tps or 10.0 * speedup
-    return Result(pair="p", category=category, method=method, drafter=drafter, engine=engine, k=k, temperature=0.0,
-                  target_precision="bf16", draft_precision="bf16" if drafter == "draft model" else "", tokens=20,
-                  seconds=20 / tps, tokens_per_s=tps, wall_s=20 / tps, speedup=speedup, calibrated_speedup=calibrated,
-                  greedy_equal=greedy if method != "target alone" else None, **extra)
+    return Result(
+        pair="p",
+        category=category,
+        method=method,
+        drafter=drafter,
+        engine=engine,
+        k=k,
+        temperature=0.0,
+        target_precision="bf16",
+        draft_precision="bf16" if drafter == "draft model" else "",
+        tokens=20,
+        seconds=20 / tps,
+        tokens_per_s=tps,
+        wall_s=20 / tps,
+        speedup=speedup,
+        calibrated_speedup=calibrated,
+        greedy_equal=greedy if method != "target alone" else None,
+        **extra,
+    )
 
 
 def run(code=2.0, story=1.2, qa=1.1):
     out = []
     for category, s in (("code", code), ("story", story), ("qa", qa)):
-        out += [row(category, "target alone", 1.0, k="", drafter="target alone"),
-                row(category, "draft model", s, calibrated=s * 1.1),
-                row(category, "draft model", s * 0.8, k="2", calibrated=s),
-                row(category, hf.HF_SAME_DRAFT, 1.0, engine="hf", tps=10.0 * s / 1.1),
-                row(category, hf.HF_DEFAULTS, 1.0, engine="hf", tps=10.0 * s / 1.5)]
+        out += [
+            row(category, "target alone", 1.0, k="", drafter="target alone"),
+            row(category, "draft model", s, calibrated=s * 1.1),
+            row(category, "draft model", s * 0.8, k="2", calibrated=s),
+            row(category, hf.HF_SAME_DRAFT, 1.0, engine="hf", tps=10.0 * s / 1.1),
+            row(category, hf.HF_DEFAULTS, 1.0, engine="hf", tps=10.0 * s / 1.5),
+        ]
     return out
 
 
@@ -50,7 +78,9 @@ def test_targets_are_checked_against_the_run():
     assert values[0]["value"] == pytest.approx((2.0 * 1.2 * 1.1) ** (1 / 3)) and values[0]["met"] is True
     assert values[1]["value"] == pytest.approx(2.0) and values[1]["met"] is True  # code
     assert values[2]["value"] == pytest.approx(1.1) and values[2]["met"] is True  # worst category
-    assert values[3]["value"] == pytest.approx(1.1) and values[3]["met"] is False  # the best HF (same draft): 1.1 < 1.15
+    assert (
+        values[3]["value"] == pytest.approx(1.1) and values[3]["met"] is False
+    )  # the best HF (same draft): 1.1 < 1.15
     assert values[4]["value"] == pytest.approx(0.5) and values[4]["met"] is False  # errors 0.1 (k = 4), 0.25 (k = 2)
     assert values[5]["value"] == 1.0 and values[5]["met"] is True
 
@@ -92,7 +122,9 @@ def test_report_has_geometric_means_precisions_calibration_and_targets(tmp_path)
     checked = report.write_report(run(), ENV, "python -m playground.bench --k 2 4", path)
     md = path.read_text()
     assert "## Geometric mean over categories" in md and "## Every run" in md
-    assert f"| draft model | {DEFAULT_K} | 0.00 | bf16 | bf16 | 3 |" in md  # the per-method geometric mean row, precisions
+    assert (
+        f"| draft model | {DEFAULT_K} | 0.00 | bf16 | bf16 | 3 |" in md
+    )  # the per-method geometric mean row, precisions
     geo = (2.0 * 1.2 * 1.1) ** (1 / 3)
     assert f"| {geo:.2f} |" in md
     assert "median |predicted - measured| / measured = " in md
@@ -109,9 +141,11 @@ def test_calibration_line_is_the_median_relative_error():
 
 
 def test_greedy_cell_tells_a_near_tie_from_a_difference():
-    results = [row("code", "target alone", 1.0, k="", drafter="target alone"),
-               row("code", "draft model", 1.5, greedy=False, near_tie=True, diff_position=7, gap_spec=0.02, gap_base=0.04),
-               row("code", "draft model", 1.5, k="2", greedy=False, near_tie=False, diff_position=3, gap_spec=2.5)]
+    results = [
+        row("code", "target alone", 1.0, k="", drafter="target alone"),
+        row("code", "draft model", 1.5, greedy=False, near_tie=True, diff_position=7, gap_spec=0.02, gap_base=0.04),
+        row("code", "draft model", 1.5, k="2", greedy=False, near_tie=False, diff_position=3, gap_spec=2.5),
+    ]
     cells = list(report.runs_frame(results)["greedy"])
     assert cells == ["", "near-tie at 7 (gap 0.020)", "NO at 3 (gap 2.500)"]
     ok = list(grid_frame(results)["greedy_ok"])

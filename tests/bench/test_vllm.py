@@ -11,6 +11,7 @@ The tests that run vLLM skip, saying why, when its environment is missing (bash 
 unless PLAYGROUND_REQUIRE_VLLM is set (scripts/test.sh sets it): then they fail. The error-path tests with a
 stand-in environment run everywhere. The server is the session's (tests/conftest.py: vllm_server).
 """
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def ours(vllm_pair, runner) -> dict[str, tuple[list[int], list[int]]]:
     pair = PairSpec("tiny vllm (test)", str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision="fp32")
     out = {}
     for name, text in TEXTS.items():
-        spec = RunSpec(pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=MAX_TOKENS, k=K),
-                       text).baseline()
+        spec = RunSpec(
+            pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=MAX_TOKENS, k=K), text
+        ).baseline()
         loaded = runner.load(spec)
         out[name] = (encode_prompt(loaded.tokenizer, text)[0].tolist(), new_tokens(run_all(runner, spec)))
     return out
@@ -57,8 +59,9 @@ def worker_runs(vllm_pair, ours):
             prompts = {name: ids for name, (ids, _) in ours.items()}
             if method == "target":  # and as text, encoded on vLLM's side
                 prompts.update({f"{name} (text)": text for name, text in TEXTS.items()})
-            cache[method] = run_worker(request(vllm_pair, method, temperatures=(0.0, 0.7), in_process=True), prompts,
-                                       timeout_s=600)
+            cache[method] = run_worker(
+                request(vllm_pair, method, temperatures=(0.0, 0.7), in_process=True), prompts, timeout_s=600
+            )
         return cache[method]
 
     return get

@@ -4,6 +4,7 @@ Needs Debian's chromium (.ci/run installs it); without it the tests fail, unless
 PLAYGROUND_SKIP_BROWSER=1 says to skip them.
 The screenshot goes to $PLAYGROUND_SCREENSHOT (e.g. assets/screenshot.png), else to the test's tmp folder.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,9 +37,16 @@ def page(app_url):
         pytest.fail("no chromium: apt-get install -y chromium (or set PLAYGROUND_SKIP_BROWSER=1)")
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"],
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
         )
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
@@ -102,7 +110,11 @@ def test_generate_shows_tokens_charts_and_summary(page):
     page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
     summary = page.locator("#summary").inner_text()
     assert re.search(r"tokens/s\s+[\d.]+", summary) and re.search(r"best k[^\n]*\s+\d+", summary)
-    for label in ("Leviathan ideal (v = 1)", "calibrated to this machine (measured v(k), this prompt's first pass)", "measured (target alone ran)"):
+    for label in (
+        "Leviathan ideal (v = 1)",
+        "calibrated to this machine (measured v(k), this prompt's first pass)",
+        "measured (target alone ran)",
+    ):
         assert label in summary
     assert re.search(r"[\d.]+×\s+[\d.]+×\s+[\d.]+×", summary)  # the three speedups side by side
     assert "target fp32" in summary and "V(1) measured" in summary
@@ -151,7 +163,8 @@ def test_stop_mid_run_then_run_again(page):
     set_number(page, "max-new", 400)
     page.click("#generate")
     page.wait_for_function(
-        "() => /round ([3-9]|\\d\\d+),/.test(document.querySelector('#status').innerText)", timeout=60_000)
+        "() => /round ([3-9]|\\d\\d+),/.test(document.querySelector('#status').innerText)", timeout=60_000
+    )
     page.click("#stop")
     page.wait_for_function("() => /Stopped|Done/.test(document.querySelector('#status').innerText)", timeout=20_000)
     assert "Stopped" in status(page), f"the run was not stopped: {status(page)!r}"
@@ -258,7 +271,10 @@ def test_replay_race_replays_both_measured_runs(page, tmp_path):
         clock = float(lane.locator(".race-time").inner_text().removesuffix(" s"))
         assert abs(clock - seconds) <= 0.011, (clock, seconds)
         done = lane.locator(".race-done")
-        assert done.is_visible() and abs(float(re.search(r"finished in ([\d.]+) s", done.inner_text())[1]) - seconds) <= 0.011
+        assert (
+            done.is_visible()
+            and abs(float(re.search(r"finished in ([\d.]+) s", done.inner_text())[1]) - seconds) <= 0.011
+        )
     assert abs(float(page.locator("#compare .race-clock").inner_text().removesuffix(" s")) - max(measured)) <= 0.011
 
     page.locator("#compare .race-speed", has_text="1×").click()  # a screenshot mid-race at the measured speed
@@ -309,11 +325,14 @@ def test_one_sweep_draws_the_heatmaps(page, tmp_path):
     page.locator("#sweep-ks textarea, #sweep-ks input").first.fill("1 3")
     page.locator("#sweep-temps textarea, #sweep-temps input").first.fill("0 1")
     page.click("#sweep-run")
-    page.wait_for_function("() => document.querySelector('#sweep-status').innerText.includes('Sweep done')",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => document.querySelector('#sweep-status').innerText.includes('Sweep done')", timeout=120_000
+    )
     assert "4 runs" in page.locator("#sweep-status").inner_text()
-    page.wait_for_function("document.querySelectorAll('#chart-sweep-speedup .heatmaplayer, #chart-sweep-speedup .hm').length"
-                           " + document.querySelectorAll('#chart-sweep-speedup image').length >= 1")
+    page.wait_for_function(
+        "document.querySelectorAll('#chart-sweep-speedup .heatmaplayer, #chart-sweep-speedup .hm').length"
+        " + document.querySelectorAll('#chart-sweep-speedup image').length >= 1"
+    )
     table = page.locator("#sweep-table").inner_text()
     assert table.count("target alone") == 2 and table.count("draft model") == 4  # 2 baselines, 2 k x 2 temperatures
     assert page.locator("#sweep-csv").is_enabled()
@@ -340,8 +359,9 @@ def test_challenges_tab_runs_the_batch_challenge(page, tmp_path):
     set_number(page, "k", 2)
     page.locator("#challenge-batch textarea, #challenge-batch input").first.fill("1 2")
     page.click("#challenge-run")
-    page.wait_for_function("() => document.querySelector('#challenge-status').innerText.includes('Done')",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => document.querySelector('#challenge-status').innerText.includes('Done')", timeout=120_000
+    )
     status = page.locator("#challenge-status").inner_text()
     assert "B=1:" in status and "B=2:" in status and "Every greedy output equals" in status
     page.wait_for_function("document.querySelectorAll('#chart-challenge .scatterlayer .trace').length >= 4")

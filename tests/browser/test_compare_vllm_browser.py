@@ -9,6 +9,7 @@ Needs Debian's chromium (skip with PLAYGROUND_SKIP_BROWSER=1) and vLLM's environ
 under PLAYGROUND_REQUIRE_VLLM=1). The screenshot goes next to $PLAYGROUND_SCREENSHOT (name-compare-vllm.png),
 else to the test's tmp folder.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,9 +36,18 @@ def page(app_server):
             pytest.skip("PLAYGROUND_SKIP_BROWSER=1 and no chromium")
         pytest.fail("no chromium: apt-get install -y chromium (or set PLAYGROUND_SKIP_BROWSER=1)")
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                                          "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(60_000)
         page.goto(app_server)
@@ -72,10 +82,13 @@ def compare_and_wait(page, *endings: str, any_error: bool = False) -> str:
     """Press Compare; the status once it shows one of `endings` (none of which the last status showed), or with
     any_error, any error status (when the last status was none)."""
     page.click("#cmp-run")
-    page.wait_for_function("([endings, anyError]) => { const box = document.querySelector('#cmp-status');"
-                           " return endings.some(e => box.innerText.includes(e))"
-                           " || (anyError && box.querySelector('.status-error') !== null); }",
-                           arg=[list(endings), any_error], timeout=300_000)
+    page.wait_for_function(
+        "([endings, anyError]) => { const box = document.querySelector('#cmp-status');"
+        " return endings.some(e => box.innerText.includes(e))"
+        " || (anyError && box.querySelector('.status-error') !== null); }",
+        arg=[list(endings), any_error],
+        timeout=300_000,
+    )
     return page.locator("#cmp-status").inner_text()
 
 
@@ -83,8 +96,11 @@ def table_rows(page, elem_id: str) -> list[dict[str, str]]:
     """A gr.Dataframe's rows as {column: cell text}: the headers' titles, the grid's cells by data-row and
     data-col (Gradio draws the rows as a grid of cells, its <table> holds one row to measure)."""
     head = page.eval_on_selector_all(f"#{elem_id} thead th", "ths => ths.map(th => th.title)")
-    cells = page.eval_on_selector_all(f"#{elem_id} [data-row][data-col]", """cells => cells.map(cell =>
-        [Number(cell.dataset.row), Number(cell.dataset.col), cell.innerText.trim()])""")
+    cells = page.eval_on_selector_all(
+        f"#{elem_id} [data-row][data-col]",
+        """cells => cells.map(cell =>
+        [Number(cell.dataset.row), Number(cell.dataset.col), cell.innerText.trim()])""",
+    )
     rows: dict[int, dict[str, str]] = {}
     for row, col, text in cells:
         rows.setdefault(row, {})[head[col]] = text

@@ -3,14 +3,17 @@ tab's link does too); bad values in a link are left out with a note, never an er
 the tokens, the summary and the chart labels large; the start-up line says when the default pair is ready.
 
 Screenshots go to $PLAYGROUND_SCREENSHOTS (a folder) when set, else to the test's tmp folder."""
+
 from __future__ import annotations
 
 import json
 
 from test_recorded_browser import ROOT, browser, shots, status, wait_status  # noqa: F401  (browser: a fixture)
 
-SETTINGS = ("?drafter=early+exit&exit_layer=1&target_precision=fp32&invariant=0&k=7&policy=heuristic&tree=2-2&temperature=0.7"
-            "&top_p=0.9&seed=42&max_new_tokens=33&example=3&compare=1")
+SETTINGS = (
+    "?drafter=early+exit&exit_layer=1&target_precision=fp32&invariant=0&k=7&policy=heuristic&tree=2-2&temperature=0.7"
+    "&top_p=0.9&seed=42&max_new_tokens=33&example=3&compare=1"
+)
 
 
 def open_page(browser, url: str):  # noqa: F811
@@ -50,8 +53,9 @@ def test_a_link_with_settings_reproduces_them_and_export_gives_it(browser, app_s
     assert_settings(page)
     page.get_by_role("tab", name="Export").click()
     page.click("#export-link-run")
-    page.wait_for_function("() => document.querySelector('#export-link textarea, #export-link input').value"
-                           ".startsWith('http')")
+    page.wait_for_function(
+        "() => document.querySelector('#export-link textarea, #export-link input').value.startsWith('http')"
+    )
     link = page.locator("#export-link textarea, #export-link input").first.input_value()
     assert link.startswith(app_server) and "k=7" in link and "example=3" in link
     page.close()
@@ -96,7 +100,8 @@ def test_projector_mode_makes_the_text_large(browser, app_server, tmp_path):  # 
 
 def test_the_start_up_line_says_when_the_default_pair_is_ready(browser, app_server):  # noqa: F811
     page = open_page(browser, app_server)
-    page.wait_for_function("() => (document.querySelector('#startup') || {}).innerText?.includes('Ready')",
-                           timeout=300_000)
+    page.wait_for_function(
+        "() => (document.querySelector('#startup') || {}).innerText?.includes('Ready')", timeout=300_000
+    )
     assert "after start-up" in page.locator("#startup").inner_text()
     page.close()

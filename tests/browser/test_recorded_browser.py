@@ -3,6 +3,7 @@ the comparison and the race) within seconds of its click with no model loaded (t
 file says why and changes nothing; hostile text in a file stays text.
 
 The screenshots go to $PLAYGROUND_SCREENSHOTS (a folder, e.g. assets/) when set, else to the test's tmp folder."""
+
 from __future__ import annotations
 
 import json
@@ -61,21 +62,26 @@ def wait_status(page, text: str) -> None:
 
 def shown_in(page, button: str) -> float:
     """Seconds from a gallery button's click until its run is fully shown: the status, the four charts, the race."""
-    page.evaluate("() => document.querySelectorAll('#compare .race, #tokens .tok-output, #status .status')"
-                  ".forEach(e => { e.dataset.old = '1'; })")  # what the last run showed
+    page.evaluate(
+        "() => document.querySelectorAll('#compare .race, #tokens .tok-output, #status .status')"
+        ".forEach(e => { e.dataset.old = '1'; })"
+    )  # what the last run showed
     began = time.monotonic()
     page.click(button)
-    page.wait_for_function("document.querySelector('#status .status:not([data-old])')?.innerText.includes('Recorded') && "
-                           "document.querySelectorAll('#charts .js-plotly-plot').length >= 4 && "
-                           "document.querySelector('#tokens .tok-output:not([data-old])') !== null && "
-                           "document.querySelector('#compare .race:not([data-old])') !== null")
+    page.wait_for_function(
+        "document.querySelector('#status .status:not([data-old])')?.innerText.includes('Recorded') && "
+        "document.querySelectorAll('#charts .js-plotly-plot').length >= 4 && "
+        "document.querySelector('#tokens .tok-output:not([data-old])') !== null && "
+        "document.querySelector('#compare .race:not([data-old])') !== null"
+    )
     return time.monotonic() - began
 
 
 def test_a_gallery_run_is_shown_in_full_at_once_without_a_model(page, app_models, tmp_path):
     # once the start-up's warm-up of the default pair is done (it shares the CPU with the page until then)
-    page.wait_for_function("() => /Ready|could not/.test(document.querySelector('#startup').innerText)",
-                           timeout=300_000)
+    page.wait_for_function(
+        "() => /Ready|could not/.test(document.querySelector('#startup').innerText)", timeout=300_000
+    )
     pid = int((Path(app_models) / "app.pid").read_text())
     before = rss_mb(pid)
     times = [shown_in(page, "#gallery-story"), shown_in(page, "#gallery-code"), shown_in(page, "#gallery-story")]
@@ -96,7 +102,9 @@ def test_a_gallery_run_is_shown_in_full_at_once_without_a_model(page, app_models
 
 def test_the_tree_and_the_cross_tokenizer_runs_open(page):
     if not all((ROOT / "assets" / "runs" / f"{name}.json").is_file() for name in ("tree", "cross")):
-        pytest.fail("assets/runs/ lacks the tree or the cross-tokenizer run (python scripts/record_gallery.py tree cross)")
+        pytest.fail(
+            "assets/runs/ lacks the tree or the cross-tokenizer run (python scripts/record_gallery.py tree cross)"
+        )
     page.click("#gallery-tree")
     wait_status(page, "gallery: tree")
     assert page.locator("#tree .tree-node, #tree li").count() > 3

@@ -3,6 +3,7 @@ tiny pairs): no failures, no cross-talk, bad input answered clearly while a norm
 
 Run with -s to see the measured latencies (they also go to $PLAYGROUND_LOAD_REPORT when set).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,49 @@ PAIR = "tiny (test)"
 CLIENTS, REQUESTS = 8, 3
 
 
-def args(prompt="Once upon a time", k=4, policy="fixed k", temperature=0.0, top_p=1.0, max_new=24, seed=0,
-         draft_id="", target_id="", drafter="draft model", pair=PAIR, compare=False, exit_layer=0,
-         target_precision="default", draft_precision="default", tree="", confidence=0.4, invariant=True):
+def args(
+    prompt="Once upon a time",
+    k=4,
+    policy="fixed k",
+    temperature=0.0,
+    top_p=1.0,
+    max_new=24,
+    seed=0,
+    draft_id="",
+    target_id="",
+    drafter="draft model",
+    pair=PAIR,
+    compare=False,
+    exit_layer=0,
+    target_precision="default",
+    draft_precision="default",
+    tree="",
+    confidence=0.4,
+    invariant=True,
+):
     """/generate's inputs, in order: the shared controls (playground.ui.common.Controls), then the comparison box."""
     draftfree = [1.0, 0.1, 24, False, 5, 3, 3, False]  # suffix factor, min prob, depth, memory; lookahead W, N, G, pool
-    return [pair, draft_id, target_id, target_precision, invariant, drafter, draft_precision, exit_layer, *draftfree, k,
-            tree, policy, confidence, temperature, top_p, max_new, seed, prompt, compare]
+    return [
+        pair,
+        draft_id,
+        target_id,
+        target_precision,
+        invariant,
+        drafter,
+        draft_precision,
+        exit_layer,
+        *draftfree,
+        k,
+        tree,
+        policy,
+        confidence,
+        temperature,
+        top_p,
+        max_new,
+        seed,
+        prompt,
+        compare,
+    ]
 
 
 RUNNING = ("PROCESSING", "ITERATING")  # gradio_client reports a streaming job as ITERATING once it yields
@@ -86,8 +123,16 @@ def test_concurrent_clients_get_their_own_outputs(app_server, client):
                 errors.append(repr(exc))
                 continue
             end = time.monotonic()
-            results.append(dict(client=c, which=which, latency=end - start,
-                                wait=(started or end) - start, ok="Done" in status, same=tokens == solo[which]))
+            results.append(
+                dict(
+                    client=c,
+                    which=which,
+                    latency=end - start,
+                    wait=(started or end) - start,
+                    ok="Done" in status,
+                    same=tokens == solo[which],
+                )
+            )
 
     threads = [threading.Thread(target=worker, args=(c,)) for c in range(CLIENTS)]
     for t in threads:
@@ -99,9 +144,14 @@ def test_concurrent_clients_get_their_own_outputs(app_server, client):
     assert all(r["ok"] for r in results)
     assert all(r["same"] for r in results), [r for r in results if not r["same"]]
     latencies = sorted(r["latency"] for r in results)
-    figures = dict(clients=CLIENTS, requests=len(results), success=sum(r["ok"] for r in results) / len(results),
-                   p50_s=statistics.median(latencies), p95_s=latencies[int(0.95 * (len(latencies) - 1))],
-                   max_wait_s=max(r["wait"] for r in results))
+    figures = dict(
+        clients=CLIENTS,
+        requests=len(results),
+        success=sum(r["ok"] for r in results) / len(results),
+        p50_s=statistics.median(latencies),
+        p95_s=latencies[int(0.95 * (len(latencies) - 1))],
+        max_wait_s=max(r["wait"] for r in results),
+    )
     print("\nload:", json.dumps(figures))
     if os.environ.get("PLAYGROUND_LOAD_REPORT"):
         with open(os.environ["PLAYGROUND_LOAD_REPORT"], "w") as f:
@@ -141,7 +191,9 @@ BAD = [
 def test_bad_input_gets_a_clear_message_and_a_concurrent_run_is_unaffected(app_server, client):
     reference = call(client, args(**SETTINGS[1]))[1]
     normal: list = []
-    runner = threading.Thread(target=lambda: normal.append(call(Client(app_server, verbose=False), args(**SETTINGS[1]))))
+    runner = threading.Thread(
+        target=lambda: normal.append(call(Client(app_server, verbose=False), args(**SETTINGS[1])))
+    )
     runner.start()
     for bad, words in BAD:
         try:
@@ -181,7 +233,9 @@ def test_a_truncated_model_file_is_reported_and_the_app_keeps_serving(client, ap
 
 # ---------------------------------------------------------------- nobody listens, one client, Stop while waiting
 
-LONG = dict(k=1, temperature=0.0, max_new=480, draft_precision="fp32")  # greedy, 480 rounds of one draft: seconds on the tiny pair
+LONG = dict(
+    k=1, temperature=0.0, max_new=480, draft_precision="fp32"
+)  # greedy, 480 rounds of one draft: seconds on the tiny pair
 QUEUED = ("PROCESSING", "ITERATING", "PROGRESS")  # a job that is no longer waiting (a sweep reports PROGRESS)
 
 
@@ -200,14 +254,16 @@ def turn(app_server: str, a: list) -> tuple[float, str]:
     return time.monotonic() - start, job.result(timeout=300)[0]
 
 
-def rest_post(app_server: str, api: str, a: list, session: str | None = None,
-              address: str | None = None) -> tuple[int, str]:
+def rest_post(
+    app_server: str, api: str, a: list, session: str | None = None, address: str | None = None
+) -> tuple[int, str]:
     """POST /gradio_api/call/<api> (a REST call: no session unless it names one): (HTTP status, body). address: sent
     as X-Forwarded-For, which uvicorn takes as the client's address on a connection from this machine."""
     body = {"data": a} if session is None else {"data": a, "session_hash": session}
     headers = {"Content-Type": "application/json"} | ({"X-Forwarded-For": address} if address else {})
-    request = urllib.request.Request(f"{app_server}gradio_api/call/{api}", data=json.dumps(body).encode(),
-                                     headers=headers)
+    request = urllib.request.Request(
+        f"{app_server}gradio_api/call/{api}", data=json.dumps(body).encode(), headers=headers
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, response.read().decode()
@@ -226,7 +282,9 @@ def rest_result(app_server: str, api: str, event_id: str) -> list:
 
 
 NEXT_START_S = 2.0  # the next user's run starts this soon after a Stop (docs/reliability.md: the measured wait)
-STOPPABLE = dict(k=1, temperature=0.0, max_new=480, draft_precision="fp32")  # greedy: the tiny pair never ends early; 480 rounds: seconds
+STOPPABLE = dict(
+    k=1, temperature=0.0, max_new=480, draft_precision="fp32"
+)  # greedy: the tiny pair never ends early; 480 rounds: seconds
 
 
 def test_stop_mid_run_ends_the_job_on_the_server_and_the_next_job_starts_at_once(app_server, client, app_models):
@@ -257,8 +315,10 @@ def test_stop_mid_run_ends_the_job_on_the_server_and_the_next_job_starts_at_once
     wait = time.monotonic() - stopped_at
     status, tokens = other.result(timeout=300)[:2]
     busy = app.cpu_percent(interval=1.0)  # the server's CPU over the next second
-    print(f"\nnext user's wait after Stop mid-run: {wait:.2f} s (the run alone: {whole:.1f} s); the server's CPU "
-          f"afterwards: {busy:.0f} %")
+    print(
+        f"\nnext user's wait after Stop mid-run: {wait:.2f} s (the run alone: {whole:.1f} s); the server's CPU "
+        f"afterwards: {busy:.0f} %"
+    )
     assert wait < NEXT_START_S, f"the next user's run started {wait:.1f} s after Stop: the stopped job held the device"
     assert "Done" in status and tokens == solo
     assert busy < 50, f"the server computed at {busy:.0f} % after both runs: the stopped job did not end"
@@ -268,12 +328,14 @@ def test_stop_mid_run_ends_the_job_on_the_server_and_the_next_job_starts_at_once
 def test_a_sweep_whose_client_left_stops_within_a_round(app_server):
     """Issue 19.5: a sweep whose connection closed 1 s after it started computed ~30 s more, and the next
     user waited 25.5 s. Now the sweep ends at its next round."""
-    code = (f"import os, time\nfrom gradio_client import Client\n"
-            f"job = Client({app_server!r}, verbose=False).submit(*{args(**LONG)[:-1]!r}, '16 15 14 13', '1', "
-            f"'this prompt', api_name='/sweep')\n"
-            f"deadline = time.monotonic() + 120\n"
-            f"while job.status().code.name not in {QUEUED!r} and time.monotonic() < deadline:\n    time.sleep(0.02)\n"
-            f"print(job.status().code.name, flush=True)\ntime.sleep(1.0)\nos._exit(0)  # the connection closes\n")
+    code = (
+        f"import os, time\nfrom gradio_client import Client\n"
+        f"job = Client({app_server!r}, verbose=False).submit(*{args(**LONG)[:-1]!r}, '16 15 14 13', '1', "
+        f"'this prompt', api_name='/sweep')\n"
+        f"deadline = time.monotonic() + 120\n"
+        f"while job.status().code.name not in {QUEUED!r} and time.monotonic() < deadline:\n    time.sleep(0.02)\n"
+        f"print(job.status().code.name, flush=True)\ntime.sleep(1.0)\nos._exit(0)  # the connection closes\n"
+    )
     left = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert left.stdout.strip() == "PROGRESS", left.stdout + left.stderr[-2000:]  # the sweep ran when it left
     wait, status = turn(app_server, args(max_new=8))
@@ -314,8 +376,10 @@ def test_one_client_cannot_fill_the_queue(app_server):
         except Exception as exc:  # refused: gradio_client's ValidationError
             outcomes.append(str(exc))
     codes = [c for c, _ in posts]
-    print(f"\n40 REST POSTs: {codes.count(200)} accepted, {codes.count(422)} refused; 40 submits of one session: "
-          f"{sum('Done' in o for o in outcomes)} ran; another user: place {place.rank} of {place.queue_size}")
+    print(
+        f"\n40 REST POSTs: {codes.count(200)} accepted, {codes.count(422)} refused; 40 submits of one session: "
+        f"{sum('Done' in o for o in outcomes)} ran; another user: place {place.rank} of {place.queue_size}"
+    )
     assert codes.count(200) == MAX_JOBS_PER_CLIENT and codes.count(422) == 40 - MAX_JOBS_PER_CLIENT, codes
     assert all(f"You already have {MAX_JOBS_PER_CLIENT} runs waiting" in b for c, b in posts if c == 422)
     assert sum("Done" in o for o in outcomes) == MAX_JOBS_PER_CLIENT
@@ -329,19 +393,26 @@ def test_forty_sessions_from_one_address_cannot_keep_another_user_out(app_server
     the 32-place queue, a REST POST naming a random session_hash was accepted 10 times out of 10, and the next user got
     "Queue is full". Now one address holds at most MAX_JOBS_PER_ADDRESS jobs whatever sessions it names, and another
     user's run is queued and served."""
-    busy = Client(app_server, verbose=False, headers={"X-Forwarded-For": "10.7.7.7"}).submit(*args(**LONG),
-                                                                                            api_name="/generate")
+    busy = Client(app_server, verbose=False, headers={"X-Forwarded-For": "10.7.7.7"}).submit(
+        *args(**LONG), api_name="/generate"
+    )
     running(busy, "the busy run")
-    posts = [rest_post(app_server, "generate", args(max_new=8), session=f"flood-{i}", address="10.9.9.9")
-             for i in range(40) for _ in range(2)]
-    other = Client(app_server, verbose=False, headers={"X-Forwarded-For": "10.8.8.8"}).submit(*args(max_new=8),
-                                                                                             api_name="/generate")
+    posts = [
+        rest_post(app_server, "generate", args(max_new=8), session=f"flood-{i}", address="10.9.9.9")
+        for i in range(40)
+        for _ in range(2)
+    ]
+    other = Client(app_server, verbose=False, headers={"X-Forwarded-For": "10.8.8.8"}).submit(
+        *args(max_new=8), api_name="/generate"
+    )
     time.sleep(1.0)
     place = other.status()
     busy.cancel()
     codes = [c for c, _ in posts]
-    print(f"\n40 sessions x 2 POSTs from one address: {codes.count(200)} accepted, {codes.count(422)} refused; "
-          f"another user: place {place.rank} of {place.queue_size}")
+    print(
+        f"\n40 sessions x 2 POSTs from one address: {codes.count(200)} accepted, {codes.count(422)} refused; "
+        f"another user: place {place.rank} of {place.queue_size}"
+    )
     assert codes.count(200) == MAX_JOBS_PER_ADDRESS and codes.count(422) == 80 - MAX_JOBS_PER_ADDRESS, codes
     assert all(f"Your network address already has {MAX_JOBS_PER_ADDRESS} runs" in b for c, b in posts if c == 422)
     assert place.code.name == "IN_QUEUE" and place.rank is not None
@@ -377,8 +448,20 @@ def test_a_seeded_sampled_run_is_the_same_under_load_for_every_k_policy(app_serv
     """Issue 19 (theory policy): the same seed at temperature > 0 gave a different output under CPU contention.
     The theory policy plans with the profile measured once, before the run, so its k choices, and the
     output, do not depend on this run's timings."""
-    settings = [dict(prompt=REPEATING if d == "prompt lookup" else "The quick brown fox", drafter=d, k=4, policy=p,
-                     temperature=1.0, top_p=0.9, seed=5, max_new=64) for p in POLICIES for d in DRAFTERS]
+    settings = [
+        dict(
+            prompt=REPEATING if d == "prompt lookup" else "The quick brown fox",
+            drafter=d,
+            k=4,
+            policy=p,
+            temperature=1.0,
+            top_p=0.9,
+            seed=5,
+            max_new=64,
+        )
+        for p in POLICIES
+        for d in DRAFTERS
+    ]
     me = Client(app_server, verbose=False)
     solo = [call(me, args(**s))[1] for s in settings]
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]  # both cores busy

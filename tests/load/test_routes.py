@@ -3,6 +3,7 @@ queue and its caps (issue 35.4). Gradio 6 opens direct routes outside Spaces, PO
 /gradio_api/api/<api>, which ran an event at once, outside the queue (ten /run/generate from one address all
 started together; four /run/compare ran side by side): they are refused for every queued event, and
 /gradio_api/call/<api> joins the queue."""
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,14 @@ def test_no_direct_route_runs_an_event_outside_the_queue(app_server):
     for event in events:
         data = args(max_new=8) + [None] if event["api_name"] == "generate" else [None] * len(event["inputs"])
         for route in ("run", "api"):  # by name, and by fn_index (which names any event, even an undocumented one)
-            answers[route, event["api_name"]] = post(f"{app_server}gradio_api/{route}/{event['api_name']}",
-                                                     {"data": data, "fn_index": event["id"]})
-    ran = {key: answer for key, answer in answers.items()
-           if key[1] not in UNQUEUED and not (answer[0] == 404 and "join the queue" in answer[1])}
+            answers[route, event["api_name"]] = post(
+                f"{app_server}gradio_api/{route}/{event['api_name']}", {"data": data, "fn_index": event["id"]}
+            )
+    ran = {
+        key: answer
+        for key, answer in answers.items()
+        if key[1] not in UNQUEUED and not (answer[0] == 404 and "join the queue" in answer[1])
+    }
     assert ran == {}, f"direct routes that ran an event outside the queue: {ran}"
     unqueued = {e["api_name"] for e in events if not e["queue"]}
     assert unqueued <= UNQUEUED and not unqueued & DECODING
@@ -52,7 +57,8 @@ def test_every_decoding_event_joins_the_queue_through_its_call_route(app_server)
             data = [None] * len(event["inputs"])
         status, text = post(f"{app_server}gradio_api/call/{name}", {"data": data})
         assert status == 200 and json.loads(text)["event_id"], (name, status, text)  # queued: an event to read
-        with urllib.request.urlopen(f"{app_server}gradio_api/call/{name}/{json.loads(text)['event_id']}",
-                                    timeout=120) as response:
+        with urllib.request.urlopen(
+            f"{app_server}gradio_api/call/{name}/{json.loads(text)['event_id']}", timeout=120
+        ) as response:
             stream = response.read().decode()
         assert "event: complete" in stream or "event: error" in stream, (name, stream[-500:])

@@ -1,4 +1,5 @@
 """The Challenges tab's callback on the tiny pair: each effect's chart, table and CSV; bad requests refused."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,15 +37,18 @@ def test_context_and_precision_challenges(tiny_catalog, runner):
     assert "llama.cpp" in text
 
 
-@pytest.mark.parametrize("effect, changes, message", [
-    (views.BATCH, dict(batch="0 2"), "batch sizes: &#x27;0&#x27; is out of range"),
-    (views.BATCH, dict(batch="1 32"), "whole numbers 1..16"),
-    (views.CONTEXT, dict(context="16 600"), "context window is 512 tokens"),
-    (views.PRECISION, dict(targets="fp64"), "target precisions: &#x27;fp64&#x27; is not one of fp32, bf16, fp16"),
-    (views.PRECISION, dict(drafts=""), "draft precisions: give at least one"),
-    (views.BATCH, dict(drafter="prompt lookup"), "runs the pair&#x27;s draft model"),
-    ("everything", {}, "Unknown challenge"),
-])
+@pytest.mark.parametrize(
+    "effect, changes, message",
+    [
+        (views.BATCH, dict(batch="0 2"), "batch sizes: &#x27;0&#x27; is out of range"),
+        (views.BATCH, dict(batch="1 32"), "whole numbers 1..16"),
+        (views.CONTEXT, dict(context="16 600"), "context window is 512 tokens"),
+        (views.PRECISION, dict(targets="fp64"), "target precisions: &#x27;fp64&#x27; is not one of fp32, bf16, fp16"),
+        (views.PRECISION, dict(drafts=""), "draft precisions: give at least one"),
+        (views.BATCH, dict(drafter="prompt lookup"), "runs the pair&#x27;s draft model"),
+        ("everything", {}, "Unknown challenge"),
+    ],
+)
 def test_bad_requests_are_refused_with_a_message_naming_the_field(tiny_catalog, runner, effect, changes, message):
     fields = {k: changes.pop(k) for k in ("batch", "context", "targets", "drafts") if k in changes}
     status = challenge(runner, effect, **fields, **changes)[0]

@@ -1,4 +1,5 @@
 """Shared controls: picking a pair picks the drafter its draft model needs."""
+
 from playground import models
 from playground.config import DrafterKind
 from playground.ui.common import pair_drafter

@@ -1,6 +1,7 @@
 """The Compare pairs tab's callback on the tiny pairs: every pair x drafter against its own target alone, and a
 vLLM engine row beside them (started here, or the session's vLLM server by URL); bad vLLM input is named
 before anything of ours runs, and Stop ends vLLM's engine."""
+
 from __future__ import annotations
 
 import html
@@ -27,8 +28,9 @@ def compare(runner, pairs, drafters, vllm=(), should_stop=None, **changes):
 
 def test_pair_comparison(tiny_catalog, runner):
     # fp32 draft: the twin is then the target's exact copy (an int8 twin, LM head included, is not)
-    status, fig, positions, table, csv = compare(runner, [PAIR, TWIN], ["draft model", "prompt lookup"], k=3,
-                                                 max_new_tokens=16, draft_precision="fp32")
+    status, fig, positions, table, csv = compare(
+        runner, [PAIR, TWIN], ["draft model", "prompt lookup"], k=3, max_new_tokens=16, draft_precision="fp32"
+    )
     assert "2 pair(s) × 2 drafter(s)" in status
     assert len(table) == 2 * (1 + 2)
     twin = table[(table["pair"] == TWIN) & (table["method"].str.startswith("draft model"))]
@@ -44,7 +46,10 @@ def test_comparison_checks_its_request(tiny_catalog, runner, monkeypatch):
     assert "Pick at least one pair" in compare(runner, [], ["draft model"])[0]
     assert "Unknown drafter" in compare(runner, [PAIR], ["oracle"])[0]
     assert "k (draft length)" in compare(runner, [PAIR], ["draft model"], k=17)[0]
-    assert "allowed model roots" not in compare(runner, [PAIR], ["prompt lookup"], draft_id="../../etc", max_new_tokens=4)[0]
+    assert (
+        "allowed model roots"
+        not in compare(runner, [PAIR], ["prompt lookup"], draft_id="../../etc", max_new_tokens=4)[0]
+    )
     monkeypatch.setattr(bench, "MAX_CELLS", 5)  # the cap counts the runs of the whole request, over every pair
     status = compare(runner, [PAIR, TWIN], ["draft model", "prompt lookup"])[0]
     assert "That grid needs 6 runs" in status and "the limit is 5" in status  # 4 and 2 of the target alone
@@ -58,24 +63,42 @@ def test_draft_model_runs_each_pairs_own_drafter(tiny_catalog, cross_models, run
 
     cross = "tiny cross (test)"
     pairs = json.loads(tiny_catalog.read_text()) + [
-        {"name": cross, "draft": cross_models["draft"], "target": cross_models["target"],
-         "drafter": "cross-tokenizer draft model"}]
+        {
+            "name": cross,
+            "draft": cross_models["draft"],
+            "target": cross_models["target"],
+            "drafter": "cross-tokenizer draft model",
+        }
+    ]
     tiny_catalog.write_text(json.dumps(pairs))
-    status, fig, positions, table, csv = compare(runner, [PAIR, cross], ["draft model", "cross-tokenizer draft model"],
-                                                 k=3, max_new_tokens=12, draft_precision="fp32")
+    status, fig, positions, table, csv = compare(
+        runner,
+        [PAIR, cross],
+        ["draft model", "cross-tokenizer draft model"],
+        k=3,
+        max_new_tokens=12,
+        draft_precision="fp32",
+    )
     assert "Comparison done: 2 pair(s)" in status, status
     methods = {(p, m) for p, m in zip(table["pair"], table["method"])}
-    assert methods == {(PAIR, BASELINE), (PAIR, "draft model (fp32)"), (PAIR, "cross-tokenizer draft model (fp32)"),
-                       (cross, BASELINE), (cross, "cross-tokenizer draft model (fp32)")}
+    assert methods == {
+        (PAIR, BASELINE),
+        (PAIR, "draft model (fp32)"),
+        (PAIR, "cross-tokenizer draft model (fp32)"),
+        (cross, BASELINE),
+        (cross, "cross-tokenizer draft model (fp32)"),
+    }
     assert all(table[table["method"] != BASELINE]["greedy_equal"])
 
 
 # ---------------------------------------------------------------- a vLLM engine row
 
+
 @pytest.fixture
 def vllm_catalog(tiny_catalog, vllm_pair):
     pairs = json.loads(tiny_catalog.read_text()) + [
-        {"name": VLLM_PAIR, "draft": str(vllm_pair["draft"]), "target": str(vllm_pair["target"])}]
+        {"name": VLLM_PAIR, "draft": str(vllm_pair["draft"]), "target": str(vllm_pair["target"])}
+    ]
     tiny_catalog.write_text(json.dumps(pairs))
     return tiny_catalog
 
@@ -93,9 +116,16 @@ def check_vllm_rows(table, fig, positions, method: str) -> None:
 def test_a_vllm_engine_started_here_for_the_same_pair(vllm_catalog, runner, monkeypatch):
     require_vllm()
     monkeypatch.setattr(vllm_peer, "HERE", replace(vllm_peer.HERE, fast_start=True))  # seconds, not minutes
-    status, fig, positions, table, csv = compare(runner, [VLLM_PAIR], ["draft model", "early exit"],
-                                                 vllm=(vllm_peer.VLLM_HERE, "", "", ""), k=3, max_new_tokens=12,
-                                                 draft_precision="fp32", target_precision="fp32")
+    status, fig, positions, table, csv = compare(
+        runner,
+        [VLLM_PAIR],
+        ["draft model", "early exit"],
+        vllm=(vllm_peer.VLLM_HERE, "", "", ""),
+        k=3,
+        max_new_tokens=12,
+        draft_precision="fp32",
+        target_precision="fp32",
+    )
     assert "and 2 vLLM engine row(s) from vLLM started here" in status, status
     # vLLM's draft model for ours, nothing for early exit (vLLM has none), its target alone for the speedup
     assert set(table[table["engine"] == "vllm"]["method"]) == {"vLLM target alone", "vLLM draft model"}
@@ -105,19 +135,33 @@ def test_a_vllm_engine_started_here_for_the_same_pair(vllm_catalog, runner, monk
 
 
 def test_a_vllm_server_by_url(vllm_catalog, runner, vllm_server, allow_vllm):
-    status, fig, positions, table, csv = compare(runner, [VLLM_PAIR], ["draft model"],
-                                                 vllm=(vllm_peer.VLLM_URL, vllm_server.base + "/v1", "tiny", ""),
-                                                 k=3, max_new_tokens=12, draft_precision="fp32", target_precision="fp32")
+    status, fig, positions, table, csv = compare(
+        runner,
+        [VLLM_PAIR],
+        ["draft model"],
+        vllm=(vllm_peer.VLLM_URL, vllm_server.base + "/v1", "tiny", ""),
+        k=3,
+        max_new_tokens=12,
+        draft_precision="fp32",
+        target_precision="fp32",
+    )
     assert f"from the vLLM server at {vllm_server.base}" in status, status
     check_vllm_rows(table, fig, positions, "vLLM server")
 
 
 def test_bad_vllm_input_is_named_before_our_runs(vllm_catalog, runner, tmp_path, monkeypatch, allow_vllm):
-    cases = {(vllm_peer.VLLM_URL, "", "", ""): "give its URL",
-             (vllm_peer.VLLM_URL, "localhost 8000", "", ""): "give it as http://host:port",
-             (vllm_peer.VLLM_URL, "http://127.0.0.1:9", "", ""): "Cannot reach a vLLM server at http://127.0.0.1:9",  # listed, no one there
-             (vllm_peer.VLLM_URL, "http://127.0.0.1:10", "", ""): "is not one of the vLLM servers this app may reach",
-             ("a cluster", "", "", ""): "Unknown vLLM engine choice"}
+    cases = {
+        (vllm_peer.VLLM_URL, "", "", ""): "give its URL",
+        (vllm_peer.VLLM_URL, "localhost 8000", "", ""): "give it as http://host:port",
+        (
+            vllm_peer.VLLM_URL,
+            "http://127.0.0.1:9",
+            "",
+            "",
+        ): "Cannot reach a vLLM server at http://127.0.0.1:9",  # listed, no one there
+        (vllm_peer.VLLM_URL, "http://127.0.0.1:10", "", ""): "is not one of the vLLM servers this app may reach",
+        ("a cluster", "", "", ""): "Unknown vLLM engine choice",
+    }
     for vllm, message in cases.items():
         start = time.monotonic()
         status = compare(runner, [PAIR], ["draft model"], vllm=vllm)[0]
@@ -182,8 +226,15 @@ def test_stop_ends_vllms_engine_and_keeps_ours(vllm_catalog, runner, tmp_path, m
         return child.exists() and time.monotonic() - asked > 1.0
 
     start = time.monotonic()
-    status, fig, positions, table, csv = compare(runner, [PAIR], ["draft model"], vllm=(vllm_peer.VLLM_HERE, "", "", ""),
-                                                 should_stop=should_stop, k=3, max_new_tokens=8)
+    status, fig, positions, table, csv = compare(
+        runner,
+        [PAIR],
+        ["draft model"],
+        vllm=(vllm_peer.VLLM_HERE, "", "", ""),
+        should_stop=should_stop,
+        k=3,
+        max_new_tokens=8,
+    )
     assert "Ours done; no vLLM row: Stopped" in status, status
     assert time.monotonic() - start < 60
     assert set(table["engine"]) == {"ours"} and len(table) == 2

@@ -1,4 +1,5 @@
 """The Export tab's callback: code for the current choice, checked settings."""
+
 from __future__ import annotations
 
 import ast
@@ -17,8 +18,11 @@ def test_export_for_the_current_choice(tiny_catalog, tiny_models, runner, drafte
     ast.parse(vllm)
     assert ("--tensor-parallel-size" in serve) == (drafter != "early exit")
     assert repr(str(tiny_models["target"])) in hf
-    keyword = {"draft model": "assistant_model=assistant", "prompt lookup": "prompt_lookup_num_tokens=5",
-               "early exit": "assistant_early_exit=1"}[drafter]  # the tiny target: 2 layers, a quarter is 1
+    keyword = {
+        "draft model": "assistant_model=assistant",
+        "prompt lookup": "prompt_lookup_num_tokens=5",
+        "early exit": "assistant_early_exit=1",
+    }[drafter]  # the tiny target: 2 layers, a quarter is 1
     assert keyword in hf and "do_sample=True" in hf
 
 

@@ -1,6 +1,7 @@
 """Each Gradio internal that playground/ui/jobs.py and sessions.py read (their INTERNALS), on the installed Gradio
 and a real Blocks with its queue: when Gradio is upgraded (and jobs.GRADIO raised), these say which internal moved.
 And the start-up check that refuses any other Gradio."""
+
 from __future__ import annotations
 
 import asyncio
@@ -56,7 +57,9 @@ def test_an_event_carries_what_the_rules_read(demo):
     assert e.alive is True and isinstance(e.enqueue_time, float) and e.fn.api_name == "generate"
     assert jobs._client(e.session_hash, e._id, e.request) == "a"
     rest = event(demo, None, host="10.0.0.7")  # a REST call: Gradio names its session after the event
-    assert rest.session_hash == rest._id and jobs._client(rest.session_hash, rest._id, rest.request) == "address 10.0.0.7"
+    assert (
+        rest.session_hash == rest._id and jobs._client(rest.session_hash, rest._id, rest.request) == "address 10.0.0.7"
+    )
 
 
 def test_waiting_and_running_events_are_read_from_the_queue(demo):
@@ -68,7 +71,9 @@ def test_waiting_and_running_events_are_read_from_the_queue(demo):
     saved, queue.active_jobs = queue.active_jobs, [[running], None]
     try:
         assert jobs._jobs(queue) == (waiting, [running])
-        assert "You already have 2 runs" in jobs.refusal(request(demo, "a")) and jobs.refusal(request(demo, "b")) is None
+        assert (
+            "You already have 2 runs" in jobs.refusal(request(demo, "a")) and jobs.refusal(request(demo, "b")) is None
+        )
         listener = jobs.Listener(request(demo, "a"))
         assert listener.event is running and not listener.gone
         queue.pending_messages_per_session["a"] = asyncio.Queue()  # what Gradio holds per session: a message queue
@@ -114,7 +119,9 @@ def test_what_the_session_reaper_reads_is_where_sessions_expects_it(demo):
 
     holder = demo.state_holder
     session = holder["reaped"]
-    assert isinstance(holder.time_last_used["reaped"], datetime.datetime) and isinstance(holder.lock, type(threading.Lock()))
+    assert isinstance(holder.time_last_used["reaped"], datetime.datetime) and isinstance(
+        holder.lock, type(threading.Lock())
+    )
     assert list(holder.session_data)[-1] == "reaped"  # least recently used first
     assert isinstance(session.state_data, dict) and set(session.blocks_config.blocks) == set(demo.blocks)
     queue = demo._queue

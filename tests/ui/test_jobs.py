@@ -1,6 +1,7 @@
 """The device queue as the app reads it (playground.ui.jobs), on a stand-in for Gradio's queue: a few jobs
 per client, a running job's listener, a waiting run taken out of the queue; and every decoding callback
 ending at the next round once nobody listens (the real queue: tests/load)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,16 +24,25 @@ from ui_support import PAIR, controls
 
 def event(session: str | None, host: str = "10.0.0.1", api: str = "generate", at: float = 0.0) -> SimpleNamespace:
     """A stand-in for gradio.queueing.Event; session None: a REST call (gradio names its session after it)."""
-    e = SimpleNamespace(_id=f"job-{id(object())}", request=SimpleNamespace(client=SimpleNamespace(host=host)),
-                        concurrency_id=DECODING, alive=True, enqueue_time=at, fn=SimpleNamespace(api_name=api))
+    e = SimpleNamespace(
+        _id=f"job-{id(object())}",
+        request=SimpleNamespace(client=SimpleNamespace(host=host)),
+        concurrency_id=DECODING,
+        alive=True,
+        enqueue_time=at,
+        fn=SimpleNamespace(api_name=api),
+    )
     e.session_hash = session or e._id
     return e
 
 
 def gradio_queue(waiting=(), running=()) -> SimpleNamespace:
-    return SimpleNamespace(event_queue_per_concurrency_id={DECODING: SimpleNamespace(queue=list(waiting))},
-                           active_jobs=[list(running) if running else None, None], event_ids_to_events={},
-                           pending_messages_per_session={})
+    return SimpleNamespace(
+        event_queue_per_concurrency_id={DECODING: SimpleNamespace(queue=list(waiting))},
+        active_jobs=[list(running) if running else None, None],
+        event_ids_to_events={},
+        pending_messages_per_session={},
+    )
 
 
 def request(queue, session: str | None, host: str = "10.0.0.1") -> SimpleNamespace:
@@ -42,6 +52,7 @@ def request(queue, session: str | None, host: str = "10.0.0.1") -> SimpleNamespa
 
 
 # ---------------------------------------------------------------- a few jobs per client
+
 
 def test_a_client_may_have_at_most_two_decoding_jobs_waiting_or_running():
     queue = gradio_queue(waiting=[event("a"), event("b")], running=[event("a")])
@@ -67,7 +78,9 @@ def test_forty_sessions_from_one_address_hold_at_most_its_share_of_the_queue():
                 queue.event_queue_per_concurrency_id[DECODING].queue.append(event(f"s{i}", "10.0.0.9"))
                 admitted.append(i)
     assert len(admitted) == settings.read().max_jobs_per_address == 8
-    assert "Your network address already has 8 runs waiting or running" in jobs.refusal(request(queue, "s99", "10.0.0.9"))
+    assert "Your network address already has 8 runs waiting or running" in jobs.refusal(
+        request(queue, "s99", "10.0.0.9")
+    )
     assert jobs.refusal(request(queue, "someone else", "10.0.0.8")) is None  # another address still gets in
 
 
@@ -103,6 +116,7 @@ def test_the_refusal_shows_under_the_chosen_input():
 
 
 # ---------------------------------------------------------------- a running job's listener
+
 
 def test_the_listener_hears_a_client_leave_or_a_cancel():
     mine, other = event("a"), event("b")
@@ -147,6 +161,7 @@ def test_the_listener_gives_up_on_messages_nobody_reads():
 
 
 # ---------------------------------------------------------------- Stop before it started
+
 
 def test_withdraw_takes_this_sessions_waiting_runs_out_and_answers_them():
     mine, sweep, other = event("a"), event("a", api="sweep"), event("b")
@@ -194,12 +209,18 @@ def test_generate_ends_at_the_next_round_once_nobody_listens(tiny_catalog, runne
 
 def test_sweep_and_comparison_end_at_the_next_round_once_nobody_listens(tiny_catalog, runner):
     listener = Gone(rounds=5)
-    status = run_sweep(jobs.Watched(runner, listener), SessionState(), controls(max_new_tokens=60), "1 2", "0 1",
-                       THIS_PROMPT)[0]
+    status = run_sweep(
+        jobs.Watched(runner, listener), SessionState(), controls(max_new_tokens=60), "1 2", "0 1", THIS_PROMPT
+    )[0]
     assert "nobody was reading" in status and listener.checks == 6  # of about 4 x 60 rounds
     listener = Gone(rounds=5)
-    status = run_compare(jobs.Watched(runner, listener), SessionState(), [PAIR], ["draft model", "prompt lookup"],
-                         controls(max_new_tokens=60))[0]
+    status = run_compare(
+        jobs.Watched(runner, listener),
+        SessionState(),
+        [PAIR],
+        ["draft model", "prompt lookup"],
+        controls(max_new_tokens=60),
+    )[0]
     assert "nobody was reading" in status and listener.checks == 6
 
 
@@ -207,6 +228,7 @@ def test_stop_ends_a_running_sweep_comparison_challenge_or_step_start_at_its_nex
     """Issue 29.3: Stop worked in the browser only (its cancel); through the API, /challenge_stop answered "Stopped."
     and the challenge ran on. Now Stop on a tab marks the session (state.stop) and the tab's job ends at its next
     round, whichever way Stop came."""
+
     def stopping_after(state: SessionState, tab: str, rounds: int) -> jobs.Listener:
         listener, seen = jobs.Listener(None, state=state, tab=tab), []
         check = listener.check
@@ -225,14 +247,23 @@ def test_stop_ends_a_running_sweep_comparison_challenge_or_step_start_at_its_nex
     status = run_sweep(jobs.Watched(runner, listener), state, controls(max_new_tokens=60), "1 2", "0 1", THIS_PROMPT)[0]
     assert jobs.STOPPED in status and "status-info" in status and len(listener.seen) == 5
     listener = stopping_after(state, "compare", 3)
-    status = run_compare(jobs.Watched(runner, listener), state, [PAIR], ["draft model", "prompt lookup"],
-                         controls(max_new_tokens=60))[0]
+    status = run_compare(
+        jobs.Watched(runner, listener), state, [PAIR], ["draft model", "prompt lookup"], controls(max_new_tokens=60)
+    )[0]
     assert jobs.STOPPED in status and len(listener.seen) == 3
     for effect, rounds in (("batch size", 4), ("context length", 4)):  # the context challenge iterates a decoder
         listener = stopping_after(state, "challenge", rounds)
-        status = challenges_tab.run_challenge(jobs.Watched(runner, listener), state, controls(max_new_tokens=40), effect,
-                                              "1 2", "16 32", "fp32", "fp32", gradio_progress(lambda *a, **k: None,
-                                                                                              listener.check))[0]
+        status = challenges_tab.run_challenge(
+            jobs.Watched(runner, listener),
+            state,
+            controls(max_new_tokens=40),
+            effect,
+            "1 2",
+            "16 32",
+            "fp32",
+            "fp32",
+            gradio_progress(lambda *a, **k: None, listener.check),
+        )[0]
         assert jobs.STOPPED in status and len(listener.seen) == rounds, effect
     stopped = SessionState()
     listener = jobs.Listener(None, state=stopped, tab="step")  # the start joins the queue ...
@@ -254,6 +285,7 @@ def test_every_tabs_stop_takes_its_waiting_jobs_out_of_the_queue():
 
 
 # ---------------------------------------------------------------- the page
+
 
 def test_every_decoding_event_is_admitted_per_client_and_shows_its_place_in_the_queue(tiny_catalog, runner):
     demo = build_demo(runner)

@@ -1,5 +1,6 @@
 """Settings as a link: the Export tab's link carries the controls and reading it back gives the same values; an
 unknown or bad value is left out with a note (never an error); a gallery run opens from ?run=."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -18,16 +19,35 @@ def read(query: str):
 
 
 def test_the_link_carries_the_controls_and_reads_back(tiny_catalog):
-    c = controls(pair=TWIN, drafter="early exit", exit_layer=2, target_precision="bf16", invariant=False,
-                 draft_precision="int8", k=6,
-                 tree="3-2-1", policy="adaptive (theory)", confidence=0.55, temperature=0.7, top_p=0.9,
-                 max_new_tokens=77, seed=12345, suffix_depth=12, suffix_memory=True, lookahead_window=7)
+    c = controls(
+        pair=TWIN,
+        drafter="early exit",
+        exit_layer=2,
+        target_precision="bf16",
+        invariant=False,
+        draft_precision="int8",
+        k=6,
+        tree="3-2-1",
+        policy="adaptive (theory)",
+        confidence=0.55,
+        temperature=0.7,
+        top_p=0.9,
+        max_new_tokens=77,
+        seed=12345,
+        suffix_depth=12,
+        suffix_memory=True,
+        lookahead_window=7,
+    )
     query, note = links.settings_link(c, compare=True)
     values, flags, notes = read(query)
     assert notes == [] and note == "" and flags == {"compare": True}
     default = controls()
-    expected = {f: getattr(c, f) for f in Controls.__dataclass_fields__ if f not in ("draft_id", "target_id")
-                and (not f.startswith(("suffix_", "lookahead_")) or getattr(c, f) != getattr(default, f))}
+    expected = {
+        f: getattr(c, f)
+        for f in Controls.__dataclass_fields__
+        if f not in ("draft_id", "target_id")
+        and (not f.startswith(("suffix_", "lookahead_")) or getattr(c, f) != getattr(default, f))
+    }
     assert values == expected
 
 
@@ -43,12 +63,25 @@ def test_an_example_prompt_goes_by_its_number(tiny_catalog):
 
 
 def test_bad_values_are_left_out_with_a_note(tiny_catalog):
-    values, flags, notes = read("?k=99&temperature=hot&pair=nope&drafter=oracle&policy=sideways&tree=3-x&seed=-1"
-                                "&example=42&compare=maybe&colour=red&top_p=0.5&target_precision=int8")
+    values, flags, notes = read(
+        "?k=99&temperature=hot&pair=nope&drafter=oracle&policy=sideways&tree=3-x&seed=-1"
+        "&example=42&compare=maybe&colour=red&top_p=0.5&target_precision=int8"
+    )
     assert values == {"top_p": 0.5}  # the one good value
     text = " ".join(notes)
-    for name in ("k=", "temperature=", "pair=", "drafter=", "policy=", "tree=", "seed=", "example=", "compare=",
-                 "'colour' is not a setting", "target_precision="):
+    for name in (
+        "k=",
+        "temperature=",
+        "pair=",
+        "drafter=",
+        "policy=",
+        "tree=",
+        "seed=",
+        "example=",
+        "compare=",
+        "'colour' is not a setting",
+        "target_precision=",
+    ):
         assert name in text, name
     assert links.settings_note(notes).startswith("The link's settings were applied, except:")
 
@@ -68,7 +101,7 @@ def first(catalog, query: str, session=None) -> list:
 def test_the_page_load_sets_what_the_link_says(tiny_catalog):
     out = first(tiny_catalog, "?k=7&projector=1&compare=1")
     n = len(Controls.__dataclass_fields__)
-    fields = dict(zip(Controls.__dataclass_fields__, out[11:11 + n]))
+    fields = dict(zip(Controls.__dataclass_fields__, out[11 : 11 + n]))
     assert fields["k"] == 7 and fields["pair"] == gr.skip()
     assert out[-2:] == [True, True]  # compare, projector
     assert out[0] == gr.skip()  # nothing to say

@@ -1,6 +1,7 @@
 """Issue 29, items 5 and 7: every odd input gets a message that says what to fix, in a line: a value of the wrong
 type, a 1 MB value (never echoed back), non-numbers for the theory; no message shows a server path; Export never
 loads a model (it runs outside the device queue)."""
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -47,10 +48,14 @@ def test_a_pair_sent_as_a_list_is_answered_naming_the_pair(tiny_catalog, runner,
 def test_a_value_of_the_wrong_type_names_its_field(tiny_catalog, runner):
     assert "The prompt must be text" in status_of("run", runner, prompt=["hi"])
     assert "The draft model id must be text" in status_of("run", runner, draft_id=["a"])
-    assert "Pairs must be a list of names" in compare_tab.run_compare(runner, SessionState(), [[PAIR]], ["draft model"],
-                                                                     controls())[0]
-    assert "Comparison done: 1 pair(s)" in compare_tab.run_compare(runner, SessionState(), PAIR, "prompt lookup",
-                                                                  controls(max_new_tokens=4))[0]  # one name: one pair
+    assert (
+        "Pairs must be a list of names"
+        in compare_tab.run_compare(runner, SessionState(), [[PAIR]], ["draft model"], controls())[0]
+    )
+    assert (
+        "Comparison done: 1 pair(s)"
+        in compare_tab.run_compare(runner, SessionState(), PAIR, "prompt lookup", controls(max_new_tokens=4))[0]
+    )  # one name: one pair
 
 
 @pytest.mark.parametrize("field", [f.name for f in fields(Controls)])
@@ -77,8 +82,16 @@ def test_a_1mb_value_in_a_tabs_own_box_is_answered_in_a_line(tiny_catalog, runne
     assert [len(a) for a in answers if len(a) >= MOST or "status-error" not in a] == []
 
 
-@pytest.mark.parametrize("alpha, c, named", [("abc", 0.2, "α (acceptance rate)"), (0.7, "x", "c (draft cost per token)"),
-                                             (None, 0.2, "α"), (0.7, [1], "c (draft"), (float("nan"), 0.2, "α")])
+@pytest.mark.parametrize(
+    "alpha, c, named",
+    [
+        ("abc", 0.2, "α (acceptance rate)"),
+        (0.7, "x", "c (draft cost per token)"),
+        (None, 0.2, "α"),
+        (0.7, [1], "c (draft"),
+        (float("nan"), 0.2, "α"),
+    ],
+)
 def test_the_theory_with_non_numbers_names_alpha_or_c(alpha, c, named):
     """Issue 29.5: /theory with non-numbers answered {"error": null} (the page's own check), or "ValueError: could not
     convert string to float" (the callback)."""
@@ -89,6 +102,7 @@ def test_the_theory_with_non_numbers_names_alpha_or_c(alpha, c, named):
 def test_export_never_loads_a_model(tiny_catalog, runner, monkeypatch):
     """Issue 29.7: Export loaded the target (to count its layers for early exit) outside the device queue, while
     another user's run could be timed. Now the layer count comes from the target's config.json."""
+
     def no_load(*args, **kwargs):
         raise AssertionError("Export loaded a model")
 
@@ -101,8 +115,12 @@ def test_export_never_loads_a_model(tiny_catalog, runner, monkeypatch):
 def test_no_message_shows_a_server_path(tiny_catalog, tiny_models, runner):
     """Issue 29.7: refusals named the server paths of the model roots (and the pair's folders showed in the page)."""
     root = str(tiny_models["target"].parent)
-    shown = [status_of("run", runner, draft_id="/etc"), status_of("run", runner, target_id="../../etc"),
-             status_of("run", runner, target_id=root + "/no-such-model"), pair_info(PAIR),
-             status_of("export", runner, draft_id="/etc")]
+    shown = [
+        status_of("run", runner, draft_id="/etc"),
+        status_of("run", runner, target_id="../../etc"),
+        status_of("run", runner, target_id=root + "/no-such-model"),
+        pair_info(PAIR),
+        status_of("export", runner, draft_id="/etc"),
+    ]
     assert [s for s in shown if root in s or "/tmp" in s] == []
     assert "allowed model roots" in shown[0] and "local folder target" in shown[3]

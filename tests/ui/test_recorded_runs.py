@@ -1,6 +1,7 @@
 """Recorded runs: a run's trace JSON opened again shows what the run showed (tokens, hovers, summary, charts,
 comparison, race, tree) with no model; a bad file changes nothing but the status line, and says why; hostile text
 in a file is escaped. Plus the gallery in assets/runs/ opens, each run from the file alone."""
+
 from __future__ import annotations
 
 import html
@@ -24,8 +25,11 @@ def traces(tmp_path_factory, tiny_models, runner):
 
     os.environ["PLAYGROUND_PAIRS_FILE"] = str(_pairs(tmp_path_factory.mktemp("pairs"), tiny_models))
     out = {}
-    for name, changes, compare in (("chain", {}, True), ("tree", {"tree": "2-2-1"}, False),
-                                   ("sampled", {"temperature": 0.8, "seed": 3}, True)):
+    for name, changes, compare in (
+        ("chain", {}, True),
+        ("tree", {"tree": "2-2-1"}, False),
+        ("sampled", {"temperature": 0.8, "seed": 3}, True),
+    ):
         state = SessionState()
         final = list(run_tab.generate(runner, state, controls(max_new_tokens=20, **changes), compare))[-1]
         assert "status-ok" in final.status, final.status
@@ -36,8 +40,9 @@ def traces(tmp_path_factory, tiny_models, runner):
 
 def _pairs(folder, tiny_models):
     path = folder / "pairs.json"
-    path.write_text(json.dumps([{"name": "tiny (test)", "draft": str(tiny_models["draft"]),
-                                 "target": str(tiny_models["target"])}]))
+    path.write_text(
+        json.dumps([{"name": "tiny (test)", "draft": str(tiny_models["draft"]), "target": str(tiny_models["target"])}])
+    )
     return path
 
 
@@ -71,6 +76,7 @@ def test_a_recorded_run_saves_again_to_the_same_trace(traces):
 
 
 # ---------------------------------------------------------------- bad files
+
 
 def refused(data: bytes) -> str:
     """The status of a refused file; nothing else changes (neither the session's run nor the controls)."""
@@ -129,26 +135,48 @@ def test_fields_of_the_wrong_type_or_range(traces):
     assert "round 0" in refused(infinite)
 
 
-@pytest.mark.parametrize("change, named", [
-    (lambda d: d.update(profile_draft_s=-0.5), "'profile_draft_s' (the draft's seconds per token) must be from 0"),
-    (lambda d: d.update(profile_draft_s=1e308), "'profile_draft_s'"),
-    (lambda d: d.update(profile_draft_s=float("nan")), "'profile_draft_s'"),
-    (lambda d: d["profile_verify_s"].update({"1": 1e300}), "'profile_verify_s'"),
-    (lambda d: d["rounds"][0].update(draft_s=1e300), "round 0 is not a round this app wrote (a field is missing, of "
-                                                     "the wrong type or out of range: 'draft_s' must be seconds"),
-    (lambda d: d["rounds"][0].update(verify_s=float("nan")), "'verify_s' must be seconds"),
-    (lambda d: d["rounds"][0].update(p=[1.7] + d["rounds"][0]["p"][1:]), "'p' must be from 0 to 1"),
-    (lambda d: d["rounds"][0].update(q=[-0.2] + d["rounds"][0]["q"][1:]), "'q' must be from 0 to 1"),
-    (lambda d: d["rounds"][0].update(u=[1.5]), "'u' must be from 0 to 1"),
-    (lambda d: d["rounds"][0].update(token_q=3.0), "'token_q' must be from 0 to 1"),
-    (lambda d: d["rounds"][0].update(margins=[-1.0]), "'margins' must be from 0"),
-    (lambda d: d["rounds"][1].update(total_new=0), "round 1 is not a round this app wrote (its 'round' must be 1 and "
-                                                   "its 'total_new'"),
-    (lambda d: d["rounds"][0].update(round=7), "its 'round' must be 0"),
-    (lambda d: d["baseline_rounds"][2].update(round=1), "'baseline_rounds': round 2"),
-], ids=["negative draft s", "draft s 1e308", "draft s NaN", "V(1) 1e300", "round seconds 1e300", "round seconds NaN",
-        "p 1.7", "q -0.2", "u 1.5", "token_q 3", "margin -1", "output shrinks", "round out of order",
-        "baseline round out of order"])
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (lambda d: d.update(profile_draft_s=-0.5), "'profile_draft_s' (the draft's seconds per token) must be from 0"),
+        (lambda d: d.update(profile_draft_s=1e308), "'profile_draft_s'"),
+        (lambda d: d.update(profile_draft_s=float("nan")), "'profile_draft_s'"),
+        (lambda d: d["profile_verify_s"].update({"1": 1e300}), "'profile_verify_s'"),
+        (
+            lambda d: d["rounds"][0].update(draft_s=1e300),
+            "round 0 is not a round this app wrote (a field is missing, of "
+            "the wrong type or out of range: 'draft_s' must be seconds",
+        ),
+        (lambda d: d["rounds"][0].update(verify_s=float("nan")), "'verify_s' must be seconds"),
+        (lambda d: d["rounds"][0].update(p=[1.7] + d["rounds"][0]["p"][1:]), "'p' must be from 0 to 1"),
+        (lambda d: d["rounds"][0].update(q=[-0.2] + d["rounds"][0]["q"][1:]), "'q' must be from 0 to 1"),
+        (lambda d: d["rounds"][0].update(u=[1.5]), "'u' must be from 0 to 1"),
+        (lambda d: d["rounds"][0].update(token_q=3.0), "'token_q' must be from 0 to 1"),
+        (lambda d: d["rounds"][0].update(margins=[-1.0]), "'margins' must be from 0"),
+        (
+            lambda d: d["rounds"][1].update(total_new=0),
+            "round 1 is not a round this app wrote (its 'round' must be 1 and its 'total_new'",
+        ),
+        (lambda d: d["rounds"][0].update(round=7), "its 'round' must be 0"),
+        (lambda d: d["baseline_rounds"][2].update(round=1), "'baseline_rounds': round 2"),
+    ],
+    ids=[
+        "negative draft s",
+        "draft s 1e308",
+        "draft s NaN",
+        "V(1) 1e300",
+        "round seconds 1e300",
+        "round seconds NaN",
+        "p 1.7",
+        "q -0.2",
+        "u 1.5",
+        "token_q 3",
+        "margin -1",
+        "output shrinks",
+        "round out of order",
+        "baseline round out of order",
+    ],
+)
 def test_impossible_values_are_refused_naming_the_field(traces, change, named):
     """Issue 35.6: a trace with a negative profile_draft_s (and other values no run can have: times past a day or
     not a number, probabilities outside 0..1, a negative logit margin, rounds out of order, an output that shrinks)
@@ -173,6 +201,7 @@ def test_hostile_text_is_escaped(traces):
 
 
 # ---------------------------------------------------------------- the gallery
+
 
 def test_the_gallery_opens_without_a_model(tiny_catalog):
     """Each shipped run opens from its file alone (whatever models this machine has)."""

@@ -1,5 +1,6 @@
 """The Run tab's callbacks called directly on the tiny pairs: clear messages for bad input, a full run
 with the comparison, the summary panel, Stop, downloads; and the page itself (build_demo)."""
+
 from __future__ import annotations
 
 import json
@@ -33,6 +34,7 @@ def only_status(views: list[View]) -> str:
 
 # ---------------------------------------------------------------- bad input
 
+
 def test_empty_prompt(tiny_catalog, runner):
     views = call(runner, prompt="   ")
     assert len(views) == 1 and "The prompt is empty" in only_status(views)  # refused before anything shows
@@ -60,7 +62,9 @@ def test_bad_settings_and_pair(tiny_catalog, runner):
     assert "tree: write children per depth" in only_status(call(runner, tree="3-x"))
     assert "tree: a dynamic tree&#x27;s node budget" in only_status(call(runner, tree="dynamic:1"))
     assert "A token tree needs a drafter" in only_status(call(runner, tree="2-2", drafter="prompt lookup"))
-    assert "draft confidence threshold" in only_status(call(runner, confidence=1.5, policy="adaptive (draft confidence)"))
+    assert "draft confidence threshold" in only_status(
+        call(runner, confidence=1.5, policy="adaptive (draft confidence)")
+    )
 
 
 def test_unexpected_error_is_one_line_without_server_paths(tiny_catalog, runner, monkeypatch):
@@ -90,6 +94,7 @@ def test_failed_load_keeps_serving(tiny_catalog, tiny_models, runner):
 
 # ---------------------------------------------------------------- a full run
 
+
 def test_full_run_with_compare(tiny_catalog, runner):
     state = SessionState()
     views = call(runner, state, compare=True, max_new_tokens=16)
@@ -103,7 +108,9 @@ def test_full_run_with_compare(tiny_catalog, runner):
     statuses = [v.status for v in views if v.status != SKIP]
     assert any("Speculative: round" in s for s in statuses) and any("Target alone: round" in s for s in statuses)
     assert any(v.compare != SKIP and "Target alone (running)" in v.compare for v in views)
-    streamed = [v.tokens for v in views[:-1] if v.tokens != SKIP and "tok-output" in v.tokens and "tok-empty" not in v.tokens]
+    streamed = [
+        v.tokens for v in views[:-1] if v.tokens != SKIP and "tok-output" in v.tokens and "tok-empty" not in v.tokens
+    ]
     assert streamed[-1] == final.tokens  # the last round streamed shows what the final view shows
     again = call(runner, SessionState(), compare=True, max_new_tokens=16)
     assert not any("Warming up" in str(v.status) for v in again)  # the runner warms up once per model and drafter
@@ -114,14 +121,25 @@ def test_full_run_with_compare(tiny_catalog, runner):
     assert data["baseline_summary"]["tokens"] == 16 and data["target_precision"] == "fp32"
     panel = run.summary()
     assert data["summary"]["step_source"] == "measured" and data["summary"]["c"] == panel["c"]  # the panel's figures
-    assert data["summary"]["speedup"] == panel["speedup"] and sorted(map(int, data["profile_verify_s"])) == [1, 2, 3, 5, 9, 17]
+    assert data["summary"]["speedup"] == panel["speedup"] and sorted(map(int, data["profile_verify_s"])) == [
+        1,
+        2,
+        3,
+        5,
+        9,
+        17,
+    ]
     assert csv_path.read_text().count("\n") == len(run.rounds) + 1
 
 
 def numbers(summary: str) -> dict:
     """The summary panel's speedup row and c, as text."""
-    ideal, calibrated, measured = re.search(r"\n\| \*\*(.+?)\*\* \| \*\*(.+?)\*\* \| \*\*(.+?)\*\* \|", summary).groups()
-    c = re.search(r"\| c, draft cost per token in target steps \(target step: (.+?)\) \| \*\*(.+?)\*\* \|", summary).groups()
+    ideal, calibrated, measured = re.search(
+        r"\n\| \*\*(.+?)\*\* \| \*\*(.+?)\*\* \| \*\*(.+?)\*\* \|", summary
+    ).groups()
+    c = re.search(
+        r"\| c, draft cost per token in target steps \(target step: (.+?)\) \| \*\*(.+?)\*\* \|", summary
+    ).groups()
     return {"ideal": ideal, "calibrated": calibrated, "measured": measured, "c": c}
 
 
@@ -168,7 +186,10 @@ def test_prompt_lookup_needs_no_draft(tiny_catalog, runner):
 def test_early_exit_in_the_app_equals_the_target_alone(tiny_catalog, runner):
     final = call(runner, drafter="early exit", compare=True, exit_layer=1, max_new_tokens=24)[-1]
     assert "status-ok" in final.status and "Identical outputs" in final.compare
-    assert "early-exit layer must be a whole number from 1 to 1" in call(runner, drafter="early exit", exit_layer=5)[-1].status
+    assert (
+        "early-exit layer must be a whole number from 1 to 1"
+        in call(runner, drafter="early exit", exit_layer=5)[-1].status
+    )
 
 
 def test_a_tree_run_shows_its_latest_tree_with_the_accepted_path(tiny_catalog, runner):
@@ -177,7 +198,10 @@ def test_a_tree_run_shows_its_latest_tree_with_the_accepted_path(tiny_catalog, r
     assert "status-ok" in final.status and "Identical outputs" in final.compare
     latest = [r for r in state.run.rounds if r.is_tree][-1]
     assert latest.accepted == 3  # the twin draft is the target: every round keeps the full depth
-    assert 'class="tree-view"' in final.tree and f"Round {latest.round + 1}: a tree of {latest.k} draft tokens" in final.tree
+    assert (
+        'class="tree-view"' in final.tree
+        and f"Round {latest.round + 1}: a tree of {latest.k} draft tokens" in final.tree
+    )
     assert final.tree.count('data-kind="accepted"') == latest.accepted and 'data-kind="bonus"' in final.tree
     assert "tok-accepted" in final.tokens and final.tree != final.tokens
 
@@ -190,26 +214,52 @@ def test_a_chain_run_has_no_tree_panel(tiny_catalog, runner):
 def test_staged_drafting_in_the_app_equals_the_target_alone(tiny_catalog, runner):
     final = call(runner, drafter=DrafterKind.STAGED.value, compare=True, max_new_tokens=24)[-1]
     assert "status-ok" in final.status and "Identical outputs" in final.compare
-    assert "its drafts by prompt lookup" in final.summary and "staged: lookup tokens the draft model kept" in final.summary
+    assert (
+        "its drafts by prompt lookup" in final.summary and "staged: lookup tokens the draft model kept" in final.summary
+    )
     assert "staged:" not in call(runner, max_new_tokens=4)[-1].summary
 
 
 # ---------------------------------------------------------------- the comparison verdict
 
+
 def rounds_of(tokens: list[int], margins: list[float]) -> list[RoundRecord]:
-    return [RoundRecord(round=0, k=0, draft_tokens=[], accepted=0, token=tokens[-1], token_kind="target",
-                        new_tokens=tokens, draft_s=0.0, verify_s=0.01, total_new=len(tokens), margins=margins, stop="length")]
+    return [
+        RoundRecord(
+            round=0,
+            k=0,
+            draft_tokens=[],
+            accepted=0,
+            token=tokens[-1],
+            token_kind="target",
+            new_tokens=tokens,
+            draft_s=0.0,
+            verify_s=0.01,
+            total_new=len(tokens),
+            margins=margins,
+            stop="length",
+        )
+    ]
 
 
-@pytest.mark.parametrize("base, margins, level, words", [
-    ([1, 2, 3, 4], [5.0] * 4, "ok", "Identical outputs"),
-    ([1, 2, 9, 9], [5.0, 5.0, 0.2, 5.0], "info", "identical up to token 2, where the target's top-2 logit gap was 0.200"),
-    ([1, 2, 9, 9], [5.0, 5.0, 3.0, 5.0], "error", "differ from token 2 on"),
-])
+@pytest.mark.parametrize(
+    "base, margins, level, words",
+    [
+        ([1, 2, 3, 4], [5.0] * 4, "ok", "Identical outputs"),
+        (
+            [1, 2, 9, 9],
+            [5.0, 5.0, 0.2, 5.0],
+            "info",
+            "identical up to token 2, where the target's top-2 logit gap was 0.200",
+        ),
+        ([1, 2, 9, 9], [5.0, 5.0, 3.0, 5.0], "error", "differ from token 2 on"),
+    ],
+)
 def test_comparison_verdict(base, margins, level, words):
     spec = RunSpec(PairSpec("p", "t", "d"), DrafterSpec(), prompt="x")
-    run = CurrentRun(spec, target_precision="bf16", rounds=rounds_of([1, 2, 3, 4], margins),
-                     baseline=rounds_of(base, margins))
+    run = CurrentRun(
+        spec, target_precision="bf16", rounds=rounds_of([1, 2, 3, 4], margins), baseline=rounds_of(base, margins)
+    )
     message, got = run_view.comparison_verdict(run)
     assert got == level and words in message
     if level == "info":
@@ -217,6 +267,7 @@ def test_comparison_verdict(base, margins, level, words):
 
 
 # ---------------------------------------------------------------- Stop and downloads
+
 
 def test_stop_shows_partial_run(tiny_catalog, runner):
     state = SessionState()
@@ -252,6 +303,7 @@ def test_unexpected_keeps_one_line_and_hides_paths():
 
 # ---------------------------------------------------------------- the page
 
+
 def test_examples_cover_the_categories():
     examples = common.load_examples()
     assert {"code", "story", "QA", "summarisation", "translation", "math"} <= {e["category"] for e in examples}
@@ -266,13 +318,36 @@ def test_build_demo(tiny_catalog, runner):
     demo = build_demo(runner)
     assert isinstance(demo, gr.Blocks)
     blocks = blocks_by_id(demo)
-    assert {"prompt", "generate", "stop", "tokens", "summary", "status", "charts", "step-start", "step-next",
-            "chart-theory", "chart-profile", "sweep-run", "cmp-run", "export-run", "exit-layer", "target-precision",
-            "draft-precision", "tree", "tree-shape", "confidence"} <= set(blocks)
+    assert {
+        "prompt",
+        "generate",
+        "stop",
+        "tokens",
+        "summary",
+        "status",
+        "charts",
+        "step-start",
+        "step-next",
+        "chart-theory",
+        "chart-profile",
+        "sweep-run",
+        "cmp-run",
+        "export-run",
+        "exit-layer",
+        "target-precision",
+        "draft-precision",
+        "tree",
+        "tree-shape",
+        "confidence",
+    } <= set(blocks)
     assert blocks["pair"].value == PAIR
-    assert blocks["target-precision"].value == "default" and "default (fp32 on this machine)" in str(blocks["target-precision"].choices)
+    assert blocks["target-precision"].value == "default" and "default (fp32 on this machine)" in str(
+        blocks["target-precision"].choices
+    )
     assert {"fp32", "bf16", "int8"} <= {value for _, value in blocks["draft-precision"].choices}
-    assert {"fixed k", "adaptive (heuristic)", "adaptive (theory)", "adaptive (draft confidence)"} == {value for _, value in blocks["adaptive"].choices}
+    assert {"fixed k", "adaptive (heuristic)", "adaptive (theory)", "adaptive (draft confidence)"} == {
+        value for _, value in blocks["adaptive"].choices
+    }
     endpoints = set(demo.get_api_info()["named_endpoints"])
     assert {"/generate", "/stop", "/step_start", "/step_next", "/sweep", "/compare", "/export"} <= endpoints
 
@@ -285,7 +360,9 @@ def test_the_first_generate_on_the_initial_prompt_produces_tokens(tiny_catalog, 
 
 
 def test_controls_are_the_inputs_in_page_order():
-    assert common.N_CONTROLS == 25 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")
+    assert (
+        common.N_CONTROLS == 25 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")
+    )
 
 
 # ---------------------------------------------------------------- draft-free drafters
@@ -295,11 +372,14 @@ REPEATED = "def f(x):\n    return x + 1\n\ndef f(x):\n    return x + 1\n\ndef f(
 
 def test_draft_free_options_are_refused_naming_the_option(tiny_catalog, runner):
     lookahead = dict(drafter="lookahead decoding")
-    assert "the window W must be a whole number from 1 to 16" in only_status(call(runner, lookahead_window=40, **lookahead))
+    assert "the window W must be a whole number from 1 to 16" in only_status(
+        call(runner, lookahead_window=40, **lookahead)
+    )
     assert "a smaller W, N or G" in only_status(call(runner, lookahead_window=16, lookahead_ngram=8, **lookahead))
     assert "suffix decoding: the spec factor" in only_status(call(runner, drafter="suffix decoding", suffix_factor=-1))
-    assert "suffix memory must be true or false" in only_status(call(runner, drafter="suffix decoding",
-                                                                     suffix_memory="yes please"))
+    assert "suffix memory must be true or false" in only_status(
+        call(runner, drafter="suffix decoding", suffix_memory="yes please")
+    )
     assert "drafts a chain only" in only_status(call(runner, tree="2-2", **lookahead))
     fine = call(runner, lookahead_window=40, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=4)
     assert "status-ok" in fine[-1].status  # another drafter's options are not read
@@ -309,7 +389,10 @@ def test_a_suffix_run_explains_its_latest_draft_and_may_remember_the_session(tin
     state = SessionState()
     final = call(runner, state, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=12, compare=True)[-1]
     assert "status-ok" in final.status and "Identical outputs" in final.compare
-    assert "Suffix decoding: the sequence&#x27;s last" in final.tree or "Suffix decoding: the sequence's last" in final.tree
+    assert (
+        "Suffix decoding: the sequence&#x27;s last" in final.tree
+        or "Suffix decoding: the sequence's last" in final.tree
+    )
     assert state.memory.tree.seqs == {}  # off by default: the run stands alone
     again = call(runner, state, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=12, suffix_memory=True)[-1]
     assert "status-ok" in again.status and list(state.memory.tree.seqs) == [0]
@@ -319,7 +402,13 @@ def test_a_suffix_run_explains_its_latest_draft_and_may_remember_the_session(tin
 
 
 def test_a_lookahead_run_shows_its_window(tiny_catalog, runner):
-    final = call(runner, drafter="lookahead decoding", prompt=REPEATED, max_new_tokens=16, lookahead_prompt_pool=True,
-                 compare=True)[-1]
+    final = call(
+        runner,
+        drafter="lookahead decoding",
+        prompt=REPEATED,
+        max_new_tokens=16,
+        lookahead_prompt_pool=True,
+        compare=True,
+    )[-1]
     assert "status-ok" in final.status and "Identical outputs" in final.compare
     assert "Lookahead decoding, one target pass" in final.tree and "level 1" in final.tree

@@ -2,6 +2,7 @@
 is cleaned, and uploads are bounded per address and removed once used or expired. On a real Blocks and its queue
 (not launched) and, for uploads, the real Gradio app behind a test client; the levels over 1,000 REST calls are
 measured by scripts/rest_load.py (docs/reliability.md)."""
+
 from __future__ import annotations
 
 import datetime
@@ -65,7 +66,9 @@ def test_idle_sessions_expire_with_their_state_and_files(page, cache):
     waiting = open_session(demo, state, "waiting", IDLE + 1, now)
     fn = next(f for f in demo.fns.values() if f.api_name == "generate")
     demo._queue.create_event_queue_for_fn(fn)
-    demo._queue.event_queue_per_concurrency_id[fn.concurrency_id].queue.append(queueing.Event("waiting", fn, None, None))
+    demo._queue.event_queue_per_concurrency_id[fn.concurrency_id].queue.append(
+        queueing.Event("waiting", fn, None, None)
+    )
     demo._queue.pending_messages_per_session["idle"] = object()
     idle_folder = folders(idle)
     assert idle_folder.is_relative_to(cache) and idle_folder.is_dir()  # downloads live in Gradio's cache
@@ -156,8 +159,17 @@ def test_uploads_are_bounded_per_address_and_removed_once_used(page, cache):
 def http_request(app, cookie: str = "") -> Request:
     """The HTTP request behind an event from the test client's address, with a page's cookie (or none)."""
     headers = [(b"cookie", f"{sessions.CLIENT_COOKIE}={cookie}".encode())] if cookie else []
-    return Request({"type": "http", "app": app, "method": "POST", "path": "/", "headers": headers,
-                    "client": ("testclient", 50000), "query_string": b""})
+    return Request(
+        {
+            "type": "http",
+            "app": app,
+            "method": "POST",
+            "path": "/",
+            "headers": headers,
+            "client": ("testclient", 50000),
+            "query_string": b"",
+        }
+    )
 
 
 def open_upload(client: TestClient, demo: gr.Blocks, path: str, cookie: str | None) -> str:
@@ -166,8 +178,14 @@ def open_upload(client: TestClient, demo: gr.Blocks, path: str, cookie: str | No
     as_page(client, cookie)
     event = next(f for f in demo.fns.values() if f.fn.__name__ == "on_upload")
     session = f"s{time.monotonic_ns()}"
-    joined = client.post("/gradio_api/queue/join", json={"data": [{"path": path, "meta": {"_type": "gradio.FileData"}},
-                                                                  None], "fn_index": event._id, "session_hash": session})
+    joined = client.post(
+        "/gradio_api/queue/join",
+        json={
+            "data": [{"path": path, "meta": {"_type": "gradio.FileData"}}, None],
+            "fn_index": event._id,
+            "session_hash": session,
+        },
+    )
     assert joined.status_code == 200, joined.text
     with client.stream("GET", f"/gradio_api/queue/data?session_hash={session}") as stream:
         for line in stream.iter_lines():

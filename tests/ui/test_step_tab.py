@@ -1,4 +1,5 @@
 """The Step-through tab's callbacks on the tiny pairs: round by round, the same output as a full run."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,8 +15,15 @@ from ui_support import PROMPT, controls
 CODE = "for i in range(10):\n    print(i * i)"  # prompt lookup finds n-grams to copy here
 
 
-@pytest.mark.parametrize("temperature, drafter, prompt", [
-    (0.0, "draft model", PROMPT), (1.0, "draft model", PROMPT), (1.0, "prompt lookup", CODE), (0.0, "early exit", PROMPT)])
+@pytest.mark.parametrize(
+    "temperature, drafter, prompt",
+    [
+        (0.0, "draft model", PROMPT),
+        (1.0, "draft model", PROMPT),
+        (1.0, "prompt lookup", CODE),
+        (0.0, "early exit", PROMPT),
+    ],
+)
 def test_step_through_adds_up_to_a_full_run(tiny_catalog, runner, temperature, drafter, prompt):
     state = SessionState()
     settings = controls(temperature=temperature, seed=5, drafter=drafter, prompt=prompt, k=3, max_new_tokens=24)
@@ -48,12 +56,14 @@ def test_step_through_needs_a_start_and_checks_the_settings(tiny_catalog, runner
     assert state.step is None
 
 
-@pytest.mark.parametrize("drafter, words", [("suffix decoding", "Suffix decoding"),
-                                            ("lookahead decoding", "Jacobi window")])
+@pytest.mark.parametrize(
+    "drafter, words", [("suffix decoding", "Suffix decoding"), ("lookahead decoding", "Jacobi window")]
+)
 def test_step_through_explains_a_draft_free_round(tiny_catalog, runner, drafter, words):
     state = SessionState()
-    settings = controls(drafter=drafter, prompt=CODE + "\n" + CODE + "\n" + CODE, k=3, max_new_tokens=8,
-                        lookahead_prompt_pool=True)
+    settings = controls(
+        drafter=drafter, prompt=CODE + "\n" + CODE + "\n" + CODE, k=3, max_new_tokens=8, lookahead_prompt_pool=True
+    )
     assert "Next round" in step_start(runner, state, settings)[0]
     explanations = [step_next(state)[2] for _ in range(3)]
     assert all('class="explain draftfree"' in e for e in explanations) and any(words in e for e in explanations)

@@ -1,4 +1,5 @@
 """The Sweep tab's callback on the tiny pair: the grid's shape and values, and refused grids."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,8 +31,12 @@ def test_sweep_grid_shape_and_values(tiny_catalog, runner):
     assert all(ours[ours["temperature"] == 0]["greedy_equal"])
     z = speed_fig.data[0].z  # rows: temperatures, columns: k
     assert len(z) == 2 and len(z[0]) == 2
-    assert z[1][0] == pytest.approx(ours[(ours["temperature"] == 1.0) & (ours["k"] == "1")]["speedup"].iloc[0], rel=1e-2)
-    assert alpha_fig.data[0].z[0][1] == pytest.approx(ours[(ours["temperature"] == 0) & (ours["k"] == "2")]["alpha"].iloc[0], rel=1e-2)
+    assert z[1][0] == pytest.approx(
+        ours[(ours["temperature"] == 1.0) & (ours["k"] == "1")]["speedup"].iloc[0], rel=1e-2
+    )
+    assert alpha_fig.data[0].z[0][1] == pytest.approx(
+        ours[(ours["temperature"] == 0) & (ours["k"] == "2")]["alpha"].iloc[0], rel=1e-2
+    )
     assert "drafter" not in table and "calibrated_speedup" in table
     path = Path(csv["value"])
     assert path.name == "sweep.csv" and "calibrated_error" in path.read_text().splitlines()[0]  # the CSV: every column

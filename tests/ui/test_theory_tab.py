@@ -1,5 +1,6 @@
 """The Theory tab's callbacks: the explorer alone, then with the last run (its point, this machine's
 calibrated curve from the runner's cost profile, and the V(n) chart)."""
+
 from __future__ import annotations
 
 from playground import theory

@@ -1,4 +1,5 @@
 """Helpers of the UI tests: the shared controls' values on the tiny pair (tests/conftest.py's tiny_catalog)."""
+
 from __future__ import annotations
 
 import gradio as gr
@@ -13,11 +14,32 @@ SKIP = gr.skip()
 
 def controls(**changes) -> Controls:
     """The shared controls as the page starts them, on the tiny pair, with changes."""
-    values = dict(pair=PAIR, draft_id="", target_id="", target_precision="default", invariant=True, drafter="draft model",
-                  draft_precision="default", exit_layer=0, suffix_factor=1.0, suffix_min_prob=0.1, suffix_depth=24,
-                  suffix_memory=False, lookahead_window=5, lookahead_ngram=3, lookahead_guesses=3,
-                  lookahead_prompt_pool=False, k=4, tree="", policy=KPolicy.FIXED.label,
-                  confidence=DEFAULT_CONFIDENCE, temperature=0.0, top_p=1.0,
-                  max_new_tokens=12, seed=0, prompt=PROMPT)
+    values = dict(
+        pair=PAIR,
+        draft_id="",
+        target_id="",
+        target_precision="default",
+        invariant=True,
+        drafter="draft model",
+        draft_precision="default",
+        exit_layer=0,
+        suffix_factor=1.0,
+        suffix_min_prob=0.1,
+        suffix_depth=24,
+        suffix_memory=False,
+        lookahead_window=5,
+        lookahead_ngram=3,
+        lookahead_guesses=3,
+        lookahead_prompt_pool=False,
+        k=4,
+        tree="",
+        policy=KPolicy.FIXED.label,
+        confidence=DEFAULT_CONFIDENCE,
+        temperature=0.0,
+        top_p=1.0,
+        max_new_tokens=12,
+        seed=0,
+        prompt=PROMPT,
+    )
     values.update(changes)
     return Controls(**values)

@@ -1,4 +1,5 @@
 """The Challenges tab's pure views: the curves, the published figures beside them, the crossover marked, the text."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -11,10 +12,28 @@ from playground.config import BASELINE, SPECULATIVE
 def batch_frame(speedups: dict[int, float], equal: bool = True) -> pd.DataFrame:
     rows = []
     for b, s in speedups.items():
-        rows.append(dict(batch_size=b, method=BASELINE, tokens_per_s=10.0 * b, speedup=1.0, greedy_equal=True,
-                         near_ties=0, real_differences=0))
-        rows.append(dict(batch_size=b, method=SPECULATIVE, tokens_per_s=10.0 * b * s, speedup=s, greedy_equal=equal,
-                         near_ties=0 if equal else 1, real_differences=0))
+        rows.append(
+            dict(
+                batch_size=b,
+                method=BASELINE,
+                tokens_per_s=10.0 * b,
+                speedup=1.0,
+                greedy_equal=True,
+                near_ties=0,
+                real_differences=0,
+            )
+        )
+        rows.append(
+            dict(
+                batch_size=b,
+                method=SPECULATIVE,
+                tokens_per_s=10.0 * b * s,
+                speedup=s,
+                greedy_equal=equal,
+                near_ties=0 if equal else 1,
+                real_differences=0,
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -34,28 +53,56 @@ def test_batch_figure_draws_both_methods_the_speedup_the_survey_and_the_crossove
     mark = by_name["under 1 from batch 4"]
     assert list(mark.x) == [4] and list(mark.y) == [0.9]
     assert not any(t.name.startswith("under 1") for t in views.batch_figure(batch_frame({1: 2.0, 2: 1.5})).data)
-    assert fig.layout.xaxis.title.text == fig.layout.xaxis2.title.text == "batch size" and fig.layout.xaxis.type == "log"
+    assert (
+        fig.layout.xaxis.title.text == fig.layout.xaxis2.title.text == "batch size" and fig.layout.xaxis.type == "log"
+    )
 
 
 def test_context_figure_draws_speedup_costs_and_memory_against_the_context():
-    frame = pd.DataFrame(dict(context=[1024, 64, 256], speedup=[1.1, 1.6, 1.4], decode_speedup=[1.3, 1.7, 1.5],
-                              alpha=[0.6, 0.7, 0.65], draft_ms_per_token=[30, 20, 22], verify_ms_per_round=[90, 60, 70],
-                              target_step_ms=[80, 55, 60], kv_mib_target=[28.0, 1.75, 7.0], kv_mib_draft=[12.0, 0.75, 3.0],
-                              kv_mib_estimate=[40.0, 2.5, 10.0]))
+    frame = pd.DataFrame(
+        dict(
+            context=[1024, 64, 256],
+            speedup=[1.1, 1.6, 1.4],
+            decode_speedup=[1.3, 1.7, 1.5],
+            alpha=[0.6, 0.7, 0.65],
+            draft_ms_per_token=[30, 20, 22],
+            verify_ms_per_round=[90, 60, 70],
+            target_step_ms=[80, 55, 60],
+            kv_mib_target=[28.0, 1.75, 7.0],
+            kv_mib_draft=[12.0, 0.75, 3.0],
+            kv_mib_estimate=[40.0, 2.5, 10.0],
+        )
+    )
     fig = views.context_figure(frame)
     by_name = {t.name: t for t in fig.data}
     assert list(by_name["speedup (whole run)"].x) == [64, 256, 1024]  # sorted by context
     assert list(by_name["speedup (whole run)"].y) == [1.6, 1.4, 1.1]
     assert list(by_name["KV target"].y) == [1.75, 7.0, 28.0]
-    assert {"draft, per token", "verify, per round", "target alone, per step", "KV both, from the configs"} <= set(by_name)
+    assert {"draft, per token", "verify, per round", "target alone, per step", "KV both, from the configs"} <= set(
+        by_name
+    )
 
 
 def test_precision_figure_is_a_grid_of_speedups_with_the_peers_numbers_beside_it():
-    frame = pd.DataFrame(dict(
-        method=[BASELINE, "draft model (fp32)", "draft model (int8)", BASELINE, "draft model (fp32)", "draft model (int8)"],
-        target_precision=["fp32"] * 3 + ["bf16"] * 3, draft_precision=["", "fp32", "int8", "", "fp32", "int8"],
-        speedup=[1.0, 1.2, 1.5, 1.0, 0.9, 1.3], alpha=[None, 0.7, 0.6, None, 0.7, 0.6], c=[None, 0.3, 0.2, None, 0.5, 0.3],
-        v=[None, 1.5, 1.5, None, 1.1, 1.1], greedy_equal=[None, True, True, None, True, True]))
+    frame = pd.DataFrame(
+        dict(
+            method=[
+                BASELINE,
+                "draft model (fp32)",
+                "draft model (int8)",
+                BASELINE,
+                "draft model (fp32)",
+                "draft model (int8)",
+            ],
+            target_precision=["fp32"] * 3 + ["bf16"] * 3,
+            draft_precision=["", "fp32", "int8", "", "fp32", "int8"],
+            speedup=[1.0, 1.2, 1.5, 1.0, 0.9, 1.3],
+            alpha=[None, 0.7, 0.6, None, 0.7, 0.6],
+            c=[None, 0.3, 0.2, None, 0.5, 0.3],
+            v=[None, 1.5, 1.5, None, 1.1, 1.1],
+            greedy_equal=[None, True, True, None, True, True],
+        )
+    )
     fig = views.precision_figure(frame)
     heat, bars = fig.data
     assert list(heat.y) == ["target bf16", "target fp32"] and list(heat.x) == ["draft fp32", "draft int8"]
@@ -85,6 +132,10 @@ def test_the_headline_says_what_ran_and_whether_outputs_matched():
     assert "Every greedy output equals" in line
     ties = views.headline(views.BATCH, batch_frame({1: 1.8}, equal=False))
     assert "except 1 that differ after a near-tie" in ties and "REAL" not in ties
-    context = pd.DataFrame(dict(context=[256, 64], speedup=[1.2, 1.5], greedy_equal=[True, False], near_tie=[None, False]))
-    assert views.headline(views.CONTEXT, context).startswith("Speedup by context length (tokens): 64: 1.50x, 256: 1.20x")
+    context = pd.DataFrame(
+        dict(context=[256, 64], speedup=[1.2, 1.5], greedy_equal=[True, False], near_tie=[None, False])
+    )
+    assert views.headline(views.CONTEXT, context).startswith(
+        "Speedup by context length (tokens): 64: 1.50x, 256: 1.20x"
+    )
     assert "1 REAL DIFFERENCES" in views.headline(views.CONTEXT, context)

@@ -1,5 +1,6 @@
 """The run's charts: each figure's data are the run's numbers (checked against hand-counted
 records, not against the helpers the charts call); an empty run draws a note, not an error."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,18 @@ def rec(i: int, k: int, accepted: int, draft_s: float = 0.0, verify_s: float = 0
     """A round that drafted k tokens (ids 1..k) and kept `accepted` of them."""
     drafts = list(range(1, k + 1))
     kind = "target" if k == 0 else "bonus" if accepted == k else "correction"
-    return RoundRecord(round=i, k=k, draft_tokens=drafts, accepted=accepted, token=99, token_kind=kind,
-                       new_tokens=drafts[:accepted] + [99], draft_s=draft_s, verify_s=verify_s, total_new=0)
+    return RoundRecord(
+        round=i,
+        k=k,
+        draft_tokens=drafts,
+        accepted=accepted,
+        token=99,
+        token_kind=kind,
+        new_tokens=drafts[:accepted] + [99],
+        draft_s=draft_s,
+        verify_s=verify_s,
+        total_new=0,
+    )
 
 
 # k / kept per round: 3/3, 3/1, 3/0, 2/2, then a plain target step, then 3/3 again.
@@ -76,8 +87,12 @@ def test_an_empty_run_draws_notes_not_data():
 
 def test_all_charts_come_in_display_order():
     figs = charts.all_charts(trace.frame(ROUNDS))
-    assert [f.layout.title.text for f in figs] == ["Acceptance rate per round", "Latency per round",
-                                                   "Accepted tokens per round", "Acceptance by draft position"]
+    assert [f.layout.title.text for f in figs] == [
+        "Acceptance rate per round",
+        "Latency per round",
+        "Accepted tokens per round",
+        "Acceptance by draft position",
+    ]
 
 
 def test_a_real_adaptive_run_charts_its_own_records(runner, tiny_spec):

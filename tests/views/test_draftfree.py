@@ -1,6 +1,7 @@
 """The draft-free strategies' views (playground/views/draftfree.py): each kept draft says where it came from (a
 data-source the CSS underlines, a tooltip line), the legend lists the sources a run used, the summary counts them
 (trace.kept_by_source), and a round is explained in words; model text escaped. Synthetic records, no models."""
+
 from __future__ import annotations
 
 import re
@@ -16,9 +17,21 @@ CSS = (Path(__file__).resolve().parents[2] / "assets" / "style.css").read_text()
 
 def record(k: int, accepted: int, extras, token: int = 4) -> RoundRecord:
     kept = [1, 2, 3, 4, 5][:accepted]
-    return RoundRecord(round=0, k=k, draft_tokens=[1, 2, 3, 4, 5][:k], accepted=accepted, token=token,
-                       token_kind="correction" if accepted < k else "bonus", new_tokens=kept + [token],
-                       draft_s=0.0, verify_s=0.1, total_new=accepted + 1, p=[1.0] * k, q=[0.5] * k, extras=extras)
+    return RoundRecord(
+        round=0,
+        k=k,
+        draft_tokens=[1, 2, 3, 4, 5][:k],
+        accepted=accepted,
+        token=token,
+        token_kind="correction" if accepted < k else "bonus",
+        new_tokens=kept + [token],
+        draft_s=0.0,
+        verify_s=0.1,
+        total_new=accepted + 1,
+        p=[1.0] * k,
+        q=[0.5] * k,
+        extras=extras,
+    )
 
 
 def suffix_round(store: str = "this run") -> RoundRecord:
@@ -26,8 +39,16 @@ def suffix_round(store: str = "this run") -> RoundRecord:
 
 
 def lookahead_round() -> RoundRecord:
-    x = LookaheadExtras(parents=[-1, 0, -1], path=[0, 1], source=["window", "sequence", "window"], collected=[2, -1, 0],
-                        window=[[1, 2], [3, 4, 5]], ngrams=3, pool=7, width=8)
+    x = LookaheadExtras(
+        parents=[-1, 0, -1],
+        path=[0, 1],
+        source=["window", "sequence", "window"],
+        collected=[2, -1, 0],
+        window=[[1, 2], [3, 4, 5]],
+        ngrams=3,
+        pool=7,
+        width=8,
+    )
     return record(3, 2, x)
 
 

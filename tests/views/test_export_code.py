@@ -1,6 +1,7 @@
 """The exported HF / vLLM code, from a RunSpec: it parses, runs (against stand-ins for torch,
 transformers and vLLM that record what they are asked), carries the run's settings and precisions,
 and embeds user text only as string literals. No network, no models."""
+
 from __future__ import annotations
 
 import ast
@@ -19,18 +20,39 @@ from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vl
 TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"
 HOSTILE = 'x"); import os; os.system("rm -rf /") #\n'
 ALLOWED_IMPORTS = {"torch", "transformers", "vllm"}
-DRAFTERS = [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT, DrafterKind.CROSS_TOKENIZER,
-            DrafterKind.STAGED]
+DRAFTERS = [
+    DrafterKind.DRAFT_MODEL,
+    DrafterKind.PROMPT_LOOKUP,
+    DrafterKind.EARLY_EXIT,
+    DrafterKind.CROSS_TOKENIZER,
+    DrafterKind.STAGED,
+]
 
 
-def make(drafter: DrafterKind = DrafterKind.DRAFT_MODEL, *, precision=None, exit_layer=None, max_ngram=3,
-         target=TARGET, draft=DRAFT, target_precision=None, prompt="Hello", chat=True, **decode) -> RunSpec:
-    return RunSpec(PairSpec("pair", target, draft, target_precision),
-                   DrafterSpec(drafter, precision=precision, exit_layer=exit_layer, max_ngram=max_ngram),
-                   DecodeConfig(**decode), prompt, chat)
+def make(
+    drafter: DrafterKind = DrafterKind.DRAFT_MODEL,
+    *,
+    precision=None,
+    exit_layer=None,
+    max_ngram=3,
+    target=TARGET,
+    draft=DRAFT,
+    target_precision=None,
+    prompt="Hello",
+    chat=True,
+    **decode,
+) -> RunSpec:
+    return RunSpec(
+        PairSpec("pair", target, draft, target_precision),
+        DrafterSpec(drafter, precision=precision, exit_layer=exit_layer, max_ngram=max_ngram),
+        DecodeConfig(**decode),
+        prompt,
+        chat,
+    )
 
 
 # ---------------------------------------------------------------- stand-ins that record the calls
+
 
 class Recorder:
     def __init__(self):
@@ -129,13 +151,19 @@ def fake_modules(rec: Recorder) -> dict[str, types.ModuleType]:
 
     vllm.LLM = LLM
     vllm.SamplingParams = lambda **kw: rec.params.update(kw)
-    return {"torch": torch, "torch.ao": ao, "torch.ao.quantization": quantization, "transformers": transformers,
-            "vllm": vllm}
+    return {
+        "torch": torch,
+        "torch.ao": ao,
+        "torch.ao.quantization": quantization,
+        "transformers": transformers,
+        "vllm": vllm,
+    }
 
 
 @pytest.fixture
 def execute(monkeypatch, capsys):
     """execute(code) -> Recorder: runs the snippet against the stand-ins; it must print the output."""
+
     def run(code: str) -> Recorder:
         rec = Recorder()
         for name, module in fake_modules(rec).items():
@@ -159,6 +187,7 @@ def imported(code: str) -> set[str]:
 
 # ---------------------------------------------------------------- Hugging Face
 
+
 def test_a_draft_model_run_exports_assisted_generation(execute):
     code = hf_generate_code(make(k=5, max_new_tokens=50))
     rec = execute(code)
@@ -172,7 +201,9 @@ def test_a_draft_model_run_exports_assisted_generation(execute):
 
 
 def test_a_cross_tokenizer_run_exports_universal_assisted_generation(execute):
-    code = hf_generate_code(make(DrafterKind.CROSS_TOKENIZER, k=3, max_new_tokens=20, draft="HuggingFaceTB/SmolLM2-135M"))
+    code = hf_generate_code(
+        make(DrafterKind.CROSS_TOKENIZER, k=3, max_new_tokens=20, draft="HuggingFaceTB/SmolLM2-135M")
+    )
     rec = execute(code)
     assert rec.loaded == {TARGET: "auto", "HuggingFaceTB/SmolLM2-135M": "auto"}
     kw = rec.generate
@@ -182,8 +213,10 @@ def test_a_cross_tokenizer_run_exports_universal_assisted_generation(execute):
     assert "vocabulary" in vllm_code(make(DrafterKind.CROSS_TOKENIZER))  # no vLLM equivalent claimed
 
 
-@pytest.mark.parametrize("policy, schedule", [("fixed", "constant"), ("heuristic", "heuristic"), ("theory", "heuristic"),
-                                              ("confidence", "constant")])
+@pytest.mark.parametrize(
+    "policy, schedule",
+    [("fixed", "constant"), ("heuristic", "heuristic"), ("theory", "heuristic"), ("confidence", "constant")],
+)
 def test_the_k_policy_becomes_the_assistant_schedule(policy, schedule):
     code = hf_generate_code(make(policy=policy))
     assert f"assistant.generation_config.num_assistant_tokens_schedule = {schedule!r}" in code
@@ -222,8 +255,13 @@ def test_the_theory_policy_says_it_has_no_transformers_equivalent():
 def test_a_prompt_lookup_run_exports_prompt_lookup_with_its_ngram_size(execute):
     code = hf_generate_code(make(DrafterKind.PROMPT_LOOKUP, k=7, max_ngram=2, draft=None))
     rec = execute(code)
-    assert rec.generate == {"prompt_lookup_num_tokens": 7, "max_matching_ngram_size": 2, "max_new_tokens": 64,
-                            "do_sample": False, "repetition_penalty": 1.0}
+    assert rec.generate == {
+        "prompt_lookup_num_tokens": 7,
+        "max_matching_ngram_size": 2,
+        "max_new_tokens": 64,
+        "do_sample": False,
+        "repetition_penalty": 1.0,
+    }
     assert list(rec.loaded) == [TARGET]
     assert "assistant" not in code
 
@@ -298,6 +336,7 @@ def test_the_chat_template_is_applied_when_the_run_used_it(execute):
 
 # ---------------------------------------------------------------- vLLM
 
+
 def test_a_draft_model_run_exports_vllms_draft_model_config(execute):
     rec = execute(vllm_code(make(k=5, temperature=0.8, top_p=0.9, max_new_tokens=40)))
     assert rec.llm == {"model": TARGET, "speculative_config": {"model": DRAFT, "num_speculative_tokens": 5}}
@@ -307,8 +346,12 @@ def test_a_draft_model_run_exports_vllms_draft_model_config(execute):
 
 def test_a_prompt_lookup_run_exports_vllms_ngram_config(execute):
     rec = execute(vllm_code(make(DrafterKind.PROMPT_LOOKUP, k=7, max_ngram=4, draft=None)))
-    assert rec.llm["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 7, "prompt_lookup_max": 4,
-                                             "prompt_lookup_min": 1}
+    assert rec.llm["speculative_config"] == {
+        "method": "ngram",
+        "num_speculative_tokens": 7,
+        "prompt_lookup_max": 4,
+        "prompt_lookup_min": 1,
+    }
 
 
 def test_vllm_gets_the_target_precision_and_top_k(execute):
@@ -350,6 +393,7 @@ def test_early_exit_has_no_vllm_equivalent_and_says_so():
 
 # ---------------------------------------------------------------- vLLM's server, beyond one machine
 
+
 def test_the_server_commands_carry_the_model_precision_and_speculative_config():
     code = vllm_serve_command(make(k=5, target_precision="bf16"), tensor_parallel=4, pipeline_parallel=2, port=8001)
     commands = [shlex.split(line) for line in code.splitlines() if line.startswith("vllm serve")]
@@ -364,11 +408,15 @@ def test_the_server_commands_carry_the_model_precision_and_speculative_config():
 
 
 def test_the_server_commands_of_prompt_lookup_and_of_the_target_alone():
-    ngram = shlex.split(vllm_serve_command(make(DrafterKind.PROMPT_LOOKUP, k=7, max_ngram=4, draft=None)).splitlines()[1])
+    ngram = shlex.split(
+        vllm_serve_command(make(DrafterKind.PROMPT_LOOKUP, k=7, max_ngram=4, draft=None)).splitlines()[1]
+    )
     assert json.loads(ngram[ngram.index("--speculative-config") + 1])["method"] == "ngram"
     plain = vllm_serve_command(make(DrafterKind.TARGET_ALONE))
     assert "--speculative-config" not in plain and "vllm serve" in plain
-    assert all(line.startswith("#") for line in vllm_serve_command(make(DrafterKind.EARLY_EXIT, exit_layer=6)).splitlines())
+    assert all(
+        line.startswith("#") for line in vllm_serve_command(make(DrafterKind.EARLY_EXIT, exit_layer=6)).splitlines()
+    )
 
 
 @pytest.mark.parametrize("where", ["target", "draft"])
@@ -384,6 +432,7 @@ def test_hostile_model_names_stay_one_shell_word(where):
 
 # ---------------------------------------------------------------- user text stays text
 
+
 @pytest.mark.parametrize("where", ["prompt", "target", "draft"])
 @pytest.mark.parametrize("export", [hf_generate_code, vllm_code])
 def test_hostile_text_stays_a_string_literal(where, export):
@@ -397,7 +446,9 @@ def test_hostile_text_stays_a_string_literal(where, export):
 @pytest.mark.parametrize("export", [hf_generate_code, vllm_code])
 def test_a_hostile_prompt_is_exactly_the_prompt_constant(export):
     tree = ast.parse(export(make(DrafterKind.PROMPT_LOOKUP, prompt=HOSTILE)))
-    assigns = {n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+    assigns = {
+        n.targets[0].id: n.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+    }
     assert isinstance(assigns["prompt"], ast.Constant)
     assert assigns["prompt"].value == HOSTILE
 
@@ -407,6 +458,7 @@ def test_a_hostile_prompt_reaches_the_model_unchanged(execute):
 
 
 # ---------------------------------------------------------------- packs
+
 
 def test_known_packs_map_to_their_hub_models():
     assert hub_id("pack:qwen2.5-coder-0.5b-instruct") == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
@@ -424,12 +476,14 @@ def test_pack_runs_export_hub_ids(execute):
     assert "pack:" not in hf
     assert "pack:" not in vllm
     assert set(execute(hf).loaded) == {"Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct"}
-    assert execute(vllm).llm == {"model": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
-                                 "speculative_config": {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
-                                                        "num_speculative_tokens": 4}}
+    assert execute(vllm).llm == {
+        "model": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        "speculative_config": {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "num_speculative_tokens": 4},
+    }
 
 
 # ---------------------------------------------------------------- draft-free strategies
+
 
 def draftfree(kind: DrafterKind, **options) -> RunSpec:
     return RunSpec(PairSpec("pair", TARGET, DRAFT), DrafterSpec(kind, **options), DecodeConfig(k=6), "Hello")
@@ -438,9 +492,13 @@ def draftfree(kind: DrafterKind, **options) -> RunSpec:
 def test_a_suffix_run_exports_vllms_suffix_config_with_its_options(execute):
     spec = draftfree(DrafterKind.SUFFIX, suffix_factor=2.0, suffix_min_prob=0.05, suffix_depth=32)
     assert execute(vllm_code(spec)).llm["speculative_config"] == {
-        "method": "suffix", "num_speculative_tokens": 6, "suffix_decoding_max_tree_depth": 32,
-        "suffix_decoding_max_spec_factor": 2.0, "suffix_decoding_min_token_prob": 0.05,
-        "suffix_decoding_max_cached_requests": 0}  # runs stand alone: no cache of earlier requests
+        "method": "suffix",
+        "num_speculative_tokens": 6,
+        "suffix_decoding_max_tree_depth": 32,
+        "suffix_decoding_max_spec_factor": 2.0,
+        "suffix_decoding_min_token_prob": 0.05,
+        "suffix_decoding_max_cached_requests": 0,
+    }  # runs stand alone: no cache of earlier requests
     remembering = draftfree(DrafterKind.SUFFIX, suffix_memory=True)
     assert vllm_config(remembering)["suffix_decoding_max_cached_requests"] > 0
 
@@ -457,12 +515,19 @@ def test_a_lookahead_run_exports_the_reference_implementation_with_w_n_g(execute
     lade.augment_all = lambda: calls.setdefault("augmented", True)
     lade.config_lade = lambda **kw: calls.update(kw)
     monkeypatch.setitem(sys.modules, "lade", lade)
-    spec = draftfree(DrafterKind.LOOKAHEAD, lookahead_window=7, lookahead_ngram=4, lookahead_guesses=6,
-                     lookahead_prompt_pool=True)
+    spec = draftfree(
+        DrafterKind.LOOKAHEAD, lookahead_window=7, lookahead_ngram=4, lookahead_guesses=6, lookahead_prompt_pool=True
+    )
     code = hf_generate_code(spec)
     execute(code)
-    assert calls == {"augmented": True, "LEVEL": 4, "WINDOW_SIZE": 7, "GUESS_SET_SIZE": 6, "DEBUG": 0,
-                     "POOL_FROM_PROMPT": True}
+    assert calls == {
+        "augmented": True,
+        "LEVEL": 4,
+        "WINDOW_SIZE": 7,
+        "GUESS_SET_SIZE": 6,
+        "DEBUG": 0,
+        "POOL_FROM_PROMPT": True,
+    }
     assert imported(code) <= ALLOWED_IMPORTS | {"lade", "os"} and "hao-ai-lab/LookaheadDecoding" in code
     vllm = vllm_code(spec)
     assert ast.parse(vllm).body == [] and "vLLM has no lookahead decoding" in vllm

@@ -9,6 +9,7 @@ the ngram (prompt lookup) snippet alike.
 One vLLM engine per snippet (two for the module). Without vLLM's environment these tests skip, saying why, or
 fail under PLAYGROUND_REQUIRE_VLLM=1 (scripts/test.sh sets it).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -30,8 +31,9 @@ ENV = {"PYTHONIOENCODING": "utf-8", "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
 
 
 def exported_run(vllm_pair, kind: DrafterKind) -> RunSpec:
-    pair = PairSpec("tiny vllm (test)", str(vllm_pair["target"]), str(vllm_pair["draft"]),
-                    target_precision=Precision.FP32)
+    pair = PairSpec(
+        "tiny vllm (test)", str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision=Precision.FP32
+    )
     drafter = DrafterSpec(kind, precision=Precision.FP32) if kind is DrafterKind.DRAFT_MODEL else DrafterSpec(kind)
     return RunSpec(pair, drafter, DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, temperature=0.0), PROMPT)
 
@@ -50,9 +52,16 @@ def test_the_exported_vllm_snippet_prints_our_greedy_output(vllm_pair, runner, t
     script = tmp_path / "exported.py"
     script.write_text(code)
     # the script as a user runs it: vLLM's python, its own folder as the working directory (loopback only, offline)
-    proc = subprocess.Popen([str(vllm_python()), str(script)], cwd=tmp_path, env=vllm_env(ENV),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(vllm_python()), str(script)],
+        cwd=tmp_path,
+        env=vllm_env(ENV),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=TIMEOUT_S)
     finally:

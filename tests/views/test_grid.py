@@ -1,5 +1,6 @@
 """Sweep heatmaps and pair-comparison bars: views of a benchmark grid (built by hand here), the
 target-alone rows left out, cells averaged over prompts, k in numeric order."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -7,25 +8,61 @@ import pytest
 
 from playground.views.grid import compare_figure, sweep_figures
 
-COLUMNS = ["pair", "category", "method", "k", "temperature", "tokens_per_s", "speedup", "alpha", "mean_accepted",
-           "theory_speedup"]
+COLUMNS = [
+    "pair",
+    "category",
+    "method",
+    "k",
+    "temperature",
+    "tokens_per_s",
+    "speedup",
+    "alpha",
+    "mean_accepted",
+    "theory_speedup",
+]
 
 
-def row(k: str, temperature: float, speedup: float, alpha: float, pair: str = "A", method: str = "draft model",
-        category: str = "story", tokens_per_s: float = 10.0, mean_accepted: float = 2.0) -> dict:
-    return dict(pair=pair, category=category, method=method, k=k, temperature=temperature, tokens_per_s=tokens_per_s,
-                speedup=speedup, alpha=alpha, mean_accepted=mean_accepted, theory_speedup=speedup + 0.5)
+def row(
+    k: str,
+    temperature: float,
+    speedup: float,
+    alpha: float,
+    pair: str = "A",
+    method: str = "draft model",
+    category: str = "story",
+    tokens_per_s: float = 10.0,
+    mean_accepted: float = 2.0,
+) -> dict:
+    return dict(
+        pair=pair,
+        category=category,
+        method=method,
+        k=k,
+        temperature=temperature,
+        tokens_per_s=tokens_per_s,
+        speedup=speedup,
+        alpha=alpha,
+        mean_accepted=mean_accepted,
+        theory_speedup=speedup + 0.5,
+    )
 
 
 def baseline(temperature: float, pair: str = "A") -> dict:
     return row("", temperature, 1.0, float("nan"), pair=pair, method="target alone", tokens_per_s=5.0)
 
 
-SWEEP = pd.DataFrame([
-    baseline(0.0), baseline(1.0),
-    row("10", 0.0, 2.0, 0.9), row("2", 0.0, 1.5, 0.8), row("2", 1.0, 1.2, 0.6), row("10", 1.0, 0.7, 0.4),
-    row("2", 0.0, 1.1, 0.6, category="code"),  # a second prompt: the (k = 2, T = 0) cell is the mean
-], columns=COLUMNS)
+SWEEP = pd.DataFrame(
+    [
+        baseline(0.0),
+        baseline(1.0),
+        row("10", 0.0, 2.0, 0.9),
+        row("2", 0.0, 1.5, 0.8),
+        row("2", 1.0, 1.2, 0.6),
+        row("10", 1.0, 0.7, 0.4),
+        row("2", 0.0, 1.1, 0.6, category="code"),  # a second prompt: the (k = 2, T = 0) cell is the mean
+    ],
+    columns=COLUMNS,
+)
 
 
 def test_sweep_heatmaps_are_temperature_by_k_with_k_in_numeric_order():
@@ -55,32 +92,47 @@ def test_sweep_speedup_is_centred_on_1():
 
 def test_sweep_titles_say_what_each_map_is():
     titles = [f.layout.title.text for f in sweep_figures(SWEEP)]
-    assert titles == ["Measured speedup over the target alone", "Acceptance rate α",
-                      "Theory: speedup for the measured α and c"]
+    assert titles == [
+        "Measured speedup over the target alone",
+        "Acceptance rate α",
+        "Theory: speedup for the measured α and c",
+    ]
 
 
 def test_policy_names_come_after_the_numbers():
-    grid = pd.DataFrame([row("theory", 0.0, 1.1, 0.5), row("4", 0.0, 1.0, 0.5), row("adaptive", 0.0, 1.2, 0.5),
-                         row("16", 0.0, 1.0, 0.5)], columns=COLUMNS)
+    grid = pd.DataFrame(
+        [
+            row("theory", 0.0, 1.1, 0.5),
+            row("4", 0.0, 1.0, 0.5),
+            row("adaptive", 0.0, 1.2, 0.5),
+            row("16", 0.0, 1.0, 0.5),
+        ],
+        columns=COLUMNS,
+    )
     assert list(sweep_figures(grid)[0].data[0].x) == ["4", "16", "adaptive", "theory"]
 
 
-@pytest.mark.parametrize("grid", [pd.DataFrame(columns=COLUMNS), pd.DataFrame([baseline(0.0)], columns=COLUMNS),
-                                  pd.DataFrame()])
+@pytest.mark.parametrize(
+    "grid", [pd.DataFrame(columns=COLUMNS), pd.DataFrame([baseline(0.0)], columns=COLUMNS), pd.DataFrame()]
+)
 def test_an_empty_sweep_draws_a_note(grid):
     for fig in sweep_figures(grid):
         assert len(fig.data) == 0
         assert fig.layout.annotations[0].text == "Run a sweep to see the grid"
 
 
-COMPARE = pd.DataFrame([
-    baseline(0.0, "A"), baseline(0.0, "B"),
-    row("3", 0.0, 1.4, 0.7, pair="A", method="draft model", tokens_per_s=14.0, mean_accepted=2.1),
-    row("3", 0.0, 1.6, 0.9, pair="A", method="draft model", tokens_per_s=16.0, mean_accepted=2.5, category="code"),
-    row("3", 0.0, 0.9, 0.2, pair="A", method="prompt lookup", tokens_per_s=9.0, mean_accepted=0.5),
-    row("3", 0.0, 2.0, 1.0, pair="B", method="draft model", tokens_per_s=20.0, mean_accepted=3.0),
-    row("3", 0.0, 1.1, 0.4, pair="B", method="prompt lookup", tokens_per_s=11.0, mean_accepted=1.0),
-], columns=COLUMNS)
+COMPARE = pd.DataFrame(
+    [
+        baseline(0.0, "A"),
+        baseline(0.0, "B"),
+        row("3", 0.0, 1.4, 0.7, pair="A", method="draft model", tokens_per_s=14.0, mean_accepted=2.1),
+        row("3", 0.0, 1.6, 0.9, pair="A", method="draft model", tokens_per_s=16.0, mean_accepted=2.5, category="code"),
+        row("3", 0.0, 0.9, 0.2, pair="A", method="prompt lookup", tokens_per_s=9.0, mean_accepted=0.5),
+        row("3", 0.0, 2.0, 1.0, pair="B", method="draft model", tokens_per_s=20.0, mean_accepted=3.0),
+        row("3", 0.0, 1.1, 0.4, pair="B", method="prompt lookup", tokens_per_s=11.0, mean_accepted=1.0),
+    ],
+    columns=COLUMNS,
+)
 
 
 def test_compare_draws_one_bar_series_per_drafter_in_each_panel():
@@ -102,8 +154,10 @@ def test_compare_bars_are_the_means_over_prompts_per_pair():
 
 
 def test_compare_shows_the_drafts_cost_and_short_pair_names():
-    grid = COMPARE.assign(c=[float("nan")] * 2 + [0.2, 0.4, 0.0, 0.3, 0.0],
-                          pair=lambda f: f["pair"].map({"A": "Small -> Big (offline)", "B": "Tiny -> Big (offline, cross)"}))
+    grid = COMPARE.assign(
+        c=[float("nan")] * 2 + [0.2, 0.4, 0.0, 0.3, 0.0],
+        pair=lambda f: f["pair"].map({"A": "Small -> Big (offline)", "B": "Tiny -> Big (offline, cross)"}),
+    )
     fig = compare_figure(grid)
     assert [a.text for a in fig.layout.annotations][-1].startswith("draft cost c")
     c = fig.data[4]  # the draft model's fifth panel

@@ -1,6 +1,7 @@
 """The replay race: each token at the measured end of its round (the cumulative draft + verify seconds),
 the pieces adding up to the output text, the finish times equal to the runs' engine times, and nothing a
 user or the model typed becoming markup."""
+
 from __future__ import annotations
 
 import html
@@ -21,21 +22,25 @@ HOSTILE = "</script><img src=x onerror=alert(1)>"
 
 def rnd(i: int, k: int, accepted: int, new: list[int], draft_s: float, verify_s: float, stop: str = "") -> RoundRecord:
     kind = "target" if k == 0 else ("bonus" if accepted == k else "correction")
-    return RoundRecord(i, k, list(new[:k]) + [0] * max(0, k - len(new)), accepted, new[-1], kind, new, draft_s,
-                       verify_s, 0, stop=stop)
+    return RoundRecord(
+        i, k, list(new[:k]) + [0] * max(0, k - len(new)), accepted, new[-1], kind, new, draft_s, verify_s, 0, stop=stop
+    )
 
 
 class FakeTokenizer:
     """Token id -> a fixed text: enough for piece_text (which decodes a left context and the token)."""
 
-    VOCAB = {1: "Once", 2: " upon", 3: " a", 4: HOSTILE, 5: " & \"quotes\"", 6: "\nnew line", 7: " {prompt} ${x}"}
+    VOCAB = {1: "Once", 2: " upon", 3: " a", 4: HOSTILE, 5: ' & "quotes"', 6: "\nnew line", 7: " {prompt} ${x}"}
 
     def decode(self, ids, skip_special_tokens=False):
         return "".join(self.VOCAB[i] for i in ids)
 
 
-SPEC = [rnd(0, 3, 3, [1, 2, 3, 4], 0.03, 0.25), rnd(1, 3, 1, [5, 6], 0.02, 0.11),
-        rnd(2, 0, 0, [7], 0.0, 0.09, stop="length")]
+SPEC = [
+    rnd(0, 3, 3, [1, 2, 3, 4], 0.03, 0.25),
+    rnd(1, 3, 1, [5, 6], 0.02, 0.11),
+    rnd(2, 0, 0, [7], 0.0, 0.09, stop="length"),
+]
 BASE = [rnd(i, 0, 0, [t], 0.0, 0.1 + 0.01 * i) for i, t in enumerate([1, 2, 3, 4, 5, 6, 7])]
 BASE[-1].stop = "length"
 SPEC_S = 0.03 + 0.25 + 0.02 + 0.11 + 0.0 + 0.09  # the engine time of each run: its rounds' draft + verify seconds
@@ -127,7 +132,9 @@ def test_the_markup_shows_both_final_texts_the_finish_times_and_the_controls():
     assert ("race-btn race-replay", None) in buttons
     assert [s for c, s in buttons if "race-speed" in c] == ["1", "4"]  # 1x and a faster speed
     data = json.loads(next(a["data-race"] for tag, a in page.tags if "data-race" in a))
-    assert [lane["text"] for lane in data["lanes"]] == [[p for _, p in race.lane("", r, tok).events] for r in (SPEC, BASE)]
+    assert [lane["text"] for lane in data["lanes"]] == [
+        [p for _, p in race.lane("", r, tok).events] for r in (SPEC, BASE)
+    ]
     assert data["lanes"][1]["t"] == [t for t, _ in race.lane("", BASE, tok).events]
     assert math.isclose(data["lanes"][0]["finish"], spec_s)
 

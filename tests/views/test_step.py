@@ -1,5 +1,6 @@
 """Step-through: one round explained position by position (the verdict of each draft token, its
 p and q against the likeliest alternatives, the residual a correction is drawn from)."""
+
 from __future__ import annotations
 
 import re
@@ -20,17 +21,43 @@ def record(**fields) -> RoundRecord:
 
 # Sampling: " the" kept (u = 0.3 < min(1, 0.6/0.5) = 1), " cat" rejected (u = 0.9 >= 0.1/0.4 = 0.25),
 # " sat" never evaluated; the correction " dog" drawn from the residual.
-SAMPLED = record(k=3, draft_tokens=[1, 2, 3], accepted=1, token=4, token_kind="correction", new_tokens=[1, 4],
-                 p=[0.5, 0.4, 0.3], q=[0.6, 0.1, 0.2], u=[0.3, 0.9],
-                 alternatives=[[(1, 0.5, 0.6), (5, 0.2, 0.1)], [(2, 0.4, 0.1), (4, 0.1, 0.5)]],
-                 residual=[(4, 0.8), (5, 0.2)])
+SAMPLED = record(
+    k=3,
+    draft_tokens=[1, 2, 3],
+    accepted=1,
+    token=4,
+    token_kind="correction",
+    new_tokens=[1, 4],
+    p=[0.5, 0.4, 0.3],
+    q=[0.6, 0.1, 0.2],
+    u=[0.3, 0.9],
+    alternatives=[[(1, 0.5, 0.6), (5, 0.2, 0.1)], [(2, 0.4, 0.1), (4, 0.1, 0.5)]],
+    residual=[(4, 0.8), (5, 0.2)],
+)
 # Greedy, every draft kept, then the bonus token " sat".
-BONUS = record(k=2, draft_tokens=[1, 2], accepted=2, token=3, token_kind="bonus", new_tokens=[1, 2, 3],
-               p=[0.9, 0.8], q=[0.7, 0.6],
-               alternatives=[[(1, 0.9, 0.7), (5, 0.05, 0.2)], [(2, 0.8, 0.6), (4, 0.1, 0.3)], [(3, NAN, 0.5), (6, NAN, 0.1)]])
+BONUS = record(
+    k=2,
+    draft_tokens=[1, 2],
+    accepted=2,
+    token=3,
+    token_kind="bonus",
+    new_tokens=[1, 2, 3],
+    p=[0.9, 0.8],
+    q=[0.7, 0.6],
+    alternatives=[[(1, 0.9, 0.7), (5, 0.05, 0.2)], [(2, 0.8, 0.6), (4, 0.1, 0.3)], [(3, NAN, 0.5), (6, NAN, 0.1)]],
+)
 # Greedy, the first draft rejected: the target's argmax is " dog".
-REJECTED = record(k=3, draft_tokens=[1, 2, 3], accepted=0, token=4, token_kind="correction", new_tokens=[4],
-                  p=[0.6, 0.5, 0.4], q=[0.2, 0.1, 0.1], alternatives=[[(1, 0.6, 0.2), (4, 0.1, 0.7)]])
+REJECTED = record(
+    k=3,
+    draft_tokens=[1, 2, 3],
+    accepted=0,
+    token=4,
+    token_kind="correction",
+    new_tokens=[4],
+    p=[0.6, 0.5, 0.4],
+    q=[0.2, 0.1, 0.1],
+    alternatives=[[(1, 0.6, 0.2), (4, 0.1, 0.7)]],
+)
 PLAIN = record(k=0, draft_tokens=[], accepted=0, token=5, token_kind="target", new_tokens=[5])
 
 
@@ -55,7 +82,9 @@ def test_a_sampled_rejection_shows_the_residual_the_correction_is_drawn_from():
     html = explain_round(SAMPLED, Words(), [], greedy=False)
     assert "the correction is drawn from the residual norm(max(0, q − p))" in html
     residual = html.split("residual norm(max(0, q − p))")[1]
-    assert re.search(r"<code> dog</code> <span class=\"tok-id\">#4</span> <span class=\"alt-mark\">drawn</span>", residual)
+    assert re.search(
+        r"<code> dog</code> <span class=\"tok-id\">#4</span> <span class=\"alt-mark\">drawn</span>", residual
+    )
     assert "0.800" in residual
     assert "0.200" in residual
 

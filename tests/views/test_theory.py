@@ -1,6 +1,7 @@
 """The theory explorer's figures: Leviathan's ideal curve, this machine's calibrated curve, the
 best k of each starred, a run overlaid; the V(n) / V(1) profile chart. Expected values are
 written out here from the paper's formulas, not taken from playground.theory."""
+
 from __future__ import annotations
 
 import math
@@ -111,8 +112,9 @@ def test_measured_point_rounds_the_mean_draft_length():
     assert measured_point({"mean_k": 0.4, "tokens_per_round": 1.2, "speedup": math.nan})["k"] == 1
 
 
-@pytest.mark.parametrize("summary", [{}, None, {"mean_k": 0.0, "tokens_per_round": 1.0},
-                                     {"mean_k": math.nan, "tokens_per_round": 1.0}])
+@pytest.mark.parametrize(
+    "summary", [{}, None, {"mean_k": 0.0, "tokens_per_round": 1.0}, {"mean_k": math.nan, "tokens_per_round": 1.0}]
+)
 def test_a_run_without_draft_rounds_has_no_measured_point(summary):
     assert measured_point(summary) is None
 

@@ -1,5 +1,6 @@
 """Token HTML: one span per token, its class saying what happened to it (from real runs on the tiny
 pair), tooltips with p, q, min(1, q/p) and u, everything escaped, colour plus a non-colour cue."""
+
 from __future__ import annotations
 
 import html
@@ -52,8 +53,18 @@ def parse(markup: str) -> Spans:
 
 def plain(i: int, token: int) -> RoundRecord:
     """A target-alone round that appended `token`."""
-    return RoundRecord(round=i, k=0, draft_tokens=[], accepted=0, token=token, token_kind="target", new_tokens=[token],
-                       draft_s=0.0, verify_s=0.0, total_new=i + 1)
+    return RoundRecord(
+        round=i,
+        k=0,
+        draft_tokens=[],
+        accepted=0,
+        token=token,
+        token_kind="target",
+        new_tokens=[token],
+        draft_s=0.0,
+        verify_s=0.0,
+        total_new=i + 1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +147,7 @@ def test_newlines_stay_visible_and_real():
     assert escape_text("a\nb") == 'a<span class="tok-nl">↵</span>\nb'
 
 
-@pytest.mark.parametrize("text, escaped", [("<&>", "&lt;&amp;&gt;"), ('"\'', "&quot;&#x27;")])
+@pytest.mark.parametrize("text, escaped", [("<&>", "&lt;&amp;&gt;"), ("\"'", "&quot;&#x27;")])
 def test_token_text_is_escaped(text, escaped):
     assert escape_text(text) == escaped
 
@@ -146,10 +157,21 @@ def test_model_and_prompt_text_cannot_inject_markup(tiny_pair):
     evil = '<script>alert(1)</script><img src=x onerror="alert(2)">'
     ids = tok(evil, add_special_tokens=False).input_ids
     half = len(ids) // 2
-    record = RoundRecord(round=0, k=half + 1, draft_tokens=ids[: half + 1], accepted=half, token=ids[half],
-                         token_kind="correction", new_tokens=ids[: half + 1], draft_s=0.0, verify_s=0.0,
-                         total_new=half + 1, p=[0.5] * (half + 1), q=[0.25] * (half + 1))
-    rest = [plain(1 + i, t) for i, t in enumerate(ids[half + 1:])]
+    record = RoundRecord(
+        round=0,
+        k=half + 1,
+        draft_tokens=ids[: half + 1],
+        accepted=half,
+        token=ids[half],
+        token_kind="correction",
+        new_tokens=ids[: half + 1],
+        draft_s=0.0,
+        verify_s=0.0,
+        total_new=half + 1,
+        p=[0.5] * (half + 1),
+        q=[0.25] * (half + 1),
+    )
+    rest = [plain(1 + i, t) for i, t in enumerate(ids[half + 1 :])]
     markup = tokens.render_rounds([record] + rest, tok, prompt=evil)
     assert {tag for tag, _ in parse(markup).tags} == {"div", "span"}
     assert "<script" not in markup
@@ -160,8 +182,9 @@ def test_model_and_prompt_text_cannot_inject_markup(tiny_pair):
 
 
 def test_hostile_title_cannot_break_the_attribute():
-    span = tokens.token_span("accepted", 7, '"><script>x</script>',
-                             tokens.tooltip("accepted", 7, '" onmouseover="x', 0.5, 0.4))
+    span = tokens.token_span(
+        "accepted", 7, '"><script>x</script>', tokens.tooltip("accepted", 7, '" onmouseover="x', 0.5, 0.4)
+    )
     parsed = parse(span)
     assert [tag for tag, _ in parsed.tags] == ["span"]
     assert "onmouseover" not in parsed.tags[0][1]
@@ -174,8 +197,9 @@ def test_missing_numbers_read_n_a():
     assert num(0.25) == "0.250"
 
 
-@pytest.mark.parametrize("kind, colour", [("accepted", "#009E73"), ("rejected", "#D55E00"),
-                                          ("correction", "#0072B2"), ("bonus", "#E69F00")])
+@pytest.mark.parametrize(
+    "kind, colour", [("accepted", "#009E73"), ("rejected", "#D55E00"), ("correction", "#0072B2"), ("bonus", "#E69F00")]
+)
 def test_palette_is_okabe_ito_in_python_and_css(kind, colour):
     assert tokens.COLORS[kind] == colour
     assert f"--tok-{kind}: {colour}" in CSS
@@ -218,9 +242,19 @@ def test_empty_output_escapes_its_message():
 
 def test_a_cross_tokenizer_round_shows_the_draft_side_on_hover(tiny_pair):
     tok = tiny_pair.tokenizer
-    record = RoundRecord(round=0, k=2, draft_tokens=[5, 6], accepted=1, token=7, token_kind="correction",
-                         new_tokens=[5, 7], draft_s=0.0, verify_s=0.0, total_new=2,
-                         extras=CrossExtras(text=" a <b>fox", pieces=[" a", " <b>fox"], source=[" a", " <b>fox"]))
+    record = RoundRecord(
+        round=0,
+        k=2,
+        draft_tokens=[5, 6],
+        accepted=1,
+        token=7,
+        token_kind="correction",
+        new_tokens=[5, 7],
+        draft_s=0.0,
+        verify_s=0.0,
+        total_new=2,
+        extras=CrossExtras(text=" a <b>fox", pieces=[" a", " <b>fox"], source=[" a", " <b>fox"]),
+    )
     spans = parse(tokens.round_spans(record, tok, []))
     kinds = [kind for kind, _, _ in spans.tokens]
     assert kinds == ["accepted", "rejected", "correction"]

@@ -1,5 +1,6 @@
 """The token-tree view: one round's tree, its accepted path highlighted, rejected branches faded,
 the target's token marked; p and q on hover; model text escaped."""
+
 from __future__ import annotations
 
 import re
@@ -11,9 +12,22 @@ from tests.helpers import Hostile, Words
 
 # root " a" (the last token before the round); the tree: " the" -> " cat" (kept path), " the" -> " dog"
 # (tried and rejected at the path's end), " sat" (a branch not reached); the correction " a".
-TREE = RoundRecord(round=2, k=4, draft_tokens=[1, 2, 4, 3], accepted=2, token=5, token_kind="correction",
-                   new_tokens=[1, 2, 5], draft_s=0.0, verify_s=0.0, total_new=3, p=[0.5, 0.4, 0.3, 0.2],
-                   q=[0.6, 0.7, 0.05, 0.1], token_q=0.2, extras=TreeExtras(parents=[-1, 0, 1, -1], path=[0, 1]))
+TREE = RoundRecord(
+    round=2,
+    k=4,
+    draft_tokens=[1, 2, 4, 3],
+    accepted=2,
+    token=5,
+    token_kind="correction",
+    new_tokens=[1, 2, 5],
+    draft_s=0.0,
+    verify_s=0.0,
+    total_new=3,
+    p=[0.5, 0.4, 0.3, 0.2],
+    q=[0.6, 0.7, 0.05, 0.1],
+    token_q=0.2,
+    extras=TreeExtras(parents=[-1, 0, 1, -1], path=[0, 1]),
+)
 
 
 def spans(page: str) -> list[tuple[str, str]]:
@@ -23,8 +37,14 @@ def spans(page: str) -> list[tuple[str, str]]:
 def test_nodes_nest_under_their_parents_with_the_path_highlighted_and_the_token_marked():
     page = tree_html(TREE, Words(), [5])
     assert node_kinds(TREE) == ["accepted", "accepted", "rejected", "unevaluated"]
-    assert spans(page) == [("root", " a"), ("accepted", " the"), ("accepted", " cat"), ("rejected", " dog"),
-                           ("correction", " a"), ("unevaluated", " sat")]
+    assert spans(page) == [
+        ("root", " a"),
+        ("accepted", " the"),
+        ("accepted", " cat"),
+        ("rejected", " dog"),
+        ("correction", " a"),
+        ("unevaluated", " sat"),
+    ]
     # " dog" and the correction hang under " cat": three nested lists deep
     assert re.search(r"cat.*?<ul class=\"tree\"><li><span class=\"tree-node tree-rejected\"", page)
     assert "p (draft) = 0.400" in page and "q (target) = 0.700" in page and "min(1, q/p) = 1.000" in page
@@ -43,8 +63,18 @@ def test_a_bonus_token_hangs_under_a_leaf_and_an_empty_path_under_the_root():
 def test_model_text_is_escaped_and_chain_rounds_have_no_tree():
     page = tree_html(TREE, Hostile(), [5])
     assert "<b>" not in page.replace("<b>&amp;", "") and "&lt;b&gt;&amp;" in page
-    chain = RoundRecord(round=0, k=1, draft_tokens=[1], accepted=1, token=2, token_kind="bonus", new_tokens=[1, 2],
-                        draft_s=0.0, verify_s=0.0, total_new=2)
+    chain = RoundRecord(
+        round=0,
+        k=1,
+        draft_tokens=[1],
+        accepted=1,
+        token=2,
+        token_kind="bonus",
+        new_tokens=[1, 2],
+        draft_s=0.0,
+        verify_s=0.0,
+        total_new=2,
+    )
     assert tree_html(chain, Words(), [5]) == ""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from playground import settings
 from playground import spec_draftfree as draftfree
 from playground.config import K_MAX, K_MIN, TARGET_PRECISIONS, DecodeConfig, DrafterKind, KPolicy, Precision, enum_value
-from playground.decoding import DRAFTERS, strategy
+from playground.decoding import DRAFTERS, kind_of, strategy
 from playground.errors import PlaygroundError, shown
 from playground.inputs import MAX_LIST_CHARS
 from playground.numbers import is_int
@@ -44,7 +44,7 @@ class DrafterSpec:
     lookahead_prompt_pool: bool = False  # the pool also holds the prompt's and the output's n-grams
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", enum_value(DrafterKind, self.kind, "drafter"))
+        object.__setattr__(self, "kind", kind_of(self.kind))  # a DrafterKind, or a kind decoding.register() added
         if self.precision is not None:
             object.__setattr__(self, "precision", enum_value(Precision, self.precision, "draft precision"))
         if self.exit_layer is not None:

@@ -23,10 +23,11 @@ when it is called.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Callable
 
 from playground.config import DrafterKind
-from playground.errors import PlaygroundError
+from playground.errors import PlaygroundError, shown
 
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
@@ -220,8 +221,32 @@ REGISTRY: dict[DrafterKind, Strategy] = {
 DRAFTERS = tuple(kind for kind, s in REGISTRY.items() if s.pickable)  # what a user can pick, in this order
 
 
-def strategy(kind: DrafterKind | str) -> Strategy:
-    return REGISTRY[DrafterKind(kind)]
+def kind_of(value: object) -> Enum:
+    """The registered kind that `value` is or names (a kind, or its value); an unknown one is refused."""
+    for kind in REGISTRY:
+        if value is kind or value == kind.value:
+            return kind
+    names = [k.value for k in DrafterKind] + [k.value for k in REGISTRY if not isinstance(k, DrafterKind)]
+    raise PlaygroundError(f"Unknown drafter {shown(value)}; choose one of: {', '.join(names)}.")
+
+
+def strategy(kind: Enum | str) -> Strategy:
+    return REGISTRY[kind_of(kind)]
+
+
+def register(new: Strategy) -> None:
+    """Add a strategy, its kind a str Enum member of its own (a built-in's is a DrafterKind): the spec, the runner
+    and the engine take it as they take the built-ins. Not a choice in the UI or the CLI (DRAFTERS is theirs)."""
+    if any(new.kind.value == kind.value for kind in REGISTRY):
+        raise PlaygroundError(f"A strategy named {new.kind.value!r} is registered already.")
+    REGISTRY[new.kind] = new
+
+
+def unregister(kind: Enum) -> None:
+    """Remove a strategy that register() added (the built-ins stay)."""
+    if isinstance(kind, DrafterKind):
+        raise PlaygroundError(f"{kind.value!r} is a built-in strategy.")
+    REGISTRY.pop(kind, None)
 
 
 def hf_peer_kind(peer: str) -> DrafterKind:

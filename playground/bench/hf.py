@@ -36,7 +36,6 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
-from playground import decoding
 from playground.engine import clock
 from playground.models import LoadedPair
 from playground.runner import WARM_PROMPT, encode_prompt
@@ -52,6 +51,14 @@ HF_UNIVERSAL = "hf universal assisted (same draft)"
 HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)
 HF_SPECULATIVE = HF_METHODS[1:]  # what vs_best_hf compares against
 HF_ASSISTED = (HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_UNIVERSAL)  # those that run the pair's draft model
+
+# Our drafters that HF's generate has a peer of -> which peer (configs_for); the others have none
+HF_PEERS = {
+    DrafterKind.DRAFT_MODEL: "assisted",
+    DrafterKind.PROMPT_LOOKUP: "prompt lookup",
+    DrafterKind.CROSS_TOKENIZER: "universal",
+    DrafterKind.TARGET_ALONE: "target alone",
+}
 
 ASSISTANT_FIELDS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
@@ -79,16 +86,16 @@ class HFConfig:
 
     @property
     def drafter(self) -> DrafterKind:
-        """Our drafter this one corresponds to (the one whose Strategy.hf_peer this method is)."""
+        """Our drafter this one corresponds to (the one whose HF_PEERS entry this method is)."""
         peer = {HF_TARGET_ALONE: "target alone", HF_PROMPT_LOOKUP: "prompt lookup", HF_UNIVERSAL: "universal"}
-        return decoding.hf_peer_kind(peer.get(self.method, "assisted"))
+        return next(kind for kind, name in HF_PEERS.items() if name == peer.get(self.method, "assisted"))
 
 
 def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str = "") -> list[HFConfig]:
-    """The HF peers of one of our configurations, by its strategy's hf_peer (none for early exit, staged
+    """The HF peers of one of our configurations, by its HF_PEERS entry (none for early exit, staged
     drafting and token trees: HF has no such drafter; the draft-confidence policy's peer is HF's
     assistant_confidence_threshold)."""
-    peer = decoding.strategy(drafter.kind).hf_peer
+    peer = HF_PEERS.get(drafter.kind, "")
     if decode.tree is not None:
         return []
     if peer == "assisted" and decode.policy is KPolicy.CONFIDENCE:

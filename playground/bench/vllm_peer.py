@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 
-from playground import decoding, models, outbound, settings, trace
+from playground import models, outbound, settings, trace
 from playground.bench.results import Result
 from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.bench.vllm_models import max_model_len, model_folder
@@ -119,11 +119,19 @@ def check(engine: VLLMEngine, should_stop: Callable[[], bool] | None = None) -> 
             ).check()
 
 
+# Our drafters that one of vLLM's methods drafts like -> that method (staged drafting runs the draft model alone)
+VLLM_METHODS = {
+    DrafterKind.DRAFT_MODEL: "draft_model",
+    DrafterKind.STAGED: "draft_model",
+    DrafterKind.PROMPT_LOOKUP: "ngram",
+}
+
+
 def methods_for(drafters: Sequence[DrafterSpec]) -> list[str]:
     """vLLM's methods for our drafters: the draft model (staged drafts with it too) -> "draft_model", prompt
     lookup -> "ngram"; drafters with no vLLM equivalent (early exit, a draft of another tokenizer) none."""
-    wanted = {decoding.strategy(d.kind).vllm_export for d in drafters}
-    return [m for m, export in (("draft_model", "draft model"), ("ngram", "ngram")) if export in wanted]
+    wanted = {VLLM_METHODS.get(d.kind) for d in drafters}
+    return [m for m in ("draft_model", "ngram") if m in wanted]
 
 
 def vllm_ks(decodes: Sequence[DecodeConfig]) -> list[int]:
@@ -241,9 +249,7 @@ def run_peer(
         decodes[0],
         tuple(dict.fromkeys(d.temperature for d in decodes)),
         vllm_ks(decodes),
-        next(
-            (d.max_ngram for d in drafters if decoding.strategy(d.kind).vllm_export == "ngram"), DrafterSpec().max_ngram
-        ),
+        next((d.max_ngram for d in drafters if VLLM_METHODS.get(d.kind) == "ngram"), DrafterSpec().max_ngram),
     )
     methods = list(methods_for(drafters) if methods is None else methods)
     rows: list[Result] = []

@@ -65,10 +65,6 @@ class Strategy:
     own_tree: bool = False  # builds its tree itself (Build.tree), rather than through a TreeDrafter around a model
     batch: bool = False  # the batched engine (batch.py) can run it
     pickable: bool = True  # a choice in the UI, the API and the CLI
-    hf_peer: str = ""  # its HF generate peer (bench.hf): "assisted", "universal", "prompt lookup", "target alone"
-    hf_export: str = ""  # views.export_code's transformers template: "assistant", "universal", "prompt lookup", ...
-    vllm_export: str = ""  # views.export_code's vLLM template: "draft model", "ngram", "suffix", "plain", or why none
-    export_note: str = ""  # a comment the export adds: what of this strategy the exported code does not do
     ran: str = ""  # what drafted, for the summary panel ({draft} / {target}: the precisions that ran)
     options: str = (
         ""  # the prefix of the DrafterSpec fields its drafter reads ("suffix_", "lookahead_"; spec_draftfree)
@@ -144,7 +140,6 @@ def _lookahead(b: Build) -> Drafter:  # the target drafts for itself: no draft m
     )
 
 
-ASSISTANT = dict(hf_export="assistant", vllm_export="draft model")
 REGISTRY: dict[DrafterKind, Strategy] = {
     s.kind: s
     for s in (
@@ -156,16 +151,11 @@ REGISTRY: dict[DrafterKind, Strategy] = {
             pair_draft=True,
             tree=True,
             batch=True,
-            hf_peer="assisted",
             ran="draft {draft}",
-            **ASSISTANT,
         ),
         Strategy(
             DrafterKind.PROMPT_LOOKUP,
             _prompt_lookup,
-            hf_peer="prompt lookup",
-            hf_export="prompt lookup",
-            vllm_export="ngram",
             ran="draft: prompt lookup (no model)",
         ),
         Strategy(
@@ -173,8 +163,6 @@ REGISTRY: dict[DrafterKind, Strategy] = {
             _early_exit,
             model="target",
             tree=True,
-            hf_export="early exit",
-            vllm_export="no early exit",
             ran="draft: the target's first layers ({target})",
         ),
         Strategy(
@@ -182,39 +170,29 @@ REGISTRY: dict[DrafterKind, Strategy] = {
             _cross,
             model="draft",
             pair_draft=True,
-            hf_peer="universal",
-            hf_export="universal",
-            vllm_export="no own tokenizer",
         ),
         Strategy(
             DrafterKind.STAGED,
             _staged,
             model="draft",
             same_tokenizer=True,
-            export_note="The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
-            "equivalent: the draft model alone drafts here.",
             ran="draft {draft}, its drafts by prompt lookup",
-            **ASSISTANT,
         ),
         Strategy(
             DrafterKind.SUFFIX,
             _suffix,
             tree=True,
             own_tree=True,
-            hf_export="suffix",
-            vllm_export="suffix",
             ran="draft: a suffix tree of the text (no model)",
             options="suffix_",
         ),
         Strategy(
             DrafterKind.LOOKAHEAD,
             _lookahead,
-            hf_export="lookahead",
-            vllm_export="no lookahead",
             ran="draft: the target's own Jacobi window, in the same pass ({target})",
             options="lookahead_",
         ),
-        Strategy(DrafterKind.TARGET_ALONE, _target_alone, pickable=False, hf_peer="target alone", vllm_export="plain"),
+        Strategy(DrafterKind.TARGET_ALONE, _target_alone, pickable=False),
     )
 }
 
@@ -247,11 +225,6 @@ def unregister(kind: Enum) -> None:
     if isinstance(kind, DrafterKind):
         raise PlaygroundError(f"{kind.value!r} is a built-in strategy.")
     REGISTRY.pop(kind, None)
-
-
-def hf_peer_kind(peer: str) -> DrafterKind:
-    """Our drafter whose HF peer is `peer` (Strategy.hf_peer)."""
-    return next(kind for kind, s in REGISTRY.items() if s.hf_peer == peer)
 
 
 def for_pair(chosen: DrafterKind, pair_kind: DrafterKind) -> DrafterKind:

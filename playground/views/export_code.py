@@ -14,7 +14,7 @@ from typing import Callable
 
 from playground import decoding
 from playground.errors import PlaygroundError
-from playground.config import KPolicy, Precision
+from playground.config import DrafterKind, KPolicy, Precision
 from playground.spec import RunSpec
 
 # The offline packs are GGUF re-uploads of these Hub models.
@@ -24,6 +24,34 @@ PACK_HUB_IDS = {
 }
 TORCH_DTYPES = {Precision.FP32: "torch.float32", Precision.BF16: "torch.bfloat16", Precision.FP16: "torch.float16"}
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
+
+
+# Our drafters -> the transformers template that exports them (HF_TEMPLATES) and vLLM's (vllm_config, VLLM_NONE:
+# why none); a drafter without an entry exports the target alone's generate (a strategy added from outside)
+HF_EXPORT = {
+    DrafterKind.DRAFT_MODEL: "assistant",
+    DrafterKind.STAGED: "assistant",
+    DrafterKind.PROMPT_LOOKUP: "prompt lookup",
+    DrafterKind.EARLY_EXIT: "early exit",
+    DrafterKind.CROSS_TOKENIZER: "universal",
+    DrafterKind.SUFFIX: "suffix",
+    DrafterKind.LOOKAHEAD: "lookahead",
+}
+VLLM_EXPORT = {
+    DrafterKind.DRAFT_MODEL: "draft model",
+    DrafterKind.STAGED: "draft model",
+    DrafterKind.PROMPT_LOOKUP: "ngram",
+    DrafterKind.EARLY_EXIT: "no early exit",
+    DrafterKind.CROSS_TOKENIZER: "no own tokenizer",
+    DrafterKind.SUFFIX: "suffix",
+    DrafterKind.LOOKAHEAD: "no lookahead",
+    DrafterKind.TARGET_ALONE: "plain",
+}
+# What of a strategy the exported code does not do, as a comment ({tool}: transformers or vLLM)
+EXPORT_NOTES = {
+    DrafterKind.STAGED: "The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
+    "equivalent: the draft model alone drafts here.",
+}
 
 
 def hub_id(model: str) -> str:
@@ -77,7 +105,7 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     drafter, k, precisions and sampling. exit_layer: the resolved early-exit layer, needed when the
     run's drafter is early exit and spec.drafter.exit_layer is None (the default layer)."""
     strategy = decoding.strategy(spec.drafter.kind)
-    drafting, speculative = HF_TEMPLATES[strategy.hf_export](spec, exit_layer)
+    drafting, speculative = HF_TEMPLATES[HF_EXPORT.get(spec.drafter.kind, "")](spec, exit_layer)
     return (
         "\n".join(
             _hf_setup(spec, strategy)
@@ -126,8 +154,8 @@ def _hf_notes(spec: RunSpec, strategy: decoding.Strategy) -> list[str]:
             f"# The playground drafted a token tree ({decode.tree.label}); transformers has no token trees: "
             f"its assisted generation drafts a chain (here of k = {decode.k})."
         )
-    if strategy.export_note:
-        notes.append("# " + strategy.export_note.format(tool="transformers"))
+    if spec.drafter.kind in EXPORT_NOTES:
+        notes.append("# " + EXPORT_NOTES[spec.drafter.kind].format(tool="transformers"))
     return notes
 
 
@@ -181,7 +209,7 @@ def _hf_lookahead(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str
     ], ""
 
 
-# Strategy.hf_export -> (the lines that set up the drafting, the generate arguments that turn it on)
+# HF_EXPORT's names -> (the lines that set up the drafting, the generate arguments that turn it on)
 HF_TEMPLATES: dict[str, Callable[[RunSpec, int | None], tuple[list[str], str]]] = {
     "assistant": _hf_assistant,
     "universal": _hf_universal,
@@ -226,7 +254,7 @@ def vllm_config(spec: RunSpec) -> dict | None:
     """The `speculative_config` for vLLM's `LLM(model=..., speculative_config=...)`; None when vLLM
     has no equivalent (early exit: no layer-skip self-speculation for ordinary models) or nothing
     drafts (the target alone)."""
-    template, k = decoding.strategy(spec.drafter.kind).vllm_export, spec.decode.k
+    template, k = VLLM_EXPORT.get(spec.drafter.kind, ""), spec.decode.k
     if template == "draft model":  # staged: the draft model alone (a comment says so)
         return {"model": hub_id(spec.pair.draft), "num_speculative_tokens": k}
     if template == "ngram":
@@ -249,7 +277,7 @@ def vllm_config(spec: RunSpec) -> dict | None:
     return None
 
 
-# Strategy.vllm_export for a strategy vLLM has no equivalent of -> the snippet, comments only
+# VLLM_EXPORT's names for a strategy vLLM has no equivalent of -> the snippet, comments only
 VLLM_NONE = {
     "no early exit": (
         "# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
@@ -272,9 +300,9 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     """A runnable vLLM snippet (a script: vLLM starts worker processes, so the engine is created under
     `if __name__ == "__main__":`); for early exit, a comment-only snippet saying vLLM has no equivalent.
     (exit_layer is accepted for symmetry with hf_generate_code; vLLM has no use for it.)"""
-    strategy, decode, k = decoding.strategy(spec.drafter.kind), spec.decode, spec.decode.k
-    if strategy.vllm_export in VLLM_NONE:
-        return VLLM_NONE[strategy.vllm_export]
+    template, decode, k = VLLM_EXPORT.get(spec.drafter.kind, ""), spec.decode, spec.decode.k
+    if template in VLLM_NONE:
+        return VLLM_NONE[template]
     params = f"temperature={decode.temperature!r}, top_p={decode.top_p!r}, max_tokens={decode.max_new_tokens}"
     if decode.top_k:
         params += f", top_k={decode.top_k}"
@@ -292,8 +320,8 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
         notes.append(
             f"# The playground drafted a token tree ({decode.tree.label}); vLLM drafts a chain here (of k = {k})."
         )
-    if strategy.export_note:
-        notes.append("# " + strategy.export_note.format(tool="vLLM"))
+    if spec.drafter.kind in EXPORT_NOTES:
+        notes.append("# " + EXPORT_NOTES[spec.drafter.kind].format(tool="vLLM"))
     return (
         "\n".join(
             notes
@@ -328,9 +356,9 @@ def vllm_serve_command(spec: RunSpec, tensor_parallel: int = 4, pipeline_paralle
     """vLLM's OpenAI-compatible server for this run's pair and speculative config, as shell command lines: one GPU,
     `tensor_parallel` GPUs of one node, and `tensor_parallel` x `pipeline_parallel` GPUs over nodes through Ray;
     then the Compare pairs tab reads it by URL. Every user string is shell-quoted (shlex.quote)."""
-    strategy = decoding.strategy(spec.drafter.kind)
-    if strategy.vllm_export in VLLM_NONE:
-        return "\n".join("# " + line.removeprefix("# ") for line in VLLM_NONE[strategy.vllm_export].splitlines()) + "\n"
+    template = VLLM_EXPORT.get(spec.drafter.kind, "")
+    if template in VLLM_NONE:
+        return "\n".join("# " + line.removeprefix("# ") for line in VLLM_NONE[template].splitlines()) + "\n"
     config = vllm_config(spec)
     args = [f"--port {port}"]
     if spec.pair.target_precision in VLLM_DTYPES:

@@ -120,7 +120,7 @@ def test_a_run_without_draft_rounds_has_no_measured_point(summary):
 
 
 def test_a_real_runs_summary_is_overlaid_at_its_mean_k(runner, tiny_spec):
-    summary = run_all(trace.summarize(runner, tiny_spec(max_new_tokens=24, k=3)))
+    summary = trace.summarize(run_all(runner, tiny_spec(max_new_tokens=24, k=3)))
     point = measured_point(summary)
     fig = theory_figure(0.5, 0.2, measured=point)
     run = trace_named(fig, "this run")

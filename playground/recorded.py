@@ -20,7 +20,7 @@ from playground import theory
 from playground.errors import PlaygroundError, shown
 from playground.records import EXTRAS, RoundRecord
 from playground.config import DecodeConfig, Precision
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.treeshape import parse_tree
 from playground.trace import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
 
@@ -147,9 +147,13 @@ def _recorded(doc: dict) -> Recorded:
     chosen = doc.get("chosen_precisions") or [None, None]  # what the controls asked for (null: the device default)
     if not (isinstance(chosen, list) and len(chosen) == 2):
         raise BadRecording(f"The trace's 'chosen_precisions' must be [target, draft], got {shown(chosen)}.")
-    drafter = DrafterSpec(
-        doc.get("drafter"), _precision(chosen[1], "chosen_precisions", optional=True), doc.get("exit_layer") or None
-    )
+    draft_precision_chosen = _precision(chosen[1], "chosen_precisions", optional=True)
+    if "drafter_options" in doc:  # the drafter's options by name (strategies/: its Options)
+        options = _dict(doc, "drafter_options")
+        drafter = DrafterSpec.of(doc.get("drafter"), **options)
+    else:  # a trace from before drafter_options: the flat fields it had
+        flat = {"precision": draft_precision_chosen, "exit_layer": doc.get("exit_layer") or None}
+        drafter = DrafterSpec(doc.get("drafter"), options_of(doc.get("drafter"), flat))
     invariant = doc.get("invariant")  # the target ran the batch-invariant kernels (absent: not recorded)
     if invariant is not None and not isinstance(invariant, bool):
         raise BadRecording(f"The trace's 'invariant' must be true or false, got {shown(invariant)}.")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import statistics
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
@@ -90,7 +90,7 @@ class Runner:
     def _key(spec: DrafterSpec, pair: LoadedPair, invariant: bool) -> tuple:
         """A drafter's options (its precision is its model's: the model's id stands for it) and the kernels."""
         model = id(pair.draft) if spec.needs_draft_model else None
-        return (replace(spec, precision=None), model, invariant)
+        return (spec.but(precision=None) if spec.precision else spec, model, invariant)
 
     def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
         invariant = pair.kernels_for(spec.pair.invariant)

@@ -9,79 +9,73 @@ Every error is a PlaygroundError whose message names the field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from playground import settings
-from playground import spec_draftfree as draftfree
 from playground.config import K_MAX, K_MIN, TARGET_PRECISIONS, DecodeConfig, DrafterKind, KPolicy, Precision, enum_value
-from playground.decoding import DRAFTERS, kind_of, strategy
+from playground.decoding import DRAFTERS, REGISTRY, kind_of, strategy
+from playground.decoding.options import parse_named
 from playground.errors import PlaygroundError, shown
 from playground.inputs import MAX_LIST_CHARS
 from playground.numbers import is_int
-from playground.spec_draftfree import LOOKAHEAD_DEFAULTS
 
 
 @dataclass(frozen=True)
 class DrafterSpec:
-    """Which drafter, with its own typed options."""
+    """Which drafter (kind), with its own typed options: the kind's Options (decoding/strategies/, one module a
+    kind: defaults, checks, label); None = its defaults. DrafterSpec.of(kind, **options) names them."""
 
     kind: DrafterKind = DrafterKind.DRAFT_MODEL
-    precision: Precision | None = None  # draft models: None = the device default (models.default_draft_precision)
-    exit_layer: int | None = None  # early exit: the target's layers that draft; None = a quarter of them
-    max_ngram: int = 3  # prompt lookup: longest n-gram matched
-    draft_vocab: int = (
-        0  # draft model (chains): propose from the first N token ids and the sequence's (0: all; decoding/vocab.py)
-    )
-    # suffix decoding, vLLM's names in brackets; lookahead decoding's W, N, G (spec_draftfree.py: ranges, checks)
-    suffix_memory: bool = False  # also draft from this session's earlier outputs (off: runs stay independent)
-    suffix_factor: float = 1.0  # a draft holds at most factor x (matched length) tokens [max_spec_factor]
-    suffix_min_prob: float = 0.1  # stop a draft where its frequency estimate falls under this [min_token_prob]
-    suffix_depth: int = 24  # the suffix tree's depth: match plus draft [max_tree_depth]
-    lookahead_window: int = LOOKAHEAD_DEFAULTS[0]  # W: columns of the Jacobi window
-    lookahead_ngram: int = LOOKAHEAD_DEFAULTS[1]  # N: n-gram size (the window's levels + 1)
-    lookahead_guesses: int = LOOKAHEAD_DEFAULTS[2]  # G: n-grams verified per round
-    lookahead_prompt_pool: bool = False  # the pool also holds the prompt's and the output's n-grams
+    options: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", kind_of(self.kind))  # a DrafterKind, or a kind decoding.register() added
-        if self.precision is not None:
-            object.__setattr__(self, "precision", enum_value(Precision, self.precision, "draft precision"))
-        if self.exit_layer is not None:
-            if not is_int(self.exit_layer) or self.exit_layer < 1:
-                raise PlaygroundError(
-                    f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
-                    f"of the target's layers), got {shown(self.exit_layer)}."
-                )
-            object.__setattr__(self, "exit_layer", int(self.exit_layer))
-        if not is_int(self.draft_vocab) or not (self.draft_vocab == 0 or 256 <= self.draft_vocab <= 10**6):
+        options_type = strategy(self.kind).options
+        if self.options is None:
+            object.__setattr__(self, "options", options_type())
+        elif not isinstance(self.options, options_type):
             raise PlaygroundError(
-                f"The draft vocabulary must be 0 (all of it) or a whole number of tokens from 256 to "
-                f"1,000,000, got {shown(self.draft_vocab)}."
+                f"The '{self.kind.value}' drafter's options must be its own ({options_type.__module__}), "
+                f"got {type(self.options).__name__}."
             )
-        object.__setattr__(self, "draft_vocab", int(self.draft_vocab))
-        if not is_int(self.max_ngram) or not 1 <= self.max_ngram <= 8:
-            raise PlaygroundError(
-                f"The prompt-lookup n-gram size must be a whole number from 1 to 8, got {shown(self.max_ngram)}."
-            )
-        for name, value in draftfree.check(self).items():
-            object.__setattr__(self, name, value)
+
+    @classmethod
+    def of(cls, kind: object = DrafterKind.DRAFT_MODEL, **options: Any) -> "DrafterSpec":
+        """A drafter from its kind and options by name: DrafterSpec.of("early exit", exit_layer=7)."""
+        kind = kind_of(kind)
+        return cls(kind, options_of(kind, options, strict=True))
+
+    def but(self, **changes: Any) -> "DrafterSpec":
+        """The same drafter with some options changed (checked again)."""
+        return DrafterSpec.of(self.kind, **(_values(self.options) | changes))
+
+    def as_kind(self, kind: object) -> "DrafterSpec":
+        """Another kind with the options it shares with this one (its precision, say); the rest its defaults."""
+        return self if kind_of(kind) is self.kind else DrafterSpec(kind, options_of(kind, _values(self.options)))
+
+    @property
+    def precision(self) -> Precision | None:
+        """The draft model's precision (None: the device default, or a drafter that runs no draft model)."""
+        return getattr(self.options, "precision", None)
+
+    def __getattr__(self, name: str) -> Any:
+        # Transitional: the flat option fields DrafterSpec had (max_ngram, suffix_depth, ...) read through to the
+        # options, another kind's as its default, while the callers move to spec.options (issue 36).
+        if name.startswith("__") or name == "options":
+            raise AttributeError(name)
+        if hasattr(self.options, name):
+            return getattr(self.options, name)
+        for s in REGISTRY.values():
+            if name in _names(s.options):
+                return getattr(s.options(), name)
+        raise AttributeError(name)
 
     @property
     def label(self) -> str:
         """A short human name: "draft model (int8)", "early exit (L = 7)", "prompt lookup"."""
-        if self.needs_draft_model and (self.precision or self.draft_vocab):
-            parts = [
-                p
-                for p in (self.precision and self.precision.value, self.draft_vocab and f"{self.draft_vocab:,} tokens")
-                if p
-            ]
-            return f"{self.kind.value} ({', '.join(parts)})"
-        if self.kind is DrafterKind.EARLY_EXIT and self.exit_layer:
-            return f"{self.kind.value} (L = {self.exit_layer})"
-        if strategy(self.kind).options:
-            return draftfree.label(self, strategy(self.kind).options)
-        return self.kind.value
+        options = self.options.label
+        return f"{self.kind.value} ({options})" if options else self.kind.value
 
     @property
     def needs_draft_model(self) -> bool:
@@ -96,6 +90,28 @@ class DrafterSpec:
     def is_baseline(self) -> bool:
         """The target alone: no draft."""
         return self.kind is DrafterKind.TARGET_ALONE
+
+
+def _names(options_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(options_type))
+
+
+def _values(options: Any) -> dict[str, Any]:
+    return {name: getattr(options, name) for name in _names(type(options))}
+
+
+def options_of(kind: object, values: dict | None, strict: bool = False) -> Any:
+    """The kind's Options from values by field name; another kind's names are ignored (strict: refused)."""
+    options_type = strategy(kind).options
+    names = _names(options_type)
+    values = dict(values or {})
+    unknown = [n for n in values if n not in names]
+    if strict and unknown:
+        raise PlaygroundError(
+            f"{shown(unknown[0])} is not an option of the '{kind_of(kind).value}' drafter"
+            + (f"; its options: {', '.join(names)}." if names else "; it has none.")
+        )
+    return options_type(**{n: v for n, v in values.items() if n in names})
 
 
 @dataclass(frozen=True)
@@ -236,7 +252,8 @@ def parse_drafter(
     kind: object, precision: object = None, exit_layer: object = None, options: dict | None = None
 ) -> DrafterSpec:
     """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer. options: the
-    draft-free drafters' fields by name (suffix_*, lookahead_*); only the chosen drafter's are read."""
+    drafters' options by field name (the UI's controls, suffix_*, lookahead_*, ...); only the chosen drafter's
+    are read, precision and exit_layer too."""
     if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
         raise PlaygroundError(f"Unknown drafter {shown(kind)}; choose one of: {', '.join(d.value for d in DRAFTERS)}.")
     kind = DrafterKind(kind)
@@ -246,48 +263,48 @@ def parse_drafter(
         raise PlaygroundError(
             f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {shown(exit_layer)}."
         )
-    precision = parse_precision(precision)
-    return DrafterSpec(
-        kind,
-        precision if strategy(kind).draft_model else None,
-        exit_layer if kind is DrafterKind.EARLY_EXIT else None,
-        **draftfree.options_of(strategy(kind).options, options),
-    )
+    values = dict(options or {}) | {"precision": parse_precision(precision), "exit_layer": exit_layer}
+    return DrafterSpec(kind, options_of(kind, values))
+
+
+SHORT_NAMES = {"staged": DrafterKind.STAGED, "suffix": DrafterKind.SUFFIX, "lookahead": DrafterKind.LOOKAHEAD}
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
     """The command line's drafter names: "draft model", "draft model:int8" (",vocab=32768": decoding/vocab.py),
     "early exit:7", "prompt lookup",
     "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too), "suffix" (":factor=2,
-    min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too."""
+    min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too.
+    The options after the colon: a strategy's NAMES ("name=value", a flag alone), a bare precision, a layer."""
     name = str(name)
     if name.startswith(DrafterKind.STAGED.value):  # its own name has a colon
         name = "staged" + name[len(DrafterKind.STAGED.value) :]
     kind, _, option = name.partition(":")
-    short = {"staged": DrafterKind.STAGED, "suffix": DrafterKind.SUFFIX, "lookahead": DrafterKind.LOOKAHEAD}
-    kind = short[kind].value if kind in short else kind
-    if kind in [d.value for d in DRAFTERS] and strategy(kind).options:
-        return DrafterSpec(DrafterKind(kind), **draftfree.named_options(strategy(kind).options, option, name, kind))
+    kind = SHORT_NAMES[kind].value if kind in SHORT_NAMES else kind
     if kind not in [d.value for d in DRAFTERS]:
         raise PlaygroundError(
             f"Unknown drafter {shown(name)}: use {[d.value for d in DRAFTERS]}, optionally with "
             f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit."
         )
-    if kind == DrafterKind.EARLY_EXIT.value:
-        if option and not (option.isascii() and option.isdigit()):
+    s = strategy(kind)
+    fields_ = _names(s.options)
+    if not option:
+        return DrafterSpec(s.kind)
+    if "exit_layer" in fields_:
+        if not (option.isascii() and option.isdigit()):
             raise PlaygroundError(f"Early exit takes a layer number after the colon, got {shown(name)}.")
-        return DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=int(option) if option else None)
-    if strategy(kind).draft_model:  # "draft model:int8", "draft model:vocab=32768", "draft model:int8,vocab=32768"
-        precision, vocab = None, 0
-        for part in filter(None, option.split(",")):
-            if part.startswith("vocab="):
-                vocab = int(part[6:]) if part[6:].isascii() and part[6:].isdigit() else part[6:]
-            else:
-                precision = part
-        return DrafterSpec(DrafterKind(kind), precision=precision, draft_vocab=vocab)
-    if option:
-        raise PlaygroundError(f"{shown(kind)} takes no option, got {shown(name)}.")
-    return DrafterSpec(DrafterKind(kind))
+        return DrafterSpec.of(s.kind, exit_layer=int(option))
+    names = s.names or {}
+    if "precision" in fields_:  # "draft model:int8", "draft model:vocab=32768", "draft model:int8,vocab=32768"
+        named = [p for p in option.split(",") if "=" in p]
+        bare = [p for p in option.split(",") if p and "=" not in p]
+        options = parse_named(s.options, names, ",".join(named), name, kind)
+        if len(bare) > 1:
+            raise PlaygroundError(f"{shown(name)}: one precision at most, got {shown(', '.join(bare))}.")
+        return DrafterSpec.of(s.kind, **options, **({"precision": bare[0]} if bare else {}))
+    if names:
+        return DrafterSpec.of(s.kind, **parse_named(s.options, names, option, name, kind))
+    raise PlaygroundError(f"{shown(kind)} takes no option, got {shown(name)}.")
 
 
 def parse_k(value: str) -> tuple[int, KPolicy]:

@@ -9,6 +9,7 @@ import argparse
 import shutil
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -16,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from playground.models.catalog import DEFAULT_PAIR  # noqa: E402
 from playground.runner import Runner  # noqa: E402
 from playground.config import DEFAULT_CONFIDENCE, DEFAULT_POLICY
-from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS  # noqa: E402
+from playground.decoding.strategies import lookahead, suffix  # noqa: E402
 from playground.ui import run_tab  # noqa: E402
 from playground.ui.common import Controls, load_examples  # noqa: E402
 from playground.ui.recorded_runs import RUNS  # noqa: E402
@@ -43,9 +44,8 @@ def page_defaults(max_new_tokens: int) -> dict:
         drafter="draft model",
         draft_precision="default",
         exit_layer=0,
-        **SUFFIX_DEFAULTS,
-        **dict(zip(LOOKAHEAD_RANGES, LOOKAHEAD_DEFAULTS)),
-        lookahead_prompt_pool=False,
+        **asdict(suffix.Options()),
+        **asdict(lookahead.Options()),
         k=4,
         tree="",
         policy=DEFAULT_POLICY.label,

@@ -41,7 +41,7 @@ def cross_pair(cross_models) -> models.LoadedPair:
 def spec(draft: str, target: str, prompt: str, drafter: DrafterSpec | None = None, **decode) -> RunSpec:
     return RunSpec(
         PairSpec("cross (test)", target, draft),
-        drafter or DrafterSpec(CROSS, precision="fp32"),
+        drafter or DrafterSpec.of(CROSS, precision="fp32"),
         DecodeConfig(**decode),
         prompt,
     )
@@ -133,7 +133,7 @@ def test_int8_draft_and_step_through_stay_identical(runner, cross_models):
         cross_models["draft"],
         cross_models["target"],
         "The quick brown",
-        DrafterSpec(CROSS, precision="int8"),
+        DrafterSpec.of(CROSS, precision="int8"),
         max_new_tokens=20,
         k=4,
     )
@@ -265,9 +265,9 @@ def test_a_character_cut_between_tokens_is_held_back(cross_pair):
 
 def test_the_cross_tokenizer_drafter_is_parsed_like_the_others():
     assert CROSS in DRAFTERS
-    assert parse_drafter_name("cross-tokenizer draft model:int8") == DrafterSpec(CROSS, precision="int8")
-    assert parse_drafter("cross-tokenizer draft model", "bf16", 3) == DrafterSpec(CROSS, precision="bf16")
-    assert DrafterSpec(CROSS, precision="int8").label == "cross-tokenizer draft model (int8)"
+    assert parse_drafter_name("cross-tokenizer draft model:int8") == DrafterSpec.of(CROSS, precision="int8")
+    assert parse_drafter("cross-tokenizer draft model", "bf16", 3) == DrafterSpec.of(CROSS, precision="bf16")
+    assert DrafterSpec.of(CROSS, precision="int8").label == "cross-tokenizer draft model (int8)"
     assert DrafterSpec(CROSS).needs_draft_model and not DrafterSpec(CROSS).same_tokenizer
     with pytest.raises(PlaygroundError, match="'cross-tokenizer draft model' drafter needs a pair with a draft"):
         RunSpec(PairSpec("p", "some/target"), DrafterSpec(CROSS), DecodeConfig(), "hi")
@@ -301,7 +301,7 @@ def test_the_benchmark_runs_hf_universal_assisted_as_the_peer(cross_models):
         [pair],
         {"story": "Once upon a time", "code": "def fibonacci(n):"},
         [DecodeConfig(max_new_tokens=16, k=3)],
-        [DrafterSpec(CROSS, precision="fp32")],
+        [DrafterSpec.of(CROSS, precision="fp32")],
         compare_hf=True,
     )
     methods = {r.method for r in results}

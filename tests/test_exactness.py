@@ -30,7 +30,11 @@ def bf16_spec(tiny_models):
     pair = PairSpec("tiny bf16", str(tiny_models["target"]), str(tiny_models["draft"]), target_precision="bf16")
 
     def make(prompt: str, drafter=DrafterKind.DRAFT_MODEL, **decode) -> RunSpec:
-        d = DrafterSpec(drafter, precision="bf16") if DrafterSpec(drafter).needs_draft_model else DrafterSpec(drafter)
+        d = (
+            DrafterSpec.of(drafter, precision="bf16")
+            if DrafterSpec(drafter).needs_draft_model
+            else DrafterSpec(drafter)
+        )
         return RunSpec(pair, d, DecodeConfig(max_new_tokens=40, **decode), prompt, chat=False)
 
     return make

@@ -34,7 +34,7 @@ SETTINGS = [(5, 3, 3, False), (1, 2, 1, False), (4, 4, 2, False), (3, 5, 5, True
 
 
 def lookahead(w=5, n=3, g=3, pool=False) -> DrafterSpec:
-    return DrafterSpec(
+    return DrafterSpec.of(
         DrafterKind.LOOKAHEAD, lookahead_window=w, lookahead_ngram=n, lookahead_guesses=g, lookahead_prompt_pool=pool
     )
 

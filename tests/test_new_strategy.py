@@ -1,9 +1,11 @@
-"""Adding a strategy: the whole of a small one, "repeat the last n-gram", is this file. It registers itself with
-the registry and runs through the spec, the runner's session and the engine as the built-ins do; nothing else in
-playground/ names it. Its draft is deterministic (p one-hot), so greedy output is the target alone's."""
+"""Adding a strategy: the whole of a small one, "repeat the last n-gram", is this file, as a built-in's is one module
+of playground/decoding/strategies/: its Options (defaults, checks, label), its build and its registry entry. It
+registers itself with the registry and runs through the spec, the runner's session and the engine as the built-ins
+do; nothing else in playground/ names it. Its draft is deterministic (p one-hot), so greedy output is the target alone's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 import pytest
@@ -12,6 +14,7 @@ import torch
 from playground import decoding
 from playground.config import DecodeConfig, SamplingParams
 from playground.decoding.base import Draft, Drafter
+from playground.decoding.options import typed, whole
 from playground.errors import PlaygroundError
 from playground.runner import new_tokens
 from playground.spec import DrafterSpec, RunSpec
@@ -35,7 +38,21 @@ class RepeatNgram(Drafter):
         return Draft(torch.tensor([last[i % len(last)] for i in range(k)], dtype=torch.long, device=ids.device), None)
 
 
-STRATEGY = decoding.Strategy(Kind.REPEAT_NGRAM, lambda build: RepeatNgram(), pickable=False)
+@dataclass(frozen=True)
+class Options:
+    n: int = 2  # the last n tokens repeat
+
+    def __post_init__(self) -> None:
+        typed(self, n=whole(self.n, 1, 8, "repeat the last n-gram: n"))
+
+    @property
+    def label(self) -> str:
+        return f"n = {self.n}" if self.n != 2 else ""
+
+
+STRATEGY = decoding.Strategy(
+    Kind.REPEAT_NGRAM, lambda build: RepeatNgram(build.options.n), pickable=False, options=Options
+)
 
 
 @pytest.fixture
@@ -69,3 +86,13 @@ def test_a_strategy_is_known_only_while_registered(registered):
     decoding.register(STRATEGY)
     with pytest.raises(PlaygroundError, match="registered already"):
         decoding.register(STRATEGY)
+
+
+def test_a_registered_strategy_has_its_own_options(registered):
+    spec = DrafterSpec.of(Kind.REPEAT_NGRAM.value, n=3)
+    assert spec.options == Options(3) and spec.label == "repeat the last n-gram (n = 3)"
+    assert spec.but(n=2).label == "repeat the last n-gram"
+    with pytest.raises(PlaygroundError, match="repeat the last n-gram: n must be a whole number from 1 to 8"):
+        DrafterSpec.of(Kind.REPEAT_NGRAM.value, n=0)
+    with pytest.raises(PlaygroundError, match="'precision' is not an option of the 'repeat the last n-gram'"):
+        DrafterSpec.of(Kind.REPEAT_NGRAM.value, precision="int8")

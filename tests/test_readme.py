@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TOKEN = re.compile(r"\b(\w+/)|\b(\w+\.py)\b")
+TOKEN = re.compile(r"\b((?:\w+/)+)|\b(\w+\.py)\b")  # a folder may be nested: "decoding/strategies/"
 
 
 def code_map(readme: str) -> set[str]:

@@ -22,7 +22,7 @@ PAIR = PairSpec("p", "target/folder", "draft/folder")
 
 
 def test_a_run_description_is_frozen_and_typed():
-    spec = RunSpec(PAIR, DrafterSpec("draft model", precision="int8"), DecodeConfig(k=3.0, policy="theory"), "hi")
+    spec = RunSpec(PAIR, DrafterSpec.of("draft model", precision="int8"), DecodeConfig(k=3.0, policy="theory"), "hi")
     assert spec.drafter.kind is DrafterKind.DRAFT_MODEL and spec.drafter.precision is Precision.INT8
     assert spec.decode.k == 3 and isinstance(spec.decode.k, int) and spec.decode.policy is KPolicy.THEORY
     with pytest.raises(Exception):
@@ -68,7 +68,7 @@ def test_unknown_policy_drafter_and_precision_name_the_field():
     with pytest.raises(PlaygroundError, match="Unknown drafter 'oracle'"):
         parse_drafter("oracle")
     with pytest.raises(PlaygroundError, match="Unknown draft precision 'int4'"):
-        DrafterSpec(precision="int4")
+        DrafterSpec.of(precision="int4")
     with pytest.raises(PlaygroundError, match="target precision must be one of"):
         PairSpec("p", "t", target_precision="int8")
     with pytest.raises(PlaygroundError, match="early-exit layer"):
@@ -76,9 +76,9 @@ def test_unknown_policy_drafter_and_precision_name_the_field():
 
 
 def test_command_line_names_become_typed_drafters():
-    assert parse_drafter_name("draft model:int8") == DrafterSpec(DrafterKind.DRAFT_MODEL, precision="int8")
+    assert parse_drafter_name("draft model:int8") == DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision="int8")
     assert parse_drafter_name("draft model") == DrafterSpec(DrafterKind.DRAFT_MODEL)
-    assert parse_drafter_name("early exit:7") == DrafterSpec(DrafterKind.EARLY_EXIT, exit_layer=7)
+    assert parse_drafter_name("early exit:7") == DrafterSpec.of(DrafterKind.EARLY_EXIT, exit_layer=7)
     assert parse_drafter_name("prompt lookup").kind is DrafterKind.PROMPT_LOOKUP
     assert parse_k("4") == (4, KPolicy.FIXED) and parse_k("theory")[1] is KPolicy.THEORY
     for bad in ("early exit:x", "prompt lookup:3", "oracle"):

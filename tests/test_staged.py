@@ -142,7 +142,9 @@ def test_engine_staged_two_token_distribution_equals_target(tiny_pair, bigram_dr
 
 def test_staged_is_a_drafter_of_the_spec(tiny_models):
     assert parse_drafter_name("staged") == DrafterSpec(DrafterKind.STAGED)
-    assert parse_drafter_name(DrafterKind.STAGED.value + ":int8") == DrafterSpec(DrafterKind.STAGED, precision="int8")
+    assert parse_drafter_name(DrafterKind.STAGED.value + ":int8") == DrafterSpec.of(
+        DrafterKind.STAGED, precision="int8"
+    )
     spec = DrafterSpec(DrafterKind.STAGED)
     assert spec.needs_draft_model and spec.same_tokenizer
     with pytest.raises(PlaygroundError, match="needs a pair with a draft model"):

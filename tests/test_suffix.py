@@ -21,7 +21,7 @@ from tests.helpers import run_all, CHI2_999, PROMPTS, REPEAT, branching_prompt, 
 
 
 def suffix(**options) -> DrafterSpec:
-    return DrafterSpec(DrafterKind.SUFFIX, **{f"suffix_{k}": v for k, v in options.items()})
+    return DrafterSpec.of(DrafterKind.SUFFIX, **{f"suffix_{k}": v for k, v in options.items()})
 
 
 # ---------------------------------------------------------------- the suffix tree and the rule

@@ -125,6 +125,6 @@ def test_the_spec_names_it_and_bad_sizes_are_refused(tiny_pair):
     with pytest.raises(PlaygroundError, match="from 256 to"):
         parse_drafter_name("draft model:vocab=12")
     with pytest.raises(PlaygroundError, match="does not apply"):  # the tiny vocabulary is smaller
-        make_drafter(DrafterSpec(draft_vocab=100_000), tiny_pair)
+        make_drafter(DrafterSpec.of(draft_vocab=100_000), tiny_pair)
     with pytest.raises(PlaygroundError, match="chains only"):
-        make_drafter(DrafterSpec(draft_vocab=256), tiny_pair, tree=parse_tree("2-1"))
+        make_drafter(DrafterSpec.of(draft_vocab=256), tiny_pair, tree=parse_tree("2-1"))

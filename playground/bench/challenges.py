@@ -322,7 +322,7 @@ def precision_grid(
     if models.choose_device().type != "cpu" and Precision.INT8 in drafts:
         raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on this device use bf16 or fp16.")
     pairs = [replace(spec.pair, target_precision=p) for p in targets]  # PairSpec checks each target precision
-    drafters = [DrafterSpec(DrafterKind.DRAFT_MODEL, precision=p) for p in drafts]
+    drafters = [DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision=p) for p in drafts]
     results = run_grid(
         runner,
         pairs,

@@ -195,7 +195,7 @@ def main(args: argparse.Namespace, argv_text: str, default_k: list[str], progres
         prompts = load_prompts(args.prompts, args.categories or ["code"])
         spec = RunSpec(
             PairSpec(catalog.name, catalog.target, catalog.draft, (args.target_precision or [None])[0]),
-            DrafterSpec(precision=(args.draft_precision or [None])[0]),
+            DrafterSpec.of(precision=(args.draft_precision or [None])[0]),
             DecodeConfig(max_new_tokens=args.max_new_tokens, k=k, seed=args.seed),
             next(iter(prompts.values())),
         )

@@ -27,7 +27,7 @@ import platform
 import subprocess
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -188,7 +188,7 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
     for name in names:
         d = parse_drafter_name(name)
         if d.needs_draft_model and d.precision is None and draft_precisions:
-            out += [replace(d, precision=p) for p in draft_precisions]
+            out += [d.but(precision=p) for p in draft_precisions]
         else:
             out.append(d)
     out = list(dict.fromkeys(out))

@@ -4,7 +4,8 @@ The way transformers' candidate generators and vLLM's proposers are separated fr
 proposes (a chain of draft tokens, or a token tree), the engine has the target verify it in one pass and keeps
 the accepted prefix, and the engine names no strategy. This module is the registry: each DrafterKind with the
 factory that builds its drafter and what it can do (the UI, the benchmark, the export and the spec read these
-capabilities instead of branching on the kind). It imports no torch: a factory imports its strategy's module
+capabilities instead of branching on the kind). It imports no torch: each kind's entry, options and factory
+live in strategies/ (one module a kind; options.py: the generic types), a factory importing its drafter module
 when it is called.
 
     base.py        the Drafter protocol (propose, observe, annotate), Draft, the draft KV-cache helpers
@@ -22,179 +23,23 @@ when it is called.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from playground.config import DrafterKind
+from playground.decoding.options import Build, Strategy, Widget
+from playground.decoding.strategies import MODULES
 from playground.errors import PlaygroundError, shown
 
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
     from playground.models import LoadedPair
-    from playground.decoding.suffix import SuffixMemory
     from playground.spec import DrafterSpec
     from playground.treeshape import TreeShape
 
+__all__ = ["Build", "Strategy", "Widget", "REGISTRY", "DRAFTERS", "kind_of", "strategy", "register", "make_drafter"]
 
-@dataclass(frozen=True)
-class Build:
-    """What a factory builds a drafter from: the drafter's spec, the loaded pair, the confidence threshold
-    (0: off; KPolicy.CONFIDENCE), how the run encodes its prompt for a given tokenizer (a draft with its
-    own tokenizer encodes the prompt its own way), the token tree for a strategy that drafts its own
-    (Strategy.own_tree), and the session's memory of earlier runs (suffix decoding, when the spec asks)."""
-
-    spec: DrafterSpec
-    pair: LoadedPair
-    confidence: float = 0.0
-    encode: Callable[[object], list[int]] | None = None
-    tree: TreeShape | None = None
-    memory: SuffixMemory | None = None
-
-
-@dataclass(frozen=True)
-class Strategy:
-    """A DrafterKind's factory and capabilities."""
-
-    kind: DrafterKind
-    build: Callable[[Build], Drafter]
-    model: str = ""  # the model that drafts: "draft" (the pair's draft model), "target" (its first layers), "" none
-    same_tokenizer: bool = False  # the draft's token ids must be the target's (models.check_compatible)
-    pair_draft: bool = False  # the pair's draft model on its own: which of these a pair names (models.Pair.drafter)
-    tree: bool = False  # can draft a token tree (DecodeConfig.tree)
-    own_tree: bool = False  # builds its tree itself (Build.tree), rather than through a TreeDrafter around a model
-    batch: bool = False  # the batched engine (batch.py) can run it
-    pickable: bool = True  # a choice in the UI, the API and the CLI
-    ran: str = ""  # what drafted, for the summary panel ({draft} / {target}: the precisions that ran)
-    options: str = (
-        ""  # the prefix of the DrafterSpec fields its drafter reads ("suffix_", "lookahead_"; spec_draftfree)
-    )
-
-    @property
-    def draft_model(self) -> bool:
-        """Whether it runs the pair's draft model."""
-        return self.model == "draft"
-
-
-# ---------------------------------------------------------------- the factories (each imports its module)
-
-
-def _draft_model(b: Build) -> Drafter:
-    from playground.decoding import vocab
-    from playground.decoding.model import ModelDrafter
-
-    if b.spec.draft_vocab and vocab.why_not(b.pair.draft, b.spec.draft_vocab):
-        raise PlaygroundError(
-            f"A draft vocabulary of {b.spec.draft_vocab:,} tokens does not apply: "
-            f"{vocab.why_not(b.pair.draft, b.spec.draft_vocab)}."
-        )
-    return ModelDrafter(b.pair.draft, b.confidence, b.spec.draft_vocab)
-
-
-def _early_exit(b: Build) -> Drafter:  # shares the target's weights: its precision, no copy
-    from playground.decoding.early_exit import EarlyExitDrafter
-
-    return EarlyExitDrafter(b.pair.target, b.spec.exit_layer, b.confidence)
-
-
-def _prompt_lookup(b: Build) -> Drafter:
-    from playground.decoding.lookup import PromptLookupDrafter
-
-    return PromptLookupDrafter(max_ngram=b.spec.max_ngram)
-
-
-def _target_alone(b: Build) -> Drafter:
-    from playground.decoding.lookup import NoDrafter
-
-    return NoDrafter()
-
-
-def _cross(b: Build) -> Drafter:  # the confidence stop does not apply: the draft drafts greedily
-    from playground.decoding.cross import CrossTokenizerDrafter
-
-    draft_tok = b.pair.draft_tokenizer or b.pair.tokenizer
-    return CrossTokenizerDrafter(b.pair.draft, draft_tok, b.pair.tokenizer, b.encode(draft_tok) if b.encode else None)
-
-
-def _staged(b: Build) -> Drafter:  # a staged draft is always k long: no confidence stop
-    from playground.decoding.staged import StagedDrafter
-
-    return StagedDrafter(b.pair.draft, max_ngram=b.spec.max_ngram)
-
-
-def _suffix(b: Build) -> Drafter:  # the k policy's k caps a chain; a tree's shape caps a tree
-    from playground.decoding.suffix import SuffixDrafter
-
-    s = b.spec
-    return SuffixDrafter(
-        s.suffix_depth, s.suffix_factor, s.suffix_min_prob, b.tree, b.memory if s.suffix_memory else None, b.pair.target
-    )
-
-
-def _lookahead(b: Build) -> Drafter:  # the target drafts for itself: no draft model, no confidence stop
-    from playground.decoding.lookahead import LookaheadDrafter
-
-    s = b.spec
-    return LookaheadDrafter(
-        b.pair.target, s.lookahead_window, s.lookahead_ngram, s.lookahead_guesses, s.lookahead_prompt_pool
-    )
-
-
-REGISTRY: dict[DrafterKind, Strategy] = {
-    s.kind: s
-    for s in (
-        Strategy(
-            DrafterKind.DRAFT_MODEL,
-            _draft_model,
-            model="draft",
-            same_tokenizer=True,
-            pair_draft=True,
-            tree=True,
-            batch=True,
-            ran="draft {draft}",
-        ),
-        Strategy(
-            DrafterKind.PROMPT_LOOKUP,
-            _prompt_lookup,
-            ran="draft: prompt lookup (no model)",
-        ),
-        Strategy(
-            DrafterKind.EARLY_EXIT,
-            _early_exit,
-            model="target",
-            tree=True,
-            ran="draft: the target's first layers ({target})",
-        ),
-        Strategy(
-            DrafterKind.CROSS_TOKENIZER,
-            _cross,
-            model="draft",
-            pair_draft=True,
-        ),
-        Strategy(
-            DrafterKind.STAGED,
-            _staged,
-            model="draft",
-            same_tokenizer=True,
-            ran="draft {draft}, its drafts by prompt lookup",
-        ),
-        Strategy(
-            DrafterKind.SUFFIX,
-            _suffix,
-            tree=True,
-            own_tree=True,
-            ran="draft: a suffix tree of the text (no model)",
-            options="suffix_",
-        ),
-        Strategy(
-            DrafterKind.LOOKAHEAD,
-            _lookahead,
-            ran="draft: the target's own Jacobi window, in the same pass ({target})",
-            options="lookahead_",
-        ),
-        Strategy(DrafterKind.TARGET_ALONE, _target_alone, pickable=False),
-    )
-}
+REGISTRY: dict[Enum, Strategy] = {m.STRATEGY.kind: m.STRATEGY for m in MODULES}
 
 DRAFTERS = tuple(kind for kind, s in REGISTRY.items() if s.pickable)  # what a user can pick, in this order
 
@@ -240,13 +85,13 @@ def make_drafter(
     confidence: float = 0.0,
     tree: TreeShape | None = None,
     encode: Callable[[object], list[int]] | None = None,
-    memory: SuffixMemory | None = None,
+    memory: Any = None,
 ) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
     early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
     token tree instead of a chain (the strategy's own, or a TreeDrafter around its model drafter).
     encode(tokenizer): the run's prompt as that tokenizer's ids, for a draft with its own tokenizer. memory:
-    the session's memory of earlier runs (used by suffix decoding when its spec asks)."""
+    the session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
     s = REGISTRY[spec.kind]
     if s.draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
@@ -255,8 +100,8 @@ def make_drafter(
         return drafter
     if not s.tree:
         raise PlaygroundError(f"A token tree needs a model drafter; '{drafter.name}' drafts a chain only.")
-    if spec.draft_vocab:
-        raise PlaygroundError("A draft vocabulary subset drafts chains only; a token tree takes the whole vocabulary.")
+    if getattr(spec.options, "why_no_tree", ""):
+        raise PlaygroundError(spec.options.why_no_tree)
     from playground.decoding.tree import TreeDrafter
 
     return TreeDrafter(drafter, tree, pair.target)

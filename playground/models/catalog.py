@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from playground import decoding, settings
 from playground.errors import PlaygroundError, shown
@@ -135,4 +135,4 @@ def own_drafter(pair_name: str, drafter: DrafterSpec) -> DrafterSpec:
     its tokenizers need (a cross-tokenizer pair's draft cannot run the same-tokenizer drafter). Every other
     choice stays: the cross-tokenizer drafter may run a same-tokenizer pair (what the text route costs)."""
     pair = pairs().get(pair_name)
-    return drafter if pair is None else replace(drafter, kind=decoding.for_pair(drafter.kind, pair.drafter))
+    return drafter if pair is None else drafter.as_kind(decoding.for_pair(drafter.kind, pair.drafter))

@@ -5,6 +5,7 @@ hands every callback the one Runner of the app."""
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import gradio as gr
 
@@ -22,8 +23,8 @@ from playground.config import (
     TARGET_PRECISIONS,
 )
 from playground.spec import DEFAULT_PRECISION
+from playground import decoding
 from playground.decoding import DRAFTERS
-from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
 from playground.errors import shown
 from playground.ui import (
     challenges_tab,
@@ -84,16 +85,6 @@ INVARIANT_INFO = (
     "bf16 on this CPU: the target's kernels give a position the same logits whether its pass holds 1 token "
     "or k + 1, so greedy output is exactly the target's; untick for torch's own kernels and watch "
     "near-ties flip (the lesson of finite precision). No effect in fp32 or where the kernels cannot run."
-)
-SUFFIX_INFO = (
-    "suffix decoding only (vLLM's names): a draft holds at most factor × the matched length tokens "
-    "(max_spec_factor), stops where its frequency estimate falls under the minimum probability "
-    "(min_token_prob), and the tree counts stretches up to its depth (max_tree_depth)"
-)
-LOOKAHEAD_INFO = (
-    "lookahead decoding only: the window W (columns guessed ahead), the n-gram size N (N − 1 Jacobi "
-    "levels; drafts of up to N − 1 tokens), and G, the n-grams verified per round. Each pass scores "
-    "(W − 1) + (N − 2)·W window tokens and up to G·(N − 1) candidates"
 )
 
 
@@ -220,35 +211,24 @@ def _drafter_controls() -> dict:
 
 
 def _draftfree_controls() -> dict:
-    """Suffix decoding's and lookahead decoding's options (spec_draftfree.py checks them)."""
-    slider = lambda low, high, value, step, label, name: checked_by_us(
-        gr.Slider(low, high, value=value, step=step, label=label, elem_id=name.replace("_", "-"))
-    )
+    """The strategies' own options (suffix decoding's, lookahead decoding's), built from their WIDGETS; their
+    Options (decoding/strategies/) hold the defaults and check the values."""
+    out = {}
     with gr.Accordion("Suffix and lookahead decoding options", open=False, elem_id="draftfree-options"):
-        gr.Markdown(SUFFIX_INFO)
-        out = dict(
-            suffix_factor=slider(0.5, 4, SUFFIX_DEFAULTS["suffix_factor"], 0.5, "Suffix: spec factor", "suffix_factor"),
-            suffix_min_prob=slider(
-                0, 0.9, SUFFIX_DEFAULTS["suffix_min_prob"], 0.05, "Suffix: minimum token probability", "suffix_min_prob"
-            ),
-            suffix_depth=slider(2, 64, SUFFIX_DEFAULTS["suffix_depth"], 1, "Suffix: tree depth", "suffix_depth"),
-            suffix_memory=gr.Checkbox(
-                SUFFIX_DEFAULTS["suffix_memory"],
-                elem_id="suffix-memory",
-                label="Suffix: also draft from this session's earlier runs",
-                info="off: every run stands alone (the default)",
-            ),
-        )
-        gr.Markdown(LOOKAHEAD_INFO)
-        for (name, (low, high, what)), value in zip(LOOKAHEAD_RANGES.items(), LOOKAHEAD_DEFAULTS):
-            out[name] = slider(low, high, value, 1, "Lookahead: " + what.split(" (")[0], name)
-        out["lookahead_prompt_pool"] = gr.Checkbox(
-            False,
-            label="Lookahead: the pool also holds the prompt's n-grams",
-            elem_id="lookahead-prompt-pool",
-            info="lade's POOL_FROM_PROMPT",
-        )
+        for s in (decoding.strategy(kind) for kind in DRAFTERS):
+            if s.about:
+                gr.Markdown(s.about)
+            for w in s.widgets:
+                out[w.name] = _widget(w, getattr(s.options(), w.name))
     return out
+
+
+def _widget(w: decoding.Widget, value: Any) -> gr.components.Component:
+    """A checkbox for a flag, else a slider."""
+    elem_id = w.name.replace("_", "-")
+    if isinstance(value, bool):
+        return gr.Checkbox(value, label=w.label, elem_id=elem_id, info=w.help or None)
+    return checked_by_us(gr.Slider(w.low, w.high, value=value, step=w.step, label=w.label, elem_id=elem_id))
 
 
 def _decoding_controls() -> dict:

@@ -16,11 +16,10 @@ import gradio as gr
 
 from playground import models, settings
 from playground.errors import PlaygroundError, shown
-from playground.decoding import DRAFTERS
+from playground.decoding import DRAFTERS, strategy
 from playground.config import KPolicy, K_MAX, K_MIN
 from playground.spec import parse_policy
 from playground.treeshape import parse_tree
-from playground.spec_draftfree import LOOKAHEAD_DEFAULTS, LOOKAHEAD_RANGES, SUFFIX_DEFAULTS
 from playground.ui.common import Controls, load_examples
 
 TARGET_CHOICES = ("default", "fp32", "bf16", "fp16")
@@ -97,6 +96,19 @@ def _example(text: str) -> str:
     return examples[number - 1]["prompt"]
 
 
+def _options() -> dict[str, tuple[Callable[[str], Any], Any]]:
+    """The strategies' widgets (decoding/strategies/): field name -> (parser of the text, default)."""
+    out = {}
+    for s in (strategy(kind) for kind in DRAFTERS):
+        for w in s.widgets:
+            default = getattr(s.options(), w.name)
+            whole = float(w.step).is_integer() and not isinstance(default, float)
+            out[w.name] = (_flag if isinstance(default, bool) else _number(w.low, w.high, whole=whole), default)
+    return out
+
+
+OPTIONS = _options()
+
 # URL name -> (Controls field, parser of the text)
 FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "pair": ("pair", _pair),
@@ -105,12 +117,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "invariant": ("invariant", _flag),
     "draft_precision": ("draft_precision", _choice(DRAFT_CHOICES)),
     "exit_layer": ("exit_layer", _number(0, 64, whole=True)),
-    "suffix_factor": ("suffix_factor", _number(0.5, 4)),
-    "suffix_min_prob": ("suffix_min_prob", _number(0, 0.9)),
-    "suffix_depth": ("suffix_depth", _number(2, 64, whole=True)),
-    "suffix_memory": ("suffix_memory", _flag),
-    **{name: (name, _number(low, high, whole=True)) for name, (low, high, _) in LOOKAHEAD_RANGES.items()},
-    "lookahead_prompt_pool": ("lookahead_prompt_pool", _flag),
+    **{name: (name, parse) for name, (parse, _) in OPTIONS.items()},
     "k": ("k", _number(K_MIN, K_MAX, whole=True)),
     "tree": ("tree", _tree),
     "policy": ("policy", _policy),
@@ -169,8 +176,7 @@ def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
     }
     if c.exit_layer:
         params["exit_layer"] = int(c.exit_layer)
-    draftfree = SUFFIX_DEFAULTS | dict(zip(LOOKAHEAD_RANGES, LOOKAHEAD_DEFAULTS), lookahead_prompt_pool=False)
-    for name, default in draftfree.items():  # the suffix and lookahead options, where they differ from the page's
+    for name, (_, default) in OPTIONS.items():  # the strategies' options, where they differ from the page's
         value = getattr(c, name)
         if value != default:
             params[name] = int(value) if isinstance(default, bool) else _whole(value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 import gradio as gr
 
@@ -186,7 +186,7 @@ def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
         "target": spec.pair.target,
         "draft": spec.pair.draft if spec.drafter.needs_draft_model else None,
         "drafter": spec.drafter.kind.value,
-        "exit_layer": spec.drafter.exit_layer,
+        "drafter_options": {f.name: getattr(spec.drafter.options, f.name) for f in fields(spec.drafter.options)},
         "target_precision": run.target_precision,
         "draft_precision": run.draft_precision,
         "invariant": run.invariant,

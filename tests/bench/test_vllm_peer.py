@@ -124,7 +124,7 @@ def test_a_server_gives_its_rows_on_our_prompt_tokens(vllm_server, vllm_pair, ru
     pair = PairSpec(PAIR, str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision="fp32")
     decode = DecodeConfig(max_new_tokens=16, k=3)
     results = bench.run_grid(
-        runner, [pair], PROMPTS, [decode], [DrafterSpec(DrafterKind.DRAFT_MODEL, precision="fp32")]
+        runner, [pair], PROMPTS, [decode], [DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision="fp32")]
     )
     rows, engines = vllm_peer.run_peer(
         runner, results, [pair], PROMPTS, [decode], [DrafterSpec()], VLLMEngine(url=vllm_server.base)

@@ -215,3 +215,30 @@ def test_the_gallery_opens_without_a_model(tiny_catalog):
         assert "Recorded run" in view.status and 'class="tok ' in view.tokens, (name, view.status)
         assert ("race" in view.compare) == bool(rec.baseline)
         assert ("tree" in name) == bool(view.tree)
+
+
+# ---------------------------------------------------------------- the drafter's options
+
+
+@pytest.mark.parametrize("name", ["story", "cross", "code", "tree"])
+def test_a_trace_from_before_drafter_options_still_opens(name):
+    """The gallery's traces have the flat fields of old (exit_layer, chosen_precisions), no drafter_options."""
+    data = (Path(__file__).resolve().parents[2] / "assets" / "runs" / f"{name}.json").read_bytes()
+    assert b'"drafter_options"' not in data
+    run = recorded.read(data)
+    doc = json.loads(data)
+    assert run.spec.drafter.kind.value == doc["drafter"]
+    assert run.spec.drafter.precision == (doc["chosen_precisions"][1] or None)
+
+
+def test_a_trace_carries_its_drafters_options():
+    doc = json.loads((Path(__file__).resolve().parents[2] / "assets" / "runs" / "story.json").read_bytes())
+    doc |= {"drafter": "early exit", "drafter_options": {"exit_layer": 2}, "draft": None}
+    doc["chosen_precisions"][1] = None
+    assert recorded.read(json.dumps(doc).encode()).spec.drafter.options.exit_layer == 2
+    doc["drafter_options"] = {"exit_layer": 0}  # the early-exit check, naming the field
+    with pytest.raises(recorded.BadRecording, match="early-exit layer must be a whole number >= 1"):
+        recorded.read(json.dumps(doc).encode())
+    doc["drafter_options"] = {"max_ngram": 3}  # another kind's option
+    with pytest.raises(recorded.BadRecording, match="'max_ngram' is not an option of the 'early exit' drafter"):
+        recorded.read(json.dumps(doc).encode())

@@ -14,7 +14,7 @@ import pytest
 
 from playground.errors import PlaygroundError
 from playground.config import DecodeConfig, DrafterKind
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config, vllm_serve_command
 
 TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"
@@ -44,7 +44,9 @@ def make(
 ) -> RunSpec:
     return RunSpec(
         PairSpec("pair", target, draft, target_precision),
-        DrafterSpec(drafter, precision=precision, exit_layer=exit_layer, max_ngram=max_ngram),
+        DrafterSpec(
+            drafter, options_of(drafter, dict(precision=precision, exit_layer=exit_layer, max_ngram=max_ngram))
+        ),
         DecodeConfig(**decode),
         prompt,
         chat,
@@ -486,7 +488,7 @@ def test_pack_runs_export_hub_ids(execute):
 
 
 def draftfree(kind: DrafterKind, **options) -> RunSpec:
-    return RunSpec(PairSpec("pair", TARGET, DRAFT), DrafterSpec(kind, **options), DecodeConfig(k=6), "Hello")
+    return RunSpec(PairSpec("pair", TARGET, DRAFT), DrafterSpec.of(kind, **options), DecodeConfig(k=6), "Hello")
 
 
 def test_a_suffix_run_exports_vllms_suffix_config_with_its_options(execute):

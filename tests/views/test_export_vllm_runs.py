@@ -34,7 +34,7 @@ def exported_run(vllm_pair, kind: DrafterKind) -> RunSpec:
     pair = PairSpec(
         "tiny vllm (test)", str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision=Precision.FP32
     )
-    drafter = DrafterSpec(kind, precision=Precision.FP32) if kind is DrafterKind.DRAFT_MODEL else DrafterSpec(kind)
+    drafter = DrafterSpec.of(kind, precision=Precision.FP32) if kind is DrafterKind.DRAFT_MODEL else DrafterSpec(kind)
     return RunSpec(pair, drafter, DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, temperature=0.0), PROMPT)
 
 

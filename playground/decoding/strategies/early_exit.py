@@ -1,0 +1,45 @@
+"""Early exit (self-speculation): the target's first layers draft. Its option: how many layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.config import DrafterKind
+from playground.decoding.options import Build, Strategy, typed
+from playground.errors import PlaygroundError, shown
+from playground.numbers import is_int
+
+
+@dataclass(frozen=True)
+class Options:
+    exit_layer: int | None = None  # the target's layers that draft; None = a quarter of them
+
+    def __post_init__(self) -> None:
+        if self.exit_layer is not None:
+            # >= 1 here; at most the target's layers once it is loaded (early_exit.early_exit_model)
+            if isinstance(self.exit_layer, bool) or not is_int(self.exit_layer) or self.exit_layer < 1:
+                raise PlaygroundError(
+                    f"The early-exit layer must be a whole number >= 1 (or empty for a quarter "
+                    f"of the target's layers), got {shown(self.exit_layer)}."
+                )
+            typed(self, exit_layer=int(self.exit_layer))
+
+    @property
+    def label(self) -> str:
+        return f"L = {self.exit_layer}" if self.exit_layer else ""
+
+
+def build(b: Build):  # shares the target's weights: its precision, no copy
+    from playground.decoding.early_exit import EarlyExitDrafter
+
+    return EarlyExitDrafter(b.pair.target, b.options.exit_layer, b.confidence)
+
+
+STRATEGY = Strategy(
+    DrafterKind.EARLY_EXIT,
+    build,
+    model="target",
+    tree=True,
+    ran="draft: the target's first layers ({target})",
+    options=Options,
+)

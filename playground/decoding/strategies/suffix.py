@@ -1,0 +1,90 @@
+"""Suffix decoding: a suffix tree of the prompt, the output (and, asked, the session's earlier outputs) drafts a
+chain or a tree, no model. Options by vLLM's names in brackets; its session state: the memory of earlier runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.config import DrafterKind
+from playground.decoding.options import Build, Strategy, Widget, flag, real, typed, whole
+
+DEFAULTS = dict(suffix_memory=False, suffix_factor=1.0, suffix_min_prob=0.1, suffix_depth=24)  # vLLM's defaults
+NAMES = {"factor": "suffix_factor", "min-prob": "suffix_min_prob", "depth": "suffix_depth", "memory": "suffix_memory"}
+WIDGETS = (
+    Widget("suffix_factor", "Suffix: spec factor", 0.5, 4, 0.5),
+    Widget("suffix_min_prob", "Suffix: minimum token probability", 0, 0.9, 0.05),
+    Widget("suffix_depth", "Suffix: tree depth", 2, 64, 1),
+    Widget(
+        "suffix_memory",
+        "Suffix: also draft from this session's earlier runs",
+        help="off: every run stands alone (the default)",
+    ),
+)
+ABOUT = (  # the UI's note above the widgets
+    "suffix decoding only (vLLM's names): a draft holds at most factor × the matched length tokens "
+    "(max_spec_factor), stops where its frequency estimate falls under the minimum probability "
+    "(min_token_prob), and the tree counts stretches up to its depth (max_tree_depth)"
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    suffix_memory: bool = False  # also draft from this session's earlier outputs (off: runs stay independent)
+    suffix_factor: float = 1.0  # a draft holds at most factor x (matched length) tokens [max_spec_factor]
+    suffix_min_prob: float = 0.1  # stop a draft where its frequency estimate falls under this [min_token_prob]
+    suffix_depth: int = 24  # the suffix tree's depth: match plus draft [max_tree_depth]
+
+    def __post_init__(self) -> None:
+        f, p = self.suffix_factor, self.suffix_min_prob
+        typed(
+            self,
+            suffix_memory=flag(self.suffix_memory, "suffix memory"),
+            suffix_factor=real(
+                f,
+                isinstance(f, (int, float)) and 0 < f <= 16,
+                "suffix decoding: the spec factor (draft tokens per matched token) must be a number above 0 and "
+                "at most 16",
+            ),
+            suffix_min_prob=real(
+                p,
+                isinstance(p, (int, float)) and 0 <= p < 1,
+                "suffix decoding: the minimum token probability must be from 0 to below 1",
+            ),
+            suffix_depth=whole(self.suffix_depth, 2, 64, "suffix decoding: the tree depth"),
+        )
+
+    @property
+    def label(self) -> str:
+        """Where an option differs from vLLM's default: "factor 2, session memory"."""
+        short = (("factor", "suffix_factor"), ("min p", "suffix_min_prob"), ("depth", "suffix_depth"))
+        parts = [f"{s} {getattr(self, f):g}" for s, f in short if getattr(self, f) != DEFAULTS[f]]
+        return ", ".join(parts + ["session memory"] * self.suffix_memory)
+
+
+def session_state():
+    """The session's memory of earlier runs (suffix_memory draws on it)."""
+    from playground.decoding.suffix import SuffixMemory
+
+    return SuffixMemory()
+
+
+def build(b: Build):  # the k policy's k caps a chain; a tree's shape caps a tree
+    from playground.decoding.suffix import SuffixDrafter
+
+    o = b.options
+    memory = b.memory if o.suffix_memory else None
+    return SuffixDrafter(o.suffix_depth, o.suffix_factor, o.suffix_min_prob, b.tree, memory, b.pair.target)
+
+
+STRATEGY = Strategy(
+    DrafterKind.SUFFIX,
+    build,
+    tree=True,
+    own_tree=True,
+    ran="draft: a suffix tree of the text (no model)",
+    options=Options,
+    widgets=WIDGETS,
+    about=ABOUT,
+    names=NAMES,
+    session=session_state,
+)

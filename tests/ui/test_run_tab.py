@@ -353,10 +353,15 @@ def test_build_demo(tiny_catalog, runner):
 
 
 def test_the_first_generate_on_the_initial_prompt_produces_tokens(tiny_catalog, runner):
-    prompt = blocks_by_id(build_demo(runner))["prompt"].value
+    """The page as it opens: the example prompt, *Compare with target alone* ticked, so the first Generate shows
+    the measured speedup, the same-text check and the race replay without another click."""
+    blocks = blocks_by_id(build_demo(runner))
+    prompt, compare = blocks["prompt"].value, blocks["compare-box"].value
     assert prompt.strip() and prompt == common.load_examples()[0]["prompt"]
-    final = call(runner, prompt=prompt, max_new_tokens=8)[-1]
+    assert compare is True
+    final = call(runner, prompt=prompt, max_new_tokens=8, compare=compare)[-1]
     assert "status-ok" in final.status and final.tokens.count('class="tok tok-') >= 1
+    assert numbers(final.summary)["measured"].endswith("×") and "Identical outputs" in final.compare
 
 
 def test_controls_are_the_inputs_in_page_order():

@@ -101,9 +101,7 @@ def generate(
                 yield from _stream(run, session.rounds(spec.baseline()), run.baseline, "Target alone", baseline=True)
         run.finished = True
         summary = trace.summarize(run.rounds)
-        yield final_view(
-            run, state, f"Done: {summary['tokens']} tokens in {summary['rounds']} rounds ({_stop_reason(run)}).", "ok"
-        )
+        yield final_view(run, state, done_line(summary, _stop_reason(run)), "ok")
     except _Stopped:  # Stop has shown the partial run: send nothing after it
         return
     except jobs.ClientGone as exc:  # nobody listens; a REST client that reads late learns why it ended
@@ -179,6 +177,13 @@ def stop(state: SessionState | None, withdrawn: int = 0) -> View:
         run.baseline, where = [], " during the target-alone comparison (no comparison)"
     count = sum(len(r.new_tokens) for r in run.rounds)
     return final_view(run, state, f"Stopped{where}: {count} tokens in {len(run.rounds)} rounds so far.", "info")
+
+
+def done_line(summary: dict, reason: str) -> str:
+    """The status line of a finished run: tokens, rounds, why it ended and the time to first token."""
+    ttft = summary["ttft_s"]
+    first = f", first token after {ttft:.2f} s" if ttft == ttft else ""  # NaN (no round): nothing to say
+    return f"Done: {summary['tokens']} tokens in {summary['rounds']} rounds ({reason}){first}."
 
 
 def _stop_reason(run: CurrentRun) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from playground import trace
 from playground.records import RoundRecord
 from playground.config import DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec
@@ -100,6 +101,8 @@ def test_full_run_with_compare(tiny_catalog, runner):
     views = call(runner, state, compare=True, max_new_tokens=16)
     final = views[-1]
     assert "status-ok" in final.status and "Done: 16 tokens" in final.status
+    ttft = trace.summarize(state.run.rounds)["ttft_s"]
+    assert f"first token after {ttft:.2f} s." in final.status  # the time to first token in the status line
     assert 'class="tok tok-accepted"' in final.tokens or 'class="tok tok-correction"' in final.tokens
     assert "Identical outputs" in final.compare and "tok-target" in final.compare
     run = state.run

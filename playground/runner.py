@@ -211,6 +211,7 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         while self._held:
             self._held.pop().__exit__(None, None, None)
+        models.trim_heap()  # the run's freed caches and activations back to the system (glibc), not kept resident
 
     def __iter__(self) -> Iterator[Event]:
         """Load, kernels, warm-up, each announced before it runs; nothing to do once done."""

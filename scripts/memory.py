@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playground import models
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 10
-port = "7911"
+port = os.environ.get("MEMORY_PORT", "7911")
 env = dict(os.environ, GRADIO_SERVER_PORT=port)
 env.pop("PLAYGROUND_DTYPE", None)
 proc = subprocess.Popen(
@@ -38,6 +38,7 @@ a = [
     "draft model",
     "default",
     0,
+    *[1.0, 0.1, 24, False, 5, 3, 3, False],  # suffix and lookahead decoding's options (unused by the draft model)
     4,
     "",
     "adaptive (theory)",

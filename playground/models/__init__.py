@@ -25,6 +25,7 @@ from playground.models.load import (
     model_roots,
     resolve,
     torch_dtype,
+    trim_heap,
 )
 from playground.models.packs import PACKS, Pack, assemble_pack, cache_dir, convert_pack
 from playground.models.size import check_config, config_params, config_size, model_config

@@ -145,6 +145,8 @@ def load_model(
     except Exception as exc:
         raise PlaygroundError(_load_error(spec, exc)) from exc
     model.to(device).eval()
+    if device.type == "cpu":  # before the kernels stack q/k/v and gate/up: a clone after would hold them twice
+        own_weights(model)
     if precision is Precision.INT8:
         if device.type != "cpu":
             raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on CUDA use bf16 or fp16.")
@@ -157,7 +159,6 @@ def load_model(
     elif kernel_model.can_make_invariant(model) is None:
         kernel_model.make_invariant(model)  # bf16 on this CPU: the kernels, until a run asks for torch's (runner)
     if device.type == "cpu":
-        own_weights(model)
         torch.set_num_threads(max(1, os.cpu_count() or 1))
     release_memory()
     return model, tokenizer
@@ -176,9 +177,15 @@ def release_memory() -> None:
     """Collect garbage and hand the heap's free pages back to the system (glibc's malloc_trim):
     loading and quantising free gigabytes that malloc would otherwise keep resident."""
     gc.collect()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Hand the heap's free pages back to the system (glibc's malloc_trim; a run's activations and caches, once
+    freed, would otherwise stay resident). Elsewhere (macOS, musl) nothing: the allocator keeps its own policy."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (macOS, musl): the allocator keeps its own policy
+    except (OSError, AttributeError):
         pass
 
 

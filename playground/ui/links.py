@@ -199,8 +199,7 @@ def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
         params["prompt"] = c.prompt
     else:
         note = f"The prompt is longer than {MAX_LINK_PROMPT:,} characters: the link leaves it out."
-    if compare:
-        params["compare"] = 1
+    params["compare"] = int(bool(compare))  # always: the box starts ticked, so an unticked one must be said
     return "?" + urlencode(params), note
 
 

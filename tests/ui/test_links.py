@@ -57,6 +57,7 @@ def test_an_example_prompt_goes_by_its_number(tiny_catalog):
     assert "example=3" in query and "prompt=" not in query
     assert read(query)[0]["prompt"] == example
     assert read(links.settings_link(controls(prompt=PROMPT))[0])[0]["prompt"] == PROMPT  # any other prompt as text
+    assert read(query)[1] == {"compare": False}  # the box starts ticked: an unticked one is said
     long = "x" * (links.MAX_LINK_PROMPT + 1)
     query, note = links.settings_link(controls(prompt=long))
     assert "prompt" not in query and "leaves it out" in note

@@ -11,6 +11,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from playground import trace
 from playground.records import RoundRecord
 from playground.config import DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec
@@ -100,6 +101,8 @@ def test_full_run_with_compare(tiny_catalog, runner):
     views = call(runner, state, compare=True, max_new_tokens=16)
     final = views[-1]
     assert "status-ok" in final.status and "Done: 16 tokens" in final.status
+    ttft = trace.summarize(state.run.rounds)["ttft_s"]
+    assert f"first token after {ttft:.2f} s." in final.status  # the time to first token in the status line
     assert 'class="tok tok-accepted"' in final.tokens or 'class="tok tok-correction"' in final.tokens
     assert "Identical outputs" in final.compare and "tok-target" in final.compare
     run = state.run
@@ -353,10 +356,15 @@ def test_build_demo(tiny_catalog, runner):
 
 
 def test_the_first_generate_on_the_initial_prompt_produces_tokens(tiny_catalog, runner):
-    prompt = blocks_by_id(build_demo(runner))["prompt"].value
+    """The page as it opens: the example prompt, *Compare with target alone* ticked, so the first Generate shows
+    the measured speedup, the same-text check and the race replay without another click."""
+    blocks = blocks_by_id(build_demo(runner))
+    prompt, compare = blocks["prompt"].value, blocks["compare-box"].value
     assert prompt.strip() and prompt == common.load_examples()[0]["prompt"]
-    final = call(runner, prompt=prompt, max_new_tokens=8)[-1]
+    assert compare is True
+    final = call(runner, prompt=prompt, max_new_tokens=8, compare=compare)[-1]
     assert "status-ok" in final.status and final.tokens.count('class="tok tok-') >= 1
+    assert numbers(final.summary)["measured"].endswith("×") and "Identical outputs" in final.compare
 
 
 def test_controls_are_the_inputs_in_page_order():

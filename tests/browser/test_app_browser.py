@@ -80,12 +80,18 @@ def status(page) -> str:
 
 
 def test_first_generate_with_nothing_typed_produces_tokens(page):
-    """A newcomer's first click: the prompt box holds an example, so Generate alone produces tokens."""
+    """A newcomer's first click: the prompt box holds an example, so Generate alone produces tokens, and the box
+    *Compare with target alone* starts ticked, so the summary shows the measured speedup of this run (issue 37)."""
     assert page.locator("#prompt textarea").input_value().strip()
+    assert page.locator("#compare-box input[type=checkbox]").is_checked()
     set_number(page, "max-new", 16)
     generate_and_wait(page)
     assert "Done: 16 tokens" in status(page)
     assert page.locator("#tokens .tok-accepted, #tokens .tok-correction, #tokens .tok-bonus").count() > 0
+    page.wait_for_function("() => document.querySelector('#summary').innerText.includes('target alone:')")
+    summary = page.locator("#summary").inner_text()
+    assert "tick Compare" not in summary and re.search(r"tokens/s\s+[\d.]+ \(target alone: [\d.]+\)", summary)
+    assert re.search(r"[\d.]+×\s+[\d.]+×\s+[\d.]+×", summary)  # the measured speedup beside the two predictions
 
 
 def fixed_k(page) -> None:

@@ -91,6 +91,8 @@ def test_a_gallery_run_is_shown_in_full_at_once_without_a_model(page, app_models
     assert "q (target)" in (page.locator("#tokens .tok-accepted").first.get_attribute("title") or "")
     assert "dentical" in page.locator("#compare").inner_text()  # the verdict on the two outputs
     assert "tokens/s" in page.locator("#summary").inner_text()
+    page.locator("#compare-box input[type=checkbox]").uncheck()  # the page's default is ticked: the run must tick it
+    shown_in(page, "#gallery-code")  # another run than the last (Gradio does not redraw an unchanged value)
     assert page.locator("#compare-box input[type=checkbox]").is_checked()  # the controls are the run's
     assert page.locator("#k input[type=number]").input_value() == "4"
     assert elapsed <= 2.0, f"the recorded run took {times} s to show"

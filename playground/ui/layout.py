@@ -102,9 +102,11 @@ def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> 
         state = gr.State(sessions.new_session, delete_callback=SessionState.close)
         with gr.Row(equal_height=False):
             gr.Markdown(INTRO, elem_id="intro")
-            projector = gr.Checkbox(
-                False, label="Projector mode (large text)", elem_id="projector", scale=0, min_width=200
-            )
+            with gr.Column(scale=0, min_width=200):
+                projector = gr.Checkbox(False, label="Projector mode (large text)", elem_id="projector")
+                # the controls' help texts are folded (an (i) after a label shows its text on hover); this box
+                # unfolds them all: CSS alone (assets/style.css, "The sidebar"), no event
+                gr.Checkbox(False, label="Show the controls' help", elem_id="help-toggle")
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=300, elem_id="controls"):
                 models_, info = _model_controls(catalog)
@@ -232,8 +234,9 @@ def _widget(w: decoding.Widget, value: Any) -> gr.components.Component:
 
 
 def _decoding_controls() -> dict:
-    """k, the token tree, the k policy and its threshold, sampling, the token limit, the seed."""
-    return dict(
+    """k, the token tree, the k policy and its threshold, the temperature, the token limit; top-p and the seed side
+    by side (both act only when sampling)."""
+    out = dict(
         k=checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k")),
         tree=gr.Textbox(
             "",
@@ -257,7 +260,7 @@ def _decoding_controls() -> dict:
                 value=DEFAULT_CONFIDENCE,
                 step=0.05,
                 elem_id="confidence",
-                label="Draft confidence threshold",
+                label="Confidence threshold",
                 info="the 'adaptive (draft confidence)' k policy only: a draft "
                 "stops once the draft's top probability falls under it",
             )
@@ -265,12 +268,14 @@ def _decoding_controls() -> dict:
         temperature=checked_by_us(
             gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
         ),
-        top_p=checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p")),
         max_new_tokens=checked_by_us(
             gr.Slider(1, settings.read().max_new_tokens, value=128, step=1, label="Max new tokens", elem_id="max-new")
         ),
-        seed=checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed")),
     )
+    with gr.Row(equal_height=True):
+        out["top_p"] = checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p", scale=2))
+        out["seed"] = checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=80))
+    return out
 
 
 def _prompt_box() -> gr.Textbox:

@@ -94,6 +94,35 @@ def test_first_generate_with_nothing_typed_produces_tokens(page):
     assert re.search(r"[\d.]+×\s+[\d.]+×\s+[\d.]+×", summary)  # the measured speedup beside the two predictions
 
 
+def test_the_sidebar_fits_one_screen_with_its_help_folded(page):
+    """At 1400x1000 the controls end within the first screen (issue 37): each help text is folded behind an (i)
+    and shown while its control is hovered, *Show the controls' help* unfolds them all, and a control the chosen
+    drafter does not use (the early-exit layer, the draft's precision) is hidden until a drafter uses it."""
+    bottom = "() => document.querySelector('#controls').getBoundingClientRect().bottom + window.scrollY"
+    infos = page.locator("#controls .info-text")
+    # help texts shown, and help texts of shown controls that are not
+    count = """els => [els.filter(e => e.offsetParent !== null).length,
+                      els.filter(e => e.closest('.block').offsetParent !== null && e.offsetParent === null).length]"""
+    assert page.evaluate(bottom) <= 1000
+    assert infos.evaluate_all(count)[0] == 0 and not page.locator("#pair-info").is_visible()
+    page.locator("#drafter [data-testid='block-info']").hover()
+    assert page.locator("#drafter .info-text").is_visible()
+    page.locator("#help-toggle input").check()
+    try:
+        assert infos.evaluate_all(count)[0] >= 5 and infos.evaluate_all(count)[1] == 0
+        assert page.locator("#pair-info").is_visible()
+    finally:
+        page.locator("#help-toggle input").uncheck()
+    assert not page.locator("#exit-layer").is_visible() and page.locator("#draft-precision").is_visible()
+    page.locator("#drafter label", has_text="early exit").click()
+    try:
+        page.wait_for_selector("#exit-layer", state="visible")
+        assert not page.locator("#draft-precision").is_visible()
+    finally:
+        page.locator("#drafter label", has_text="draft model").first.click()
+    page.wait_for_selector("#exit-layer", state="hidden")
+
+
 def fixed_k(page) -> None:
     """The tiny test draft is as big as its target (c > 1): the default theory policy rightly stops drafting
     there. Tests about drafts pick fixed k."""

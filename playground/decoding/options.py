@@ -38,7 +38,7 @@ class Build:
     confidence: float = 0.0
     encode: Callable[[object], list[int]] | None = None
     tree: TreeShape | None = None
-    memory: Any = None
+    kept: Any = None  # the session's state for this kind
 
     @property
     def options(self) -> Any:
@@ -64,6 +64,7 @@ class Strategy:
     about: str = ""  # the UI's note above its widgets
     names: dict[str, str] | None = None  # the command line's "name=value" options after the colon, by field
     session: Callable[[], Any] | None = None  # a new session's state for this kind (suffix decoding's memory)
+    summary: Callable[[dict], list[tuple[str, str]]] | None = None  # its rows in the summary panel (trace.summarize)
 
     @property
     def draft_model(self) -> bool:

@@ -13,7 +13,6 @@ import gradio as gr
 from playground import decoding, trace
 from playground.numbers import fmt
 from playground.recorded import decoded_table
-from playground.records import StagedExtras
 from playground.ui.common import View, status_html
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, draftfree, race, tokens
@@ -116,17 +115,8 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
                 " · ".join(f"{draftfree.SOURCES.get(k, ('', k))[1]}: {n}" for k, n in by_source.items()),
             ),
         )
-    if any(
-        isinstance(r.extras, StagedExtras) for r in run.rounds
-    ):  # staged: the first level, lookup for the draft model
-        rows.insert(
-            5,
-            (
-                "staged: lookup tokens the draft model kept · its passes per drafted token",
-                f"{s['stage_accepted']} of {s['stage_proposed']} · "
-                f"{fmt(s['stage_passes'] / s['drafted'] if s['drafted'] else None, 2)}",
-            ),
-        )
+    own = decoding.strategy(run.spec.drafter.kind).summary  # the strategy's own rows (staged drafting's first level)
+    rows[5:5] = own(s) if own is not None and run.rounds else []
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | **{value}** |" for name, value in rows)
     return speedups + "\n\n" + table
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from playground.config import DrafterKind, Precision
 from playground.decoding.options import Build, Strategy, precision_of, typed, whole
 from playground.decoding.strategies.prompt_lookup import MAX_NGRAM
+from playground.numbers import fmt
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,18 @@ def build(b: Build):  # a staged draft is always k long: no confidence stop
     return StagedDrafter(b.pair.draft, max_ngram=b.options.max_ngram)
 
 
+def summary(s: dict) -> list[tuple[str, str]]:
+    """The summary panel's row for a staged run (trace.summarize's sums of StagedExtras): the first level's
+    tokens the draft model kept, and the draft model's passes per drafted token."""
+    passes = s["stage_passes"] / s["drafted"] if s["drafted"] else None
+    return [
+        (
+            "staged: lookup tokens the draft model kept · its passes per drafted token",
+            f"{s['stage_accepted']} of {s['stage_proposed']} · {fmt(passes, 2)}",
+        )
+    ]
+
+
 STRATEGY = Strategy(
     DrafterKind.STAGED,
     build,
@@ -37,4 +50,5 @@ STRATEGY = Strategy(
     same_tokenizer=True,
     ran="draft {draft}, its drafts by prompt lookup",
     options=Options,
+    summary=summary,
 )

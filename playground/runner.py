@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -32,9 +32,6 @@ from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, RunSpec, check_prompt
-
-if TYPE_CHECKING:  # the session's memory of earlier runs, for suffix decoding: the runner only passes it on
-    from playground.decoding.suffix import SuffixMemory
 
 WARM_PROMPT = "Hello"
 PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)
@@ -135,7 +132,7 @@ class Runner:
 
     # ------------------------------------------------------------ running
 
-    def _decoder(self, spec: RunSpec, pair: LoadedPair, memory: SuffixMemory | None = None) -> SpeculativeDecoder:
+    def _decoder(self, spec: RunSpec, pair: LoadedPair, kept: Any = None) -> SpeculativeDecoder:
         pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
@@ -145,41 +142,42 @@ class Runner:
             drafter_confidence(spec.decode),
             spec.decode.tree,
             lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
-            memory,
+            kept,
         )
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
     def decoder(
-        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, memory: SuffixMemory | None = None
+        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None
     ) -> SpeculativeDecoder:
-        """A ready decoder, warm: call step() for one round, or iterate it. memory: the session's memory of
-        earlier runs (suffix decoding reads and extends it when its spec asks; warm-ups never touch it)."""
+        """A ready decoder, warm: call step() for one round, or iterate it. kept: the browser session's state for
+        the spec's drafter kind (Strategy.session; suffix decoding reads and extends its memory of earlier runs
+        when its spec asks; warm-ups never touch it)."""
         if not self.is_warm(spec, pair):
             self.warm_up(spec, pair, progress)
-        return self._decoder(spec, pair, memory)
+        return self._decoder(spec, pair, kept)
 
     def rounds(
-        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, memory: SuffixMemory | None = None
+        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None
     ) -> Iterator[RoundRecord]:
         """Run one spec on a loaded pair, round by round (the caller keeps the pair in use)."""
-        return iter(self.decoder(spec, pair, progress, memory))
+        return iter(self.decoder(spec, pair, progress, kept))
 
     def session(
         self,
         spec: RunSpec,
         progress: Progress = quiet,
-        memory: SuffixMemory | None = None,
+        kept: Any = None,
         warm: bool = True,
         fast_verify: bool | None = None,
         check: Callable[[], None] | None = None,
     ) -> Session:
         """`with runner.session(spec) as s:` the one way to decode: iterating s loads the pair (cached), sets the
         target's kernels and warms up (once per model and drafter), yielding a status event before each step;
-        then s.rounds() / s.decoder() run on the warm pair, kept in use until the block ends. memory: the
-        session's memory of earlier runs (suffix decoding). warm=False: load and kernels only (a peer that
+        then s.rounds() / s.decoder() run on the warm pair, kept in use until the block ends. kept: the
+        browser session's state for the spec's drafter kind (SessionState.kept). warm=False: load and kernels only (a peer that
         decodes with its own engine on our models). fast_verify: set speed.fast_verify on the target (True /
         False; None leaves it). check: called after every round (a job that nobody listens to ends there)."""
-        return Session(self, spec, progress, memory, warm, fast_verify, check)
+        return Session(self, spec, progress, kept, warm, fast_verify, check)
 
 
 @dataclass(frozen=True)
@@ -197,7 +195,7 @@ class Session:
     runner: Runner
     spec: RunSpec
     progress: Progress = quiet
-    memory: SuffixMemory | None = None
+    kept: Any = None  # the browser session's state for the spec's drafter kind
     warm: bool = True
     fast_verify: bool | None = None
     check: Callable[[], None] | None = None
@@ -254,16 +252,14 @@ class Session:
     def decoder(self, spec: RunSpec | None = None) -> SpeculativeDecoder:
         """A decoder of the session's spec (or another spec on the same pair), for one round at a time."""
         spec = spec or self.spec
-        decoder = self.runner.decoder(
-            spec, self.ready().pair, self.progress, self.memory if spec is self.spec else None
-        )
+        decoder = self.runner.decoder(spec, self.ready().pair, self.progress, self.kept if spec is self.spec else None)
         return _Checked(decoder, self.check) if self.check is not None else decoder
 
     def rounds(self, spec: RunSpec | None = None) -> Iterator[RoundRecord]:
         """The rounds of the session's spec (or of another spec on the same pair: its baseline, a variant)."""
         spec = spec or self.spec
-        memory = self.memory if spec is self.spec else None
-        rounds = self.runner.rounds(spec, self.ready().pair, self.progress, memory)
+        kept = self.kept if spec is self.spec else None
+        rounds = self.runner.rounds(spec, self.ready().pair, self.progress, kept)
         for record in rounds:
             if self.check is not None:
                 self.check()

@@ -31,9 +31,9 @@ REPEAT = (
 )
 
 
-def run_all(runner, spec, progress=None, memory=None) -> list[RoundRecord]:
+def run_all(runner, spec, progress=None, kept=None) -> list[RoundRecord]:
     """A spec's rounds through runner.session, the one way anything decodes."""
-    with runner.session(spec, *([progress] if progress is not None else []), memory=memory) as session:
+    with runner.session(spec, *([progress] if progress is not None else []), kept=kept) as session:
         return list(session.rounds())
 
 

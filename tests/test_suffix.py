@@ -170,10 +170,10 @@ def test_the_memory_forgets_its_oldest_runs_past_its_size():
 def test_runs_stay_independent_unless_the_spec_asks_for_the_memory(tiny_spec, tiny_pair, runner):
     memory = SuffixMemory()
     off = tiny_spec("Once upon a time", suffix(), max_new_tokens=6)
-    run_all(runner, off, memory=memory)  # warm-up (its own run) and the run itself: the memory stays empty
+    run_all(runner, off, kept=memory)  # warm-up (its own run) and the run itself: the memory stays empty
     assert memory.tree.seqs == {}
     on = tiny_spec("Once upon a time", suffix(memory=True), max_new_tokens=6)
-    rounds = run_all(runner, on, memory=memory)
+    rounds = run_all(runner, on, kept=memory)
     assert list(memory.tree.seqs) == [0] and len(memory.tree.seqs[0]) >= 6  # this run only, not the warm-up
     assert on.drafter.label == "suffix decoding (session memory)" and rounds
 

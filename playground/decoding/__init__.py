@@ -85,17 +85,17 @@ def make_drafter(
     confidence: float = 0.0,
     tree: TreeShape | None = None,
     encode: Callable[[object], list[int]] | None = None,
-    memory: Any = None,
+    kept: Any = None,
 ) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
     early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
     token tree instead of a chain (the strategy's own, or a TreeDrafter around its model drafter).
-    encode(tokenizer): the run's prompt as that tokenizer's ids, for a draft with its own tokenizer. memory:
-    the session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
+    encode(tokenizer): the run's prompt as that tokenizer's ids, for a draft with its own tokenizer. kept: the
+    session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
     s = REGISTRY[spec.kind]
     if s.draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
-    drafter = s.build(Build(spec, pair, confidence, encode, tree if s.own_tree else None, memory))
+    drafter = s.build(Build(spec, pair, confidence, encode, tree if s.own_tree else None, kept))
     if tree is None or s.own_tree:
         return drafter
     if not s.tree:

@@ -71,7 +71,8 @@ def generate(
             return
         for message in startup.wait(spec) if startup is not None else ():
             yield unchanged(status=status_html(f"Waiting for the start-up to prepare this pair: {message}", "busy"))
-        with runner.session(spec, progress, state.memory) as session:  # the pair stays in use until the end
+        # the pair stays in use until the session ends
+        with runner.session(spec, progress, state.kept(spec.drafter.kind)) as session:
             for event in session:  # the load, then (once per model and drafter) the warm-up
                 if event.step == "load":
                     yield unchanged(

@@ -1,5 +1,6 @@
 """Per-browser-session state (the value of the page's gr.State): the current run, the step-through
-run, the session's folder of downloads and its suffix-decoding memory of earlier runs. No gradio here: plain objects the callbacks fill in."""
+run, the session's folder of downloads and what a drafter kind keeps between runs (suffix decoding's memory of
+earlier runs). No gradio here: plain objects the callbacks fill in."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground import theory, trace
-from playground.decoding.suffix import SuffixMemory
+from playground import decoding, theory, trace
 from playground.engine import SpeculativeDecoder
 from playground.models import LoadedPair
 from playground.records import RoundRecord
@@ -104,7 +104,17 @@ class SessionState:
         self.stopped_at = 0.0  # when Stop was last pressed (time.monotonic): a run queued before then ends as it starts
         self.stops: dict[str, float] = {}  # the other tabs' Stop: tab -> when it was last pressed (time.monotonic)
         self.downloads = Downloads(root)
-        self.memory = SuffixMemory()  # the session's earlier runs, for suffix decoding when a run asks for it
+        self._kept: dict[Any, Any] = {}  # drafter kind -> its state in this session (kept())
+
+    def kept(self, kind: Any) -> Any:
+        """What drafter `kind` keeps between this session's runs, made by its Strategy.session on first use (suffix
+        decoding: its memory of earlier runs, drawn on when a run asks); None for a kind that keeps nothing."""
+        make = decoding.strategy(kind).session
+        if make is None:
+            return None
+        if kind not in self._kept:
+            self._kept[kind] = make()
+        return self._kept[kind]
 
     def stop(self, tab: str) -> None:
         """Stop pressed on `tab`: its job queued before now ends at its next round (jobs.Listener.check)."""
@@ -117,5 +127,5 @@ class SessionState:
     def close(self) -> None:
         """The session ended (gr.State's delete_callback): remove its files."""
         self.step = None
-        self.memory = SuffixMemory()  # its earlier runs' outputs go with it
+        self._kept.clear()  # its earlier runs' outputs go with it
         self.downloads.close()

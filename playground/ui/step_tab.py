@@ -34,7 +34,7 @@ def step_start(
     job in Gradio's queue), Stop or a client that left ends the loading and warm-up at their next report."""
     try:
         spec = read_spec(controls, explain=EXPLAIN_TOP)
-        with runner.session(spec, progress, state.memory) as session:
+        with runner.session(spec, progress, state.kept(spec.drafter.kind)) as session:
             decoder = session.decoder()
         pair = session.pair
         if listener is not None:

@@ -401,9 +401,10 @@ def test_a_suffix_run_explains_its_latest_draft_and_may_remember_the_session(tin
         "Suffix decoding: the sequence&#x27;s last" in final.tree
         or "Suffix decoding: the sequence's last" in final.tree
     )
-    assert state.memory.tree.seqs == {}  # off by default: the run stands alone
+    memory = state.kept(DrafterKind.SUFFIX)  # the session's memory of earlier runs (made by the first suffix run)
+    assert memory.tree.seqs == {}  # off by default: the run stands alone
     again = call(runner, state, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=12, suffix_memory=True)[-1]
-    assert "status-ok" in again.status and list(state.memory.tree.seqs) == [0]
+    assert "status-ok" in again.status and list(memory.tree.seqs) == [0]
     twice = call(runner, state, drafter="suffix decoding", prompt=REPEATED, max_new_tokens=12, suffix_memory=True)[-1]
     assert 'data-source="memory"' in twice.tokens and "session&#x27;s earlier runs" in twice.tokens
     assert "kept drafts by source" in twice.summary

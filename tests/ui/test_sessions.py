@@ -17,6 +17,8 @@ from gradio import queueing
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
+from playground.config import DrafterKind
+from playground.decoding.suffix import SuffixMemory
 from playground.ui import build_demo, launch_options, sessions
 from playground.ui.state import SessionState
 
@@ -241,3 +243,15 @@ def test_the_app_cleans_gradios_cache_and_runs_the_reaper(tiny_catalog, runner, 
     state = next(b for b in demo.blocks.values() if isinstance(b, gr.State))
     assert state.value is sessions.new_session and state.delete_callback == SessionState.close
     assert sessions.new_session().downloads._root == cache
+
+
+def test_a_drafter_kind_keeps_its_state_per_session_and_a_kind_without_one_keeps_nothing():
+    """SessionState.kept: the state a strategy's session factory makes (suffix decoding's memory of earlier runs),
+    one per session and kind, gone when the session closes; None for a kind with no factory."""
+    one, two = SessionState(), SessionState()
+    memory = one.kept(DrafterKind.SUFFIX)
+    assert isinstance(memory, SuffixMemory) and one.kept(DrafterKind.SUFFIX) is memory
+    assert two.kept(DrafterKind.SUFFIX) is not memory
+    assert one.kept(DrafterKind.DRAFT_MODEL) is None and one.kept(DrafterKind.LOOKAHEAD) is None
+    one.close()
+    assert one.kept(DrafterKind.SUFFIX) is not memory

@@ -72,7 +72,7 @@ def build(b: Build):  # the k policy's k caps a chain; a tree's shape caps a tre
     from playground.decoding.suffix import SuffixDrafter
 
     o = b.options
-    memory = b.memory if o.suffix_memory else None
+    memory = b.kept if o.suffix_memory else None
     return SuffixDrafter(o.suffix_depth, o.suffix_factor, o.suffix_min_prob, b.tree, memory, b.pair.target)
 
 

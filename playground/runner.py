@@ -173,9 +173,9 @@ class Runner:
     ) -> Session:
         """`with runner.session(spec) as s:` the one way to decode: iterating s loads the pair (cached), sets the
         target's kernels and warms up (once per model and drafter), yielding a status event before each step;
-        then s.rounds() / s.decoder() run on the warm pair, kept in use until the block ends. kept: the
-        browser session's state for the spec's drafter kind (SessionState.kept). warm=False: load and kernels only (a peer that
-        decodes with its own engine on our models). fast_verify: set speed.fast_verify on the target (True /
+        then s.rounds() / s.decoder() run on the warm pair, kept in use until the block ends. kept: the browser
+        session's state for the spec's drafter kind (SessionState.kept). warm=False: load and kernels only (a peer
+        that decodes with its own engine on our models). fast_verify: set speed.fast_verify on the target (True /
         False; None leaves it). check: called after every round (a job that nobody listens to ends there)."""
         return Session(self, spec, progress, kept, warm, fast_verify, check)
 

@@ -235,7 +235,7 @@ def _widget(w: decoding.Widget, value: Any) -> gr.components.Component:
 
 def _decoding_controls() -> dict:
     """k, the token tree, the k policy and its threshold, the temperature, the token limit; top-p and the seed side
-    by side (both act only when sampling)."""
+    by side (a row of their own, so that the sidebar fits one screen)."""
     out = dict(
         k=checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k")),
         tree=gr.Textbox(

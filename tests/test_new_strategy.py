@@ -51,7 +51,7 @@ class Options:
 
 
 STRATEGY = decoding.Strategy(
-    Kind.REPEAT_NGRAM, lambda build: RepeatNgram(build.options.n), pickable=False, options=Options
+    Kind.REPEAT_NGRAM, lambda options, pair, run: RepeatNgram(options.n), pickable=False, options=Options
 )
 
 

@@ -27,7 +27,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
 from playground.config import DrafterKind
-from playground.decoding.options import Build, Strategy, Widget
+from playground.decoding.options import Context, Strategy, Widget
 from playground.decoding.strategies import MODULES
 from playground.errors import PlaygroundError, shown
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from playground.spec import DrafterSpec
     from playground.treeshape import TreeShape
 
-__all__ = ["Build", "Strategy", "Widget", "REGISTRY", "DRAFTERS", "kind_of", "strategy", "register", "make_drafter"]
+__all__ = ["Context", "Strategy", "Widget", "REGISTRY", "DRAFTERS", "kind_of", "strategy", "register", "make_drafter"]
 
 REGISTRY: dict[Enum, Strategy] = {m.STRATEGY.kind: m.STRATEGY for m in MODULES}
 
@@ -95,7 +95,7 @@ def make_drafter(
     s = REGISTRY[spec.kind]
     if s.draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
-    drafter = s.build(Build(spec, pair, confidence, encode, tree if s.own_tree else None, kept))
+    drafter = s.build(spec.options, pair, Context(confidence, encode, tree if s.own_tree else None, kept))
     if tree is None or s.own_tree:
         return drafter
     if not s.tree:

@@ -1,6 +1,7 @@
-"""The generic types of a strategy (strategies/: one module per kind): the registry's entry (Strategy), what a
-drafter is built from (Build), a widget's description (the UI builds its controls from these), the checks every
-Options dataclass shares, and reading the command line's "name=value" options. Pure: no torch."""
+"""The generic types of a strategy (strategies/: one module per kind): the registry's entry (Strategy), what a run
+adds when a drafter is built from its options and the pair (Context), a widget's description (the UI builds its
+controls from these), the checks every Options dataclass shares, and reading the command line's "name=value"
+options. Pure: no torch."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from playground.numbers import is_int, is_real
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
     from playground.models import LoadedPair
-    from playground.spec import DrafterSpec
     from playground.treeshape import TreeShape
 
 
@@ -27,22 +27,16 @@ class NoOptions:
 
 
 @dataclass(frozen=True)
-class Build:
-    """What a factory builds a drafter from: the drafter's spec (its options: .options), the loaded pair, the
-    confidence threshold (0: off; KPolicy.CONFIDENCE), how the run encodes its prompt for a given tokenizer (a
-    draft with its own tokenizer encodes the prompt its own way), the token tree for a strategy that drafts its
-    own (Strategy.own_tree), and the session's state for this kind (Strategy.session; suffix decoding's memory)."""
+class Context:
+    """What a run adds when a strategy builds its drafter from its options and the loaded pair: the confidence
+    threshold (0: off; KPolicy.CONFIDENCE), how the run encodes its prompt for a given tokenizer (a draft with its own
+    tokenizer encodes the prompt its own way), the token tree for a strategy that drafts its own (Strategy.own_tree),
+    and the session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
 
-    spec: DrafterSpec
-    pair: LoadedPair
     confidence: float = 0.0
     encode: Callable[[object], list[int]] | None = None
     tree: TreeShape | None = None
     kept: Any = None  # the session's state for this kind
-
-    @property
-    def options(self) -> Any:
-        return self.spec.options
 
 
 @dataclass(frozen=True)
@@ -50,12 +44,12 @@ class Strategy:
     """A kind's factory, capabilities and options (the registry's entry; each strategies/ module has one)."""
 
     kind: Enum
-    build: Callable[[Build], Drafter]
+    build: Callable[[Any, LoadedPair, Context], Drafter]  # build(options, pair, context): the drafter
     model: str = ""  # the model that drafts: "draft" (the pair's draft model), "target" (its first layers), "" none
     same_tokenizer: bool = False  # the draft's token ids must be the target's (models.check_compatible)
     pair_draft: bool = False  # the pair's draft model on its own: which of these a pair names (models.Pair.drafter)
     tree: bool = False  # can draft a token tree (DecodeConfig.tree)
-    own_tree: bool = False  # builds its tree itself (Build.tree), rather than through a TreeDrafter around a model
+    own_tree: bool = False  # builds its tree itself (Context.tree), rather than through a TreeDrafter around a model
     batch: bool = False  # the batched engine (batch.py) can run it
     pickable: bool = True  # a choice in the UI, the API and the CLI
     ran: str = ""  # what drafted, for the summary panel ({draft} / {target}: the precisions that ran)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
-from playground.decoding.options import Build, Strategy, precision_of
+from playground.decoding.options import Context, Strategy, precision_of
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 
 @dataclass(frozen=True)
@@ -20,11 +25,12 @@ class Options:
         return self.precision.value if self.precision else ""
 
 
-def build(b: Build):  # the confidence stop does not apply: the draft drafts greedily
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
+    """The confidence stop does not apply: the draft drafts greedily."""
     from playground.decoding.cross import CrossTokenizerDrafter
 
-    draft_tok = b.pair.draft_tokenizer or b.pair.tokenizer
-    return CrossTokenizerDrafter(b.pair.draft, draft_tok, b.pair.tokenizer, b.encode(draft_tok) if b.encode else None)
+    draft_tok = pair.draft_tokenizer or pair.tokenizer
+    return CrossTokenizerDrafter(pair.draft, draft_tok, pair.tokenizer, run.encode(draft_tok) if run.encode else None)
 
 
 STRATEGY = Strategy(DrafterKind.CROSS_TOKENIZER, build, model="draft", pair_draft=True, options=Options)

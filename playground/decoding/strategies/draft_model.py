@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
-from playground.decoding.options import Build, Strategy, precision_of, typed
+from playground.decoding.options import Context, Strategy, precision_of, typed
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 NAMES = {"vocab": "draft_vocab"}  # "draft model:int8,vocab=32768" (a bare word: the precision)
 
@@ -39,16 +44,16 @@ class Options:
         return ", ".join(p for p in parts if p)
 
 
-def build(b: Build):
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     from playground.decoding import vocab
     from playground.decoding.model import ModelDrafter
 
-    size = b.options.draft_vocab
-    if size and vocab.why_not(b.pair.draft, size):
+    size = o.draft_vocab
+    if size and vocab.why_not(pair.draft, size):
         raise PlaygroundError(
-            f"A draft vocabulary of {size:,} tokens does not apply: {vocab.why_not(b.pair.draft, size)}."
+            f"A draft vocabulary of {size:,} tokens does not apply: {vocab.why_not(pair.draft, size)}."
         )
-    return ModelDrafter(b.pair.draft, b.confidence, size)
+    return ModelDrafter(pair.draft, run.confidence, size)
 
 
 STRATEGY = Strategy(

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Build, Strategy, typed
+from playground.decoding.options import Context, Strategy, typed
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 
 @dataclass(frozen=True)
@@ -29,10 +34,11 @@ class Options:
         return f"L = {self.exit_layer}" if self.exit_layer else ""
 
 
-def build(b: Build):  # shares the target's weights: its precision, no copy
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
+    """Shares the target's weights: its precision, no copy."""
     from playground.decoding.early_exit import EarlyExitDrafter
 
-    return EarlyExitDrafter(b.pair.target, b.options.exit_layer, b.confidence)
+    return EarlyExitDrafter(pair.target, o.exit_layer, run.confidence)
 
 
 STRATEGY = Strategy(

@@ -4,10 +4,15 @@ options: the window W, the n-gram size N, the verification budget G, the prompt 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Build, Strategy, Widget, flag, typed, whole
+from playground.decoding.options import Context, Strategy, Widget, flag, typed, whole
 from playground.errors import PlaygroundError
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 # W, N and G sized for a CPU pass of about 16 tokens (docs/draft-free.md); the paper's GPU settings (W 15, N 5,
 # G 15) score about 140 tokens a pass.
@@ -68,12 +73,12 @@ class Options:
         return f"W = {self.lookahead_window}, N = {self.lookahead_ngram}, G = {self.lookahead_guesses}{pool}"
 
 
-def build(b: Build):  # the target drafts for itself: no draft model, no confidence stop
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
+    """The target drafts for itself: no draft model, no confidence stop."""
     from playground.decoding.lookahead import LookaheadDrafter
 
-    o = b.options
     return LookaheadDrafter(
-        b.pair.target, o.lookahead_window, o.lookahead_ngram, o.lookahead_guesses, o.lookahead_prompt_pool
+        pair.target, o.lookahead_window, o.lookahead_ngram, o.lookahead_guesses, o.lookahead_prompt_pool
     )
 
 

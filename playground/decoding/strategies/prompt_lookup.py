@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Build, Strategy, typed, whole
+from playground.decoding.options import Context, Strategy, typed, whole
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 MAX_NGRAM = (1, 8)
 
@@ -22,10 +27,10 @@ class Options:
         return ""
 
 
-def build(b: Build):
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     from playground.decoding.lookup import PromptLookupDrafter
 
-    return PromptLookupDrafter(max_ngram=b.options.max_ngram)
+    return PromptLookupDrafter(max_ngram=o.max_ngram)
 
 
 STRATEGY = Strategy(DrafterKind.PROMPT_LOOKUP, build, ran="draft: prompt lookup (no model)", options=Options)

@@ -4,11 +4,16 @@ precision, the lookup's longest n-gram."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
-from playground.decoding.options import Build, Strategy, precision_of, typed, whole
+from playground.decoding.options import Context, Strategy, precision_of, typed, whole
 from playground.decoding.strategies.prompt_lookup import MAX_NGRAM
 from playground.numbers import fmt
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 
 @dataclass(frozen=True)
@@ -25,10 +30,11 @@ class Options:
         return self.precision.value if self.precision else ""
 
 
-def build(b: Build):  # a staged draft is always k long: no confidence stop
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
+    """A staged draft is always k long: no confidence stop."""
     from playground.decoding.staged import StagedDrafter
 
-    return StagedDrafter(b.pair.draft, max_ngram=b.options.max_ngram)
+    return StagedDrafter(pair.draft, max_ngram=o.max_ngram)
 
 
 def summary(s: dict) -> list[tuple[str, str]]:

@@ -4,9 +4,14 @@ chain or a tree, no model. Options by vLLM's names in brackets; its session stat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Build, Strategy, Widget, flag, real, typed, whole
+from playground.decoding.options import Context, Strategy, Widget, flag, real, typed, whole
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 DEFAULTS = dict(suffix_memory=False, suffix_factor=1.0, suffix_min_prob=0.1, suffix_depth=24)  # vLLM's defaults
 NAMES = {"factor": "suffix_factor", "min-prob": "suffix_min_prob", "depth": "suffix_depth", "memory": "suffix_memory"}
@@ -68,12 +73,12 @@ def session_state():
     return SuffixMemory()
 
 
-def build(b: Build):  # the k policy's k caps a chain; a tree's shape caps a tree
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
+    """The k policy's k caps a chain; a tree's shape caps a tree."""
     from playground.decoding.suffix import SuffixDrafter
 
-    o = b.options
-    memory = b.kept if o.suffix_memory else None
-    return SuffixDrafter(o.suffix_depth, o.suffix_factor, o.suffix_min_prob, b.tree, memory, b.pair.target)
+    memory = run.kept if o.suffix_memory else None
+    return SuffixDrafter(o.suffix_depth, o.suffix_factor, o.suffix_min_prob, run.tree, memory, pair.target)
 
 
 STRATEGY = Strategy(

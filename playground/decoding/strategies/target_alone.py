@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Build, Strategy
+from playground.decoding.options import Context, Strategy
+
+if TYPE_CHECKING:
+    from playground.decoding.base import Drafter
+    from playground.models import LoadedPair
 
 
 @dataclass(frozen=True)
@@ -13,7 +18,7 @@ class Options:
     label = ""  # the kind's name alone
 
 
-def build(b: Build):
+def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     from playground.decoding.lookup import NoDrafter
 
     return NoDrafter()

@@ -31,7 +31,7 @@ from playground.ui.common import (
     status_html,
     unchanged,
 )
-from playground.ui.run_view import final_view, panels, tree_panel
+from playground.ui.run_view import final_view, in_panel, panels, tree_panel
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, draftfree, race, tokens
 
@@ -145,8 +145,7 @@ def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline:
         if baseline:
             yield unchanged(status=message, compare=f'<div class="compare"><h4>Target alone (running)</h4>{text}</div>')
             continue
-        shown = record.is_tree or draftfree.is_draftfree(record) and record.k > 0
-        view = unchanged(status=message, tokens=text, **({"tree": tree_panel(run)} if shown else {}))
+        view = unchanged(status=message, tokens=text, **({"tree": tree_panel(run)} if in_panel(record) else {}))
         if now - last_chart >= CHART_EVERY_S:
             summary, figures = panels(run)
             view = view._replace(

@@ -13,6 +13,7 @@ import gradio as gr
 from playground import decoding, trace
 from playground.numbers import fmt
 from playground.recorded import decoded_table
+from playground.records import RoundRecord
 from playground.ui.common import View, status_html
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, draftfree, race, tokens
@@ -54,11 +55,16 @@ def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -
     )
 
 
+def in_panel(record: RoundRecord) -> bool:
+    """Whether the round panel shows this round: a token tree, or a round whose extras views.draftfree explains
+    (the match, the window) and that drafted."""
+    return record.is_tree or (record.k > 0 and draftfree.explains(record))
+
+
 def tree_panel(run: CurrentRun) -> str:
-    """The latest token-tree round of the run as a tree (views.tree.tree_html), after what a draft-free strategy
-    did in it (views.draftfree: the match, the window); "" for a chain run of the other strategies."""
-    drafted = lambda r: r.is_tree or (r.k > 0 and draftfree.is_draftfree(r))
-    at = next((i for i in range(len(run.rounds) - 1, -1, -1) if drafted(run.rounds[i])), None)
+    """The latest round the panel shows (in_panel) as a tree (views.tree.tree_html), after what a draft-free
+    strategy did in it (views.draftfree: the match, the window); "" when no round qualifies."""
+    at = next((i for i in range(len(run.rounds) - 1, -1, -1) if in_panel(run.rounds[i])), None)
     if at is None:
         return ""
     record = run.rounds[at]

@@ -26,8 +26,8 @@ SOURCES = {
 }
 
 
-def is_draftfree(record: RoundRecord) -> bool:
-    """A round of suffix or lookahead decoding (explain_html has something to say about it)."""
+def explains(record: RoundRecord) -> bool:
+    """Whether explain_html has something to say about the round: its extras are a suffix or lookahead round's."""
     return isinstance(record.extras, (SuffixExtras, LookaheadExtras))
 
 

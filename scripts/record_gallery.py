@@ -70,7 +70,7 @@ def main() -> None:
         began = time.monotonic()
         views = list(
             run_tab.generate(
-                runner, SessionState(), Controls(**(page_defaults(args.max_new_tokens) | changes)), compare
+                runner, SessionState(), Controls.named(**(page_defaults(args.max_new_tokens) | changes)), compare
             )
         )
         final = views[-1]

@@ -36,7 +36,7 @@ PAIR = "tiny (test)"
 
 def inputs(tokens: int, seed: int) -> list:
     """/generate's inputs: the shared controls on the tiny pair, then "Compare with target alone" (off)."""
-    controls = Controls(
+    controls = Controls.named(  # the strategies' options: their defaults
         pair=PAIR,
         draft_id="",
         target_id="",
@@ -45,14 +45,6 @@ def inputs(tokens: int, seed: int) -> list:
         drafter="draft model",
         draft_precision="default",
         exit_layer=0,
-        suffix_factor=1.0,
-        suffix_min_prob=0.1,
-        suffix_depth=24,
-        suffix_memory=False,
-        lookahead_window=5,
-        lookahead_ngram=3,
-        lookahead_guesses=3,
-        lookahead_prompt_pool=False,
         k=4,
         tree="",
         policy="fixed k",

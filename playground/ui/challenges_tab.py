@@ -162,7 +162,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
         return run_challenge(
             jobs.Watched(runner, listener),
             session,
-            Controls(*shared),
+            Controls.of(*shared),
             which,
             batch_text,
             context_text,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -49,12 +49,22 @@ except ImportError:
 # ---------------------------------------------------------------- the shared controls
 
 
+# The strategies' own options the page shows (decoding/strategies/: each module's WIDGETS), in the registry's order,
+# with their defaults. The controls hold them as one field (Controls.options), so that a strategy's widgets need no
+# field here: the layout, the links and the spec take them from the registry.
+OPTION_DEFAULTS: dict[str, Any] = {
+    w.name: getattr(s.options(), w.name)
+    for s in (decoding.strategy(kind) for kind in decoding.DRAFTERS)
+    for w in s.widgets
+}
+
+
 @dataclass(frozen=True)
 class Controls:
-    """The controls every tab runs with, in the order of the page (and of the API's inputs).
+    """The controls every tab runs with, in the order of the page (and of the API's inputs: NAMES).
 
     The layout builds one whose fields are the widgets (`as_inputs()` is then the `inputs=` list);
-    a callback gets one whose fields are their values (`Controls(*values)`)."""
+    a callback gets one whose fields are their values (`Controls.of(*values)`)."""
 
     pair: Any  # a catalog name
     draft_id: Any  # custom draft model id or folder ("" = the pair's)
@@ -64,14 +74,7 @@ class Controls:
     drafter: Any  # a DrafterKind value
     draft_precision: Any  # "default", "fp32", "bf16", "int8" (draft model only)
     exit_layer: Any  # early exit only; 0 = a quarter of the target's layers
-    suffix_factor: Any  # suffix decoding only: draft tokens per matched token (vLLM's max_spec_factor)
-    suffix_min_prob: Any  # suffix decoding only: stop a draft under this frequency estimate (min_token_prob)
-    suffix_depth: Any  # suffix decoding only: the suffix tree's depth (max_tree_depth)
-    suffix_memory: Any  # suffix decoding only: also draft from this session's earlier runs
-    lookahead_window: Any  # lookahead decoding only: W
-    lookahead_ngram: Any  # lookahead decoding only: N
-    lookahead_guesses: Any  # lookahead decoding only: G
-    lookahead_prompt_pool: Any  # lookahead decoding only: the pool also holds the prompt's n-grams
+    options: dict[str, Any]  # the strategies' own options (OPTION_DEFAULTS' names, in order): suffix's, lookahead's
     k: Any
     tree: Any  # a token tree: "" (a chain), "3-2-1-1" or "dynamic:16" (spec.parse_tree)
     policy: Any  # a KPolicy label
@@ -82,15 +85,40 @@ class Controls:
     seed: Any
     prompt: Any
 
+    @classmethod
+    def named(cls, **values: Any) -> "Controls":
+        """From values by name, the strategies' options among them (one not given: its default)."""
+        unknown = set(values) - set(NAMES)
+        if unknown:
+            raise TypeError(f"not a control: {', '.join(sorted(unknown))}")
+        options = {name: values.pop(name, default) for name, default in OPTION_DEFAULTS.items()}
+        return cls(**values, options=options)
+
+    @classmethod
+    def of(cls, *values: Any) -> "Controls":
+        """From the inputs' values, in the order of as_inputs()."""
+        if len(values) != len(NAMES):
+            raise TypeError(f"{len(NAMES)} controls' values expected, got {len(values)}")
+        return cls.named(**dict(zip(NAMES, values)))
+
+    def values(self) -> dict[str, Any]:
+        """Every control by name (NAMES), the strategies' options among them."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            out |= self.options if f.name == "options" else {f.name: getattr(self, f.name)}
+        return out
+
     def as_inputs(self) -> list:
-        return [getattr(self, f.name) for f in fields(self)]
+        return list(self.values().values())
 
     def but(self, **changes: Any) -> "Controls":
-        return replace(self, **changes)
+        return Controls.named(**(self.values() | changes))
 
 
-N_CONTROLS = len(fields(Controls))
-DRAFTFREE_OPTIONS = [f.name for f in fields(Controls) if f.name.startswith(("suffix_", "lookahead_"))]
+NAMES = tuple(
+    name for f in fields(Controls) for name in (OPTION_DEFAULTS if f.name == "options" else (f.name,))
+)  # the controls' names in the page's order (the API's inputs)
+N_CONTROLS = len(NAMES)
 
 
 def read_spec(c: Controls, explain: int = 0) -> RunSpec:
@@ -108,9 +136,7 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
         confidence=c.confidence,
         tree=c.tree,
     )
-    drafter = parse_drafter(
-        c.drafter, c.draft_precision, c.exit_layer, {name: getattr(c, name) for name in DRAFTFREE_OPTIONS}
-    )
+    drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer, c.options)
     catalog = models.get_pair(c.pair)
     target = parse_text(c.target_id, "The target model id") or catalog.target
     draft = parse_text(c.draft_id, "The draft model id") or catalog.draft

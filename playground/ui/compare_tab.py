@@ -170,7 +170,7 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
             session,
             chosen_pairs,
             chosen_drafters,
-            Controls(*shared),
+            Controls.of(*shared),
             (vllm_source, vllm_url, vllm_model, vllm_target, vllm_key),
             gradio_progress(progress, listener.check),
             should_stop=lambda: listener.stopped or listener.gone,

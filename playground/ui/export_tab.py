@@ -36,11 +36,9 @@ def show_export(runner: Runner, controls: Controls) -> tuple[str, Any, Any, Any]
     k and sampling."""
     try:
         spec = read_spec(controls)
-        layer = spec.drafter.exit_layer
-        if (
-            decoding.strategy(spec.drafter.kind).model == "target" and layer is None
-        ):  # the default: the target's layers / 4
-            layer = exit_layer_from_config(spec)
+        layer = None
+        if decoding.strategy(spec.drafter.kind).model == "target":  # early exit; its default: the target's layers / 4
+            layer = spec.drafter.options.exit_layer or exit_layer_from_config(spec)
         hf, vllm, serve = hf_generate_code(spec, layer), vllm_code(spec, layer), vllm_serve_command(spec)
     except Exception as exc:
         return error_status(exc), gr.skip(), gr.skip(), gr.skip()
@@ -78,7 +76,7 @@ def build(runner: Runner, controls: Controls, compare: gr.Checkbox) -> None:
         link = gr.Textbox(label="Link", elem_id="export-link", interactive=False, buttons=["copy"], scale=4)
     link_status = gr.HTML("", elem_id="export-link-status")
     link_btn.click(
-        lambda *values: settings_link(Controls(*values[:-1]), values[-1]),
+        lambda *values: settings_link(Controls.of(*values[:-1]), values[-1]),
         inputs=controls.as_inputs() + [compare],
         outputs=[link, link_status],
         concurrency_limit=None,
@@ -93,7 +91,7 @@ def build(runner: Runner, controls: Controls, compare: gr.Checkbox) -> None:
     )
 
     def on_export(*values: Any) -> tuple[str, Any, Any, Any]:
-        return show_export(runner, Controls(*values))  # `inputs` below: the shared controls
+        return show_export(runner, Controls.of(*values))  # `inputs` below: the shared controls
 
     run_btn.click(
         on_export,

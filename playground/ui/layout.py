@@ -112,7 +112,7 @@ def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> 
                 models_, info = _model_controls(catalog)
                 left = models_ | _drafter_controls() | _decoding_controls()
             with gr.Column(scale=3, min_width=480):
-                controls = Controls(**left, prompt=_prompt_box())
+                controls = Controls.named(**left, prompt=_prompt_box())
                 for choice in (
                     controls.pair,
                     controls.target_precision,

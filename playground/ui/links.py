@@ -3,7 +3,7 @@ it sets them, and the Export tab gives the link for the current ones. A value th
 left out with a note; a link never becomes an error page. The same checks set the controls from a recorded run.
 
     settings_link(controls)          -> "?pair=...&drafter=...&k=4..."
-    read_settings({"k": "4", ...})   -> ({Controls field: value}, extras, notes)
+    read_settings({"k": "4", ...})   -> ({control name: value}, extras, notes)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from playground.decoding import DRAFTERS, strategy
 from playground.config import KPolicy, K_MAX, K_MIN
 from playground.spec import parse_policy
 from playground.treeshape import parse_tree
-from playground.ui.common import Controls, load_examples
+from playground.ui.common import NAMES, Controls, load_examples
 
 TARGET_CHOICES = ("default", "fp32", "bf16", "fp16")
 DRAFT_CHOICES = ("default", "fp32", "bf16", "int8")
@@ -109,7 +109,7 @@ def _options() -> dict[str, tuple[Callable[[str], Any], Any]]:
 
 OPTIONS = _options()
 
-# URL name -> (Controls field, parser of the text)
+# URL name -> (control name (common.NAMES), parser of the text)
 FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "pair": ("pair", _pair),
     "drafter": ("drafter", _drafter),
@@ -135,7 +135,7 @@ OTHER = ("run", "__theme", "view")
 
 
 def read_settings(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bool], list[str]]:
-    """A link's query parameters -> ({Controls field: value}, {flag: bool}, notes on what was ignored and why)."""
+    """A link's query parameters -> ({control name: value}, {flag: bool}, notes on what was ignored and why)."""
     values: dict[str, Any] = {}
     flags: dict[str, bool] = {}
     notes: list[str] = []
@@ -177,7 +177,7 @@ def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
     if c.exit_layer:
         params["exit_layer"] = int(c.exit_layer)
     for name, (_, default) in OPTIONS.items():  # the strategies' options, where they differ from the page's
-        value = getattr(c, name)
+        value = c.options[name]
         if value != default:
             params[name] = int(value) if isinstance(default, bool) else _whole(value)
     params |= {"k": _whole(c.k), "policy": parse_policy(c.policy).value}
@@ -208,5 +208,5 @@ def _whole(value: Any) -> Any:
 
 
 def control_updates(values: dict[str, Any]) -> list[Any]:
-    """One value per Controls field, in order: the given ones, gr.skip() for the rest."""
-    return [values[f] if f in values else gr.skip() for f in Controls.__dataclass_fields__]
+    """One value per control (common.NAMES), in order: the given ones, gr.skip() for the rest."""
+    return [values[name] if name in values else gr.skip() for name in NAMES]

@@ -254,7 +254,7 @@ def build(
             yield from generate(
                 runner,
                 session,
-                Controls(*shared),
+                Controls.of(*shared),
                 compare_value,
                 gradio_progress(progress),
                 jobs.Listener(request),

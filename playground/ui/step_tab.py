@@ -108,7 +108,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
     def on_start(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Outputs:
         *shared, session = values  # the order of `inputs` below
         listener = jobs.Listener(request, state=session, tab="step")
-        return step_start(runner, session, Controls(*shared), gradio_progress(progress, listener.check), listener)
+        return step_start(runner, session, Controls.of(*shared), gradio_progress(progress, listener.check), listener)
 
     def on_next(session: SessionState | None, request: gr.Request = None) -> Outputs:
         return step_next(session, jobs.Listener(request, state=session, tab="step"))

@@ -152,7 +152,7 @@ def build(runner: Runner, controls: Controls, state: gr.State) -> None:
         return run_sweep(
             jobs.Watched(runner, listener),
             session,
-            Controls(*shared),
+            Controls.of(*shared),
             ks_text,
             temps_text,
             which,

@@ -4,13 +4,12 @@ loads a model (it runs outside the device queue)."""
 
 from __future__ import annotations
 
-from dataclasses import fields
 
 import pytest
 
 from playground import models
 from playground.ui import challenges_tab, compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
-from playground.ui.common import Controls, pair_info
+from playground.ui.common import NAMES, pair_info
 from playground.ui.state import SessionState
 from ui_support import PAIR, controls
 
@@ -58,7 +57,7 @@ def test_a_value_of_the_wrong_type_names_its_field(tiny_catalog, runner):
     )  # one name: one pair
 
 
-@pytest.mark.parametrize("field", [f.name for f in fields(Controls)])
+@pytest.mark.parametrize("field", NAMES)
 def test_a_1mb_value_in_any_control_is_answered_in_a_line(tiny_catalog, runner, field):
     """Issue 29.7: a 1 MB input was echoed back in full (a 2 MB answer). A drafter's own options are read when
     that drafter runs: the run uses it."""

@@ -242,3 +242,14 @@ def test_a_trace_carries_its_drafters_options():
     doc["drafter_options"] = {"max_ngram": 3}  # another kind's option
     with pytest.raises(recorded.BadRecording, match="'max_ngram' is not an option of the 'early exit' drafter"):
         recorded.read(json.dumps(doc).encode())
+
+
+def test_a_recorded_runs_own_options_go_back_to_the_controls():
+    """Generate after opening a recorded run runs it again: the drafter's options the page shows go back to their
+    widgets (a suffix run's tree depth, say), and no other kind's."""
+    doc = json.loads((Path(__file__).resolve().parents[2] / "assets" / "runs" / "story.json").read_bytes())
+    doc |= {"drafter": "suffix decoding", "drafter_options": {"suffix_depth": 12, "suffix_memory": True}, "draft": None}
+    doc["chosen_precisions"][1] = None
+    values, _ = recorded_runs.controls_of(recorded.read(json.dumps(doc).encode()).spec)
+    assert values["drafter"] == "suffix decoding" and values["suffix_depth"] == 12 and values["suffix_memory"] is True
+    assert values["suffix_factor"] == 1.0 and not any(name.startswith("lookahead_") for name in values)

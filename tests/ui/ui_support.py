@@ -23,14 +23,6 @@ def controls(**changes) -> Controls:
         drafter="draft model",
         draft_precision="default",
         exit_layer=0,
-        suffix_factor=1.0,
-        suffix_min_prob=0.1,
-        suffix_depth=24,
-        suffix_memory=False,
-        lookahead_window=5,
-        lookahead_ngram=3,
-        lookahead_guesses=3,
-        lookahead_prompt_pool=False,
         k=4,
         tree="",
         policy=KPolicy.FIXED.label,
@@ -42,4 +34,4 @@ def controls(**changes) -> Controls:
         prompt=PROMPT,
     )
     values.update(changes)
-    return Controls(**values)
+    return Controls.named(**values)  # the strategies' options: their defaults unless changed

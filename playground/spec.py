@@ -14,7 +14,7 @@ from typing import Any
 
 from playground import settings
 from playground.config import K_MAX, K_MIN, TARGET_PRECISIONS, DecodeConfig, DrafterKind, KPolicy, Precision, enum_value
-from playground.decoding import DRAFTERS, REGISTRY, kind_of, strategy
+from playground.decoding import DRAFTERS, kind_of, strategy
 from playground.decoding.options import parse_named
 from playground.errors import PlaygroundError, shown
 from playground.inputs import MAX_LIST_CHARS
@@ -58,18 +58,6 @@ class DrafterSpec:
     def precision(self) -> Precision | None:
         """The draft model's precision (None: the device default, or a drafter that runs no draft model)."""
         return getattr(self.options, "precision", None)
-
-    def __getattr__(self, name: str) -> Any:
-        # Transitional: the flat option fields DrafterSpec had (max_ngram, suffix_depth, ...) read through to the
-        # options, another kind's as its default, while the callers move to spec.options (issue 36).
-        if name.startswith("__") or name == "options":
-            raise AttributeError(name)
-        if hasattr(self.options, name):
-            return getattr(self.options, name)
-        for s in REGISTRY.values():
-            if name in _names(s.options):
-                return getattr(s.options(), name)
-        raise AttributeError(name)
 
     @property
     def label(self) -> str:

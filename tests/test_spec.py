@@ -90,7 +90,7 @@ def test_command_line_names_become_typed_drafters():
 
 def test_a_drafter_option_only_applies_to_its_own_drafter():
     assert parse_drafter("prompt lookup", precision="int8", exit_layer=3) == DrafterSpec(DrafterKind.PROMPT_LOOKUP)
-    assert parse_drafter("early exit", precision="int8", exit_layer=0).exit_layer is None
+    assert parse_drafter("early exit", precision="int8", exit_layer=0).options.exit_layer is None
     assert parse_drafter("draft model", precision="default").precision is None
 
 

@@ -120,7 +120,7 @@ def test_the_spec_names_it_and_bad_sizes_are_refused(tiny_pair):
     from playground.treeshape import parse_tree
 
     spec = parse_drafter_name("draft model:fp32,vocab=256")
-    assert spec.draft_vocab == 256 and spec.label == "draft model (fp32, 256 tokens)"
+    assert spec.options.draft_vocab == 256 and spec.label == "draft model (fp32, 256 tokens)"
     assert make_drafter(spec, tiny_pair).head.size == 256
     with pytest.raises(PlaygroundError, match="from 256 to"):
         parse_drafter_name("draft model:vocab=12")

@@ -112,7 +112,7 @@ def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str
     if peer == "universal":
         return [HFConfig(HF_UNIVERSAL, decode.k, draft_precision=draft_precision)]
     if peer == "prompt lookup":
-        return [HFConfig(HF_PROMPT_LOOKUP, decode.k, max_ngram=drafter.max_ngram)]
+        return [HFConfig(HF_PROMPT_LOOKUP, decode.k, max_ngram=drafter.options.max_ngram)]
     return []
 
 

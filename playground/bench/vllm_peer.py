@@ -249,7 +249,10 @@ def run_peer(
         decodes[0],
         tuple(dict.fromkeys(d.temperature for d in decodes)),
         vllm_ks(decodes),
-        next((d.max_ngram for d in drafters if VLLM_METHODS.get(d.kind) == "ngram"), DrafterSpec().max_ngram),
+        next(
+            (d.options.max_ngram for d in drafters if VLLM_METHODS.get(d.kind) == "ngram"),
+            DrafterSpec(DrafterKind.PROMPT_LOOKUP).options.max_ngram,
+        ),
     )
     methods = list(methods_for(drafters) if methods is None else methods)
     rows: list[Result] = []

@@ -98,7 +98,7 @@ class SuffixTree:
 
 class SuffixMemory:
     """Earlier runs' outputs in one session (the UI keeps one per browser session): a suffix tree over them.
-    Opt-in per run (DrafterSpec.suffix_memory): runs stay independent unless the user asks."""
+    Opt-in per run (the suffix strategy's options.suffix_memory): runs stay independent unless the user asks."""
 
     def __init__(self, depth: int = 24, runs: int = MEMORY_RUNS):
         self.runs, self.tree, self._next = runs, SuffixTree(depth), 0

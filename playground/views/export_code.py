@@ -60,7 +60,7 @@ def hub_id(model: str) -> str:
 
 
 def _layer(spec: RunSpec, exit_layer: int | None) -> int:
-    layer = spec.drafter.exit_layer or exit_layer
+    layer = spec.drafter.options.exit_layer or exit_layer
     if layer is None:
         raise PlaygroundError(
             "Exporting early exit needs the exit layer: pass the resolved layer "
@@ -103,7 +103,7 @@ def _draft_lines(spec: RunSpec, draft_id: str, schedule: str) -> list[str]:
 def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     """A runnable transformers snippet: speculative (assisted) generation with this run's models,
     drafter, k, precisions and sampling. exit_layer: the resolved early-exit layer, needed when the
-    run's drafter is early exit and spec.drafter.exit_layer is None (the default layer)."""
+    run's drafter is early exit and its options.exit_layer is None (the default layer)."""
     strategy = decoding.strategy(spec.drafter.kind)
     drafting, speculative = HF_TEMPLATES[HF_EXPORT.get(spec.drafter.kind, "")](spec, exit_layer)
     return (
@@ -171,7 +171,7 @@ def _hf_universal(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str
 
 
 def _hf_prompt_lookup(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    return [], f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size={spec.drafter.max_ngram}, "
+    return [], f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size={spec.drafter.options.max_ngram}, "
 
 
 def _hf_early_exit(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
@@ -194,7 +194,7 @@ def _hf_suffix(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
 
 def _hf_lookahead(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
     """The reference implementation, hao-ai-lab/LookaheadDecoding (`pip install lade`), patches generate()."""
-    d = spec.drafter
+    d = spec.drafter.options
     pool = ", POOL_FROM_PROMPT=True" if d.lookahead_prompt_pool else ""
     return [
         "# Lookahead decoding's reference implementation (Fu et al. 2024): github.com/hao-ai-lab/LookaheadDecoding,",
@@ -261,11 +261,11 @@ def vllm_config(spec: RunSpec) -> dict | None:
         return {
             "method": "ngram",
             "num_speculative_tokens": k,
-            "prompt_lookup_max": spec.drafter.max_ngram,
+            "prompt_lookup_max": spec.drafter.options.max_ngram,
             "prompt_lookup_min": 1,
         }
     if template == "suffix":  # vLLM >= 0.11 through Snowflake's Arctic Inference (pip install arctic-inference)
-        d = spec.drafter
+        d = spec.drafter.options
         return {
             "method": "suffix",
             "num_speculative_tokens": k,

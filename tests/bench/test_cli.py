@@ -250,7 +250,7 @@ def test_drafter_names_and_precisions_make_a_grid(monkeypatch):
 
     monkeypatch.setenv("PLAYGROUND_DEVICE", "cpu")
     specs = drafter_specs(["draft model", "draft model:bf16", "early exit:7", "prompt lookup"], ["int8", "fp32"])
-    assert [(d.kind, d.precision, d.exit_layer) for d in specs] == [
+    assert [(d.kind, d.precision, getattr(d.options, "exit_layer", None)) for d in specs] == [
         (DrafterKind.DRAFT_MODEL, Precision.INT8, None),
         (DrafterKind.DRAFT_MODEL, Precision.FP32, None),
         (DrafterKind.DRAFT_MODEL, Precision.BF16, None),

@@ -29,7 +29,7 @@ import torch
 from playground.engine import clock
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
-from playground.runner import Runner, encode_prompt
+from playground.runner import Runner, Session, encode_prompt
 from playground.config import DecodeConfig, DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 
@@ -72,11 +72,11 @@ def prompt_of(tokenizer, tokens: int) -> tuple[str, list[int]]:
     return prompt, encode_prompt(tokenizer, prompt)[0].tolist()
 
 
-def _first_round(runner: Runner, spec: RunSpec, pair: LoadedPair) -> float:
-    decoder = runner.decoder(spec, pair)
-    start = clock(pair.target.device)
+def _first_round(session: Session, spec: RunSpec) -> float:
+    decoder = session.decoder(spec)  # warm (the session warmed this spec's target and drafter), outside the timing
+    start = clock(session.pair.target.device)
     decoder.step()
-    return clock(pair.target.device) - start
+    return clock(session.pair.target.device) - start
 
 
 @torch.inference_mode()
@@ -111,22 +111,20 @@ def run_ttft(
     """The rows for each prompt length. vllm: given {length: token ids}, vLLM's seconds per length (its repeats)."""
     target_alone = DrafterSpec(DrafterKind.TARGET_ALONE)
     default = DrafterSpec()
-    pair = runner.load(RunSpec(pair_spec, default, prompt="x"), progress)
-    with pair.in_use():
+    with runner.session(RunSpec(pair_spec, default, prompt="x"), progress) as session:
+        pair = session.ready().pair  # loaded, on its kernels, warm for the target alone and the default drafter
         prompts = {n: prompt_of(pair.tokenizer, n) for n in lengths}
         specs = {
             name: {n: RunSpec(pair_spec, drafter, DecodeConfig(max_new_tokens=k), prompts[n][0]) for n in lengths}
             for name, drafter, k in ((OURS, target_alone, 1), (OURS_SPEC, default, 8))
         }
-        for spec in (specs[OURS][lengths[0]], specs[OURS_SPEC][lengths[0]]):
-            runner.warm_up(spec, pair, progress)
         other = stock_model(pair_spec, pair) if stock else None
         rows = {
             (e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (OURS, OURS_SPEC, HF_SAME, STOCK, VLLM)
         }
         engines: list[tuple[str, Callable[[int], float]]] = [
-            (OURS, lambda n: _first_round(runner, specs[OURS][n], pair)),
-            (OURS_SPEC, lambda n: _first_round(runner, specs[OURS_SPEC][n], pair)),
+            (OURS, lambda n: _first_round(session, specs[OURS][n])),
+            (OURS_SPEC, lambda n: _first_round(session, specs[OURS_SPEC][n])),
             (HF_SAME, lambda n: (pair.use_kernels(pair_spec.invariant), _generate_one(pair.target, prompts[n][1]))[1]),
         ]
         if other is not None:

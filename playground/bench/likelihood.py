@@ -59,8 +59,8 @@ def score(
         spec = RunSpec(
             by_name[name], DrafterSpec(DrafterKind.TARGET_ALONE), DecodeConfig(), next(iter(prompts.values())), chat
         )
-        loaded = runner.load(spec)
-        with loaded.in_use():
+        with runner.session(spec, warm=False) as session:  # the target scores: loaded and on its kernels, no warm-up
+            loaded = session.load()
             ids = {c: encode_prompt(loaded.tokenizer, p, chat) for c, p in prompts.items()}
             rows = [r for r in sampled if r.pair == name and r.category in ids]
             for i, r in enumerate(rows):

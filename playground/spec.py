@@ -18,7 +18,6 @@ from playground.decoding import DRAFTERS, kind_of, strategy
 from playground.decoding.options import parse_named
 from playground.errors import PlaygroundError, shown
 from playground.inputs import MAX_LIST_CHARS
-from playground.numbers import is_int
 
 
 @dataclass(frozen=True)
@@ -236,23 +235,18 @@ def parse_invariant(value: object) -> bool:
     raise PlaygroundError(f"'Exact numerics' must be true or false, got {str(value)[:40]!r}.")
 
 
-def parse_drafter(
-    kind: object, precision: object = None, exit_layer: object = None, options: dict | None = None
-) -> DrafterSpec:
-    """A drafter from the UI's / API's values. exit_layer 0 or empty means the default layer. options: the
-    drafters' options by field name (the UI's controls, suffix_*, lookahead_*, ...); only the chosen drafter's
-    are read, precision and exit_layer too."""
+def parse_drafter(kind: object, precision: object = None, options: dict | None = None) -> DrafterSpec:
+    """A drafter from the UI's / API's values. options: the strategies' widgets' values by name (exit_layer,
+    suffix_*, lookahead_*; a widget's `unset` value, the early-exit layer's 0, is the option's None); only the
+    chosen drafter's are read, the precision too."""
     if kind not in [d.value for d in DrafterKind] and not isinstance(kind, DrafterKind):
         raise PlaygroundError(f"Unknown drafter {shown(kind)}; choose one of: {', '.join(d.value for d in DRAFTERS)}.")
     kind = DrafterKind(kind)
-    if exit_layer in (None, "", 0, 0.0):
-        exit_layer = None
-    elif isinstance(exit_layer, bool) or not is_int(exit_layer) or exit_layer < 0:
-        raise PlaygroundError(
-            f"The early-exit layer must be a whole number (0 = a quarter of the target's layers), got {shown(exit_layer)}."
-        )
-    values = dict(options or {}) | {"precision": parse_precision(precision), "exit_layer": exit_layer}
-    return DrafterSpec(kind, options_of(kind, values))
+    values = dict(options or {})
+    for w in strategy(kind).widgets:
+        if w.name in values:
+            values[w.name] = w.read(values[w.name])
+    return DrafterSpec(kind, options_of(kind, values | {"precision": parse_precision(precision)}))
 
 
 SHORT_NAMES = {"staged": DrafterKind.STAGED, "suffix": DrafterKind.SUFFIX, "lookahead": DrafterKind.LOOKAHEAD}

@@ -266,7 +266,9 @@ def test_a_character_cut_between_tokens_is_held_back(cross_pair):
 def test_the_cross_tokenizer_drafter_is_parsed_like_the_others():
     assert CROSS in DRAFTERS
     assert parse_drafter_name("cross-tokenizer draft model:int8") == DrafterSpec.of(CROSS, precision="int8")
-    assert parse_drafter("cross-tokenizer draft model", "bf16", 3) == DrafterSpec.of(CROSS, precision="bf16")
+    assert parse_drafter("cross-tokenizer draft model", "bf16", {"exit_layer": 3}) == DrafterSpec.of(
+        CROSS, precision="bf16"
+    )
     assert DrafterSpec.of(CROSS, precision="int8").label == "cross-tokenizer draft model (int8)"
     assert DrafterSpec(CROSS).needs_draft_model and not DrafterSpec(CROSS).same_tokenizer
     with pytest.raises(PlaygroundError, match="'cross-tokenizer draft model' drafter needs a pair with a draft"):

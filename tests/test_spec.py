@@ -72,7 +72,7 @@ def test_unknown_policy_drafter_and_precision_name_the_field():
     with pytest.raises(PlaygroundError, match="target precision must be one of"):
         PairSpec("p", "t", target_precision="int8")
     with pytest.raises(PlaygroundError, match="early-exit layer"):
-        parse_drafter("early exit", exit_layer=2.5)
+        parse_drafter("early exit", options={"exit_layer": 2.5})
 
 
 def test_command_line_names_become_typed_drafters():
@@ -89,8 +89,13 @@ def test_command_line_names_become_typed_drafters():
 
 
 def test_a_drafter_option_only_applies_to_its_own_drafter():
-    assert parse_drafter("prompt lookup", precision="int8", exit_layer=3) == DrafterSpec(DrafterKind.PROMPT_LOOKUP)
-    assert parse_drafter("early exit", precision="int8", exit_layer=0).options.exit_layer is None
+    layer = {"exit_layer": 3}
+    assert parse_drafter("prompt lookup", "int8", layer) == DrafterSpec(DrafterKind.PROMPT_LOOKUP)
+    assert parse_drafter("early exit", "int8", layer) == DrafterSpec.of(DrafterKind.EARLY_EXIT, exit_layer=3)
+    for unset in (0, 0.0, "", None):  # the page's 0 (the widget's unset value): a quarter of the target's layers
+        assert parse_drafter("early exit", precision="int8", options={"exit_layer": unset}).options.exit_layer is None
+    with pytest.raises(PlaygroundError, match="early-exit layer must be a whole number >= 1"):
+        parse_drafter("early exit", options={"exit_layer": False})  # a flag is not the unset layer
     assert parse_drafter("draft model", precision="default").precision is None
 
 

@@ -55,7 +55,7 @@ class Strategy:
     ran: str = ""  # what drafted, for the summary panel ({draft} / {target}: the precisions that ran)
     options: type = NoOptions  # its Options dataclass (DrafterSpec.options): defaults, checks, label
     widgets: tuple[Widget, ...] = ()  # how the UI shows the options it shows (layout.py builds the controls)
-    about: str = ""  # the UI's note above its widgets
+    about: str = ""  # the UI's note above its widgets; with one, they sit folded in the options accordion
     names: dict[str, str] | None = None  # the command line's "name=value" options after the colon, by field
     session: Callable[[], Any] | None = None  # a new session's state for this kind (suffix decoding's memory)
     summary: Callable[[dict], list[tuple[str, str]]] | None = None  # its rows in the summary panel (trace.summarize)
@@ -84,6 +84,17 @@ class Widget:
     step: float = 1
     help: str = ""
     choices: tuple[str, ...] = ()
+    unset: Any = None  # the widget's value that stands for the option's None (the early-exit layer's 0)
+
+    def shown(self, value: Any) -> Any:
+        """The widget's value for an option's value."""
+        return self.unset if value is None else value
+
+    def read(self, value: Any) -> Any:
+        """The option's value for the widget's: `unset` (or an empty box) is None; anything else is the Options'
+        to check."""
+        unset = self.unset is not None and not isinstance(value, bool) and (value == self.unset or value == "")
+        return None if unset else value
 
 
 def whole(value: object, low: int, high: int, what: str) -> int:

@@ -50,10 +50,10 @@ except ImportError:
 
 
 # The strategies' own options the page shows (decoding/strategies/: each module's WIDGETS), in the registry's order,
-# with their defaults. The controls hold them as one field (Controls.options), so that a strategy's widgets need no
-# field here: the layout, the links and the spec take them from the registry.
+# with their widgets' defaults. The controls hold them as one field (Controls.options), so that a strategy's widgets
+# need no field here: the layout, the links and the spec take them from the registry.
 OPTION_DEFAULTS: dict[str, Any] = {
-    w.name: getattr(s.options(), w.name)
+    w.name: w.shown(getattr(s.options(), w.name))
     for s in (decoding.strategy(kind) for kind in decoding.DRAFTERS)
     for w in s.widgets
 }
@@ -72,9 +72,9 @@ class Controls:
     target_precision: Any  # "default", "fp32", "bf16", "fp16"
     invariant: Any  # the target's batch-invariant kernels (exact greedy output in bf16) or torch's stock ones
     drafter: Any  # a DrafterKind value
-    draft_precision: Any  # "default", "fp32", "bf16", "int8" (draft model only)
-    exit_layer: Any  # early exit only; 0 = a quarter of the target's layers
-    options: dict[str, Any]  # the strategies' own options (OPTION_DEFAULTS' names, in order): suffix's, lookahead's
+    draft_precision: Any  # "default", "fp32", "bf16", "int8" (the drafters that run the draft model)
+    options: dict[str, Any]  # the strategies' own options (OPTION_DEFAULTS' names, in order): early exit's layer,
+    # suffix decoding's, lookahead decoding's
     k: Any
     tree: Any  # a token tree: "" (a chain), "3-2-1-1" or "dynamic:16" (spec.parse_tree)
     policy: Any  # a KPolicy label
@@ -136,7 +136,7 @@ def read_spec(c: Controls, explain: int = 0) -> RunSpec:
         confidence=c.confidence,
         tree=c.tree,
     )
-    drafter = parse_drafter(c.drafter, c.draft_precision, c.exit_layer, c.options)
+    drafter = parse_drafter(c.drafter, c.draft_precision, c.options)
     catalog = models.get_pair(c.pair)
     target = parse_text(c.target_id, "The target model id") or catalog.target
     draft = parse_text(c.draft_id, "The draft model id") or catalog.draft

@@ -5,7 +5,6 @@ hands every callback the one Runner of the app."""
 from __future__ import annotations
 
 import html
-from typing import Any
 
 import gradio as gr
 
@@ -183,7 +182,8 @@ def _model_controls(catalog: list[str]) -> tuple[dict, gr.HTML]:
 
 
 def _drafter_controls() -> dict:
-    """The drafter and its options: the draft's precision, the early-exit layer."""
+    """The drafter and its options: the draft's precision (three drafters share it), then the strategies' own
+    widgets (decoding/strategies/: WIDGETS), the early-exit layer in the open, the rest in an accordion."""
     drafter = gr.Radio(
         [d.value for d in DRAFTERS],
         value=DrafterKind.DRAFT_MODEL.value,
@@ -198,39 +198,28 @@ def _drafter_controls() -> dict:
         elem_id="draft-precision",
         info="draft model drafter only",
     )
-    exit_layer = checked_by_us(
-        gr.Slider(
-            0,
-            64,
-            value=0,
-            step=1,
-            elem_id="exit-layer",
-            label="Early-exit layer L (0 = a quarter of the target's layers)",
-            info="early exit drafter only",
-        )
-    )
-    return dict(drafter=drafter, draft_precision=draft_precision, exit_layer=exit_layer) | _draftfree_controls()
+    return dict(drafter=drafter, draft_precision=draft_precision) | _option_controls()
 
 
-def _draftfree_controls() -> dict:
-    """The strategies' own options (suffix decoding's, lookahead decoding's), built from their WIDGETS; their
-    Options (decoding/strategies/) hold the defaults and check the values."""
-    out = {}
+def _option_controls() -> dict:
+    """The strategies' own options, built from their WIDGETS (their Options hold the defaults and check the values):
+    a strategy's widgets in the open, or, where it has a note (Strategy.about: suffix and lookahead decoding), under
+    that note in the accordion."""
+    strategies = [decoding.strategy(kind) for kind in DRAFTERS]
+    out = {w.name: _widget(w, s) for s in strategies if not s.about for w in s.widgets}
     with gr.Accordion("Suffix and lookahead decoding options", open=False, elem_id="draftfree-options"):
-        for s in (decoding.strategy(kind) for kind in DRAFTERS):
-            if s.about:
-                gr.Markdown(s.about)
-            for w in s.widgets:
-                out[w.name] = _widget(w, getattr(s.options(), w.name))
+        for s in (s for s in strategies if s.about):
+            gr.Markdown(s.about)
+            out |= {w.name: _widget(w, s) for w in s.widgets}
     return out
 
 
-def _widget(w: decoding.Widget, value: Any) -> gr.components.Component:
-    """A checkbox for a flag, else a slider."""
-    elem_id = w.name.replace("_", "-")
+def _widget(w: decoding.Widget, s: decoding.Strategy) -> gr.components.Component:
+    """A checkbox for a flag, else a slider; its value the Options' default."""
+    elem_id, value, info = w.name.replace("_", "-"), w.shown(getattr(s.options(), w.name)), w.help or None
     if isinstance(value, bool):
-        return gr.Checkbox(value, label=w.label, elem_id=elem_id, info=w.help or None)
-    return checked_by_us(gr.Slider(w.low, w.high, value=value, step=w.step, label=w.label, elem_id=elem_id))
+        return gr.Checkbox(value, label=w.label, elem_id=elem_id, info=info)
+    return checked_by_us(gr.Slider(w.low, w.high, value=value, step=w.step, label=w.label, elem_id=elem_id, info=info))
 
 
 def _decoding_controls() -> dict:

@@ -101,7 +101,7 @@ def _options() -> dict[str, tuple[Callable[[str], Any], Any]]:
     out = {}
     for s in (strategy(kind) for kind in DRAFTERS):
         for w in s.widgets:
-            default = getattr(s.options(), w.name)
+            default = w.shown(getattr(s.options(), w.name))
             whole = float(w.step).is_integer() and not isinstance(default, float)
             out[w.name] = (_flag if isinstance(default, bool) else _number(w.low, w.high, whole=whole), default)
     return out
@@ -116,7 +116,6 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "target_precision": ("target_precision", _choice(TARGET_CHOICES)),
     "invariant": ("invariant", _flag),
     "draft_precision": ("draft_precision", _choice(DRAFT_CHOICES)),
-    "exit_layer": ("exit_layer", _number(0, 64, whole=True)),
     **{name: (name, parse) for name, (parse, _) in OPTIONS.items()},
     "k": ("k", _number(K_MIN, K_MAX, whole=True)),
     "tree": ("tree", _tree),
@@ -174,8 +173,6 @@ def settings_link(c: Controls, compare: bool = False) -> tuple[str, str]:
         "invariant": int(bool(c.invariant)),
         "draft_precision": c.draft_precision,
     }
-    if c.exit_layer:
-        params["exit_layer"] = int(c.exit_layer)
     for name, (_, default) in OPTIONS.items():  # the strategies' options, where they differ from the page's
         value = c.options[name]
         if value != default:

@@ -11,9 +11,9 @@ from typing import Any
 
 import gradio as gr
 
-from playground import models, recorded
+from playground import decoding, models, recorded
 from playground.spec import RunSpec
-from playground.ui.common import ASSETS, OPTION_DEFAULTS, Controls, View, status_html, unchanged, unexpected
+from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
 from playground.ui import sessions
 from playground.ui.links import control_updates
 from playground.ui.run_view import final_view
@@ -92,12 +92,11 @@ def controls_of(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
         max_new_tokens=d.max_new_tokens,
         seed=d.seed,
         prompt=spec.prompt,
-        exit_layer=getattr(spec.drafter.options, "exit_layer", None) or 0,  # an early-exit run's; 0 = the default
         target_precision=spec.pair.target_precision.value if spec.pair.target_precision else "default",
         draft_precision=spec.drafter.precision.value if spec.drafter.precision else "default",
     )
-    options = spec.drafter.options  # its strategy's own options that the page shows (suffix's, lookahead's)
-    values |= {name: getattr(options, name) for name in OPTION_DEFAULTS if hasattr(options, name)}
+    options = spec.drafter.options  # its strategy's own options that the page shows (decoding/strategies/: WIDGETS)
+    values |= {w.name: w.shown(getattr(options, w.name)) for w in decoding.strategy(spec.drafter.kind).widgets}
     if spec.pair.invariant is not None:
         values["invariant"] = spec.pair.invariant
     notes = []

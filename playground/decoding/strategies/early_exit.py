@@ -6,13 +6,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy, typed
+from playground.decoding.options import Context, Strategy, Widget, typed
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
 
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
     from playground.models import LoadedPair
+
+
+LABEL = "Early-exit layer L (0 = a quarter of the target's layers)"
+WIDGETS = (Widget("exit_layer", LABEL, 0, 64, help="early exit drafter only", unset=0),)  # 0: Options' None
 
 
 @dataclass(frozen=True)
@@ -48,4 +52,5 @@ STRATEGY = Strategy(
     tree=True,
     ran="draft: the target's first layers ({target})",
     options=Options,
+    widgets=WIDGETS,
 )

@@ -20,7 +20,7 @@ from playground.decoding import DRAFTERS, strategy
 from playground.config import KPolicy, K_MAX, K_MIN
 from playground.spec import parse_policy
 from playground.treeshape import parse_tree
-from playground.ui.common import NAMES, Controls, load_examples
+from playground.ui.common import NAMES, OPTION_DEFAULTS, Controls, load_examples
 
 TARGET_CHOICES = ("default", "fp32", "bf16", "fp16")
 DRAFT_CHOICES = ("default", "fp32", "bf16", "int8")
@@ -101,7 +101,7 @@ def _options() -> dict[str, tuple[Callable[[str], Any], Any]]:
     out = {}
     for s in (strategy(kind) for kind in DRAFTERS):
         for w in s.widgets:
-            default = w.shown(getattr(s.options(), w.name))
+            default = OPTION_DEFAULTS[w.name]
             whole = float(w.step).is_integer() and not isinstance(default, float)
             out[w.name] = (_flag if isinstance(default, bool) else _number(w.low, w.high, whole=whole), default)
     return out

@@ -40,6 +40,7 @@ from playground.ui import (
 )
 from playground.ui.common import (
     ASSETS,
+    OPTION_DEFAULTS,
     Controls,
     checked_by_us,
     load_examples,
@@ -206,17 +207,17 @@ def _option_controls() -> dict:
     a strategy's widgets in the open, or, where it has a note (Strategy.about: suffix and lookahead decoding), under
     that note in the accordion."""
     strategies = [decoding.strategy(kind) for kind in DRAFTERS]
-    out = {w.name: _widget(w, s) for s in strategies if not s.about for w in s.widgets}
+    out = {w.name: _widget(w) for s in strategies if not s.about for w in s.widgets}
     with gr.Accordion("Suffix and lookahead decoding options", open=False, elem_id="draftfree-options"):
         for s in (s for s in strategies if s.about):
             gr.Markdown(s.about)
-            out |= {w.name: _widget(w, s) for w in s.widgets}
+            out |= {w.name: _widget(w) for w in s.widgets}
     return out
 
 
-def _widget(w: decoding.Widget, s: decoding.Strategy) -> gr.components.Component:
-    """A checkbox for a flag, else a slider; its value the Options' default."""
-    elem_id, value, info = w.name.replace("_", "-"), w.shown(getattr(s.options(), w.name)), w.help or None
+def _widget(w: decoding.Widget) -> gr.components.Component:
+    """A checkbox for a flag, else a slider; its value the Options' default (common.OPTION_DEFAULTS)."""
+    elem_id, value, info = w.name.replace("_", "-"), OPTION_DEFAULTS[w.name], w.help or None
     if isinstance(value, bool):
         return gr.Checkbox(value, label=w.label, elem_id=elem_id, info=info)
     return checked_by_us(gr.Slider(w.low, w.high, value=value, step=w.step, label=w.label, elem_id=elem_id, info=info))

@@ -86,11 +86,12 @@ VARIABLES = {
     ),
     "PLAYGROUND_KERNELS": (
         "auto",
-        "off: report the batch-invariant kernels unavailable (torch's kernels run, their tests "
-        "skip); auto: they run where the CPU has AVX512-BF16 and a C compiler",
+        "which batch-invariant kernels run: auto (the best this CPU runs: avx512 where it has AVX512-BF16 "
+        "and -VNNI, else avx2 where it has AVX2 and FMA, else portable C), one of avx512, avx2, portable to "
+        "force it, or off (torch's kernels run, the kernel tests skip); a C compiler builds them once",
     ),
 }
-KERNELS = ("auto", "off")
+KERNELS = ("auto", "avx512", "avx2", "portable", "off")
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class Settings:
     on_spaces: bool = False  # Hugging Face Spaces sets SPACE_ID
     preload: bool = True
     vllm_urls: tuple[str, ...] = ()  # origins as outbound.Origin writes them, and "*"
-    kernels: bool = True  # False: PLAYGROUND_KERNELS=off
+    kernels: str = "auto"  # PLAYGROUND_KERNELS: auto, a variant (playground/kernels/ops.py) or off
     packs_install: Path | None = None  # the background install's log (scripts/launch.sh)
 
 
@@ -185,6 +186,6 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         on_spaces=on_spaces,
         preload=text("PLAYGROUND_PRELOAD") != "0",
         vllm_urls=origins("PLAYGROUND_VLLM_URLS"),
-        kernels=kernels != "off",
+        kernels=kernels,
         packs_install=Path(text("PLAYGROUND_PACKS_INSTALL")) if text("PLAYGROUND_PACKS_INSTALL") else None,
     )

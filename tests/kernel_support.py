@@ -31,3 +31,27 @@ def require_kernels() -> None:
             f"PLAYGROUND_REQUIRE_KERNELS=1 and this machine has what the kernels need, but they did not load: {why}"
         )
     pytest.skip(f"batch-invariant kernels unavailable: {why}", allow_module_level=True)
+
+
+def _variant_param(name: str):
+    why = kernel_ops.unsupported(name)
+    marks = [pytest.mark.skip(reason=f"the {name} kernels cannot run on this CPU: {why}")] if why else []
+    return pytest.param(name, marks=marks, id=name)
+
+
+@pytest.fixture(params=[_variant_param(v.name) for v in kernel_ops.VARIANTS])
+def kernel_variant(request):
+    """Every kernel variant (playground/kernels/ops.VARIANTS) in turn: the ops run it for the test's duration.
+    A variant this CPU cannot execute skips with the reason; one it can execute must load (under
+    PLAYGROUND_REQUIRE_KERNELS=1, where a compiler is there), else the test skips with the reason."""
+    name = request.param
+    if kernel_ops.load(name) is None:
+        why = kernel_ops.reason(name)
+        if os.environ.get("PLAYGROUND_REQUIRE_KERNELS") == "1" and expected_here():
+            raise RuntimeError(f"PLAYGROUND_REQUIRE_KERNELS=1 and this CPU runs the {name} kernels, but: {why}")
+        pytest.skip(f"the {name} kernels did not load: {why}")
+    previous = kernel_ops.use(name)
+    try:
+        yield name
+    finally:
+        kernel_ops.use(previous)

@@ -12,9 +12,11 @@ import torch
 from transformers import DynamicCache
 
 from playground.kernels import model as kernel_model, ops as kernel_ops
-from tests.kernel_support import require_kernels
+from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)
 
 require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)
+# Each test runs on every kernel variant this CPU executes (avx512, avx2, portable); the others skip, saying why.
+pytestmark = pytest.mark.usefixtures("kernel_variant")
 
 
 def bf16(*shape: int, seed: int = 0, scale: float = 1.0) -> torch.Tensor:

@@ -73,7 +73,44 @@ def test_without_a_compiler_the_kernel_tests_skip_even_where_required(tmp_path):
 
 
 def test_the_switch_is_read_and_checked():
-    assert settings.read({}).kernels is True and settings.read({"PLAYGROUND_KERNELS": "OFF"}).kernels is False
-    assert settings.read({"PLAYGROUND_KERNELS": "auto"}).kernels is True
-    with pytest.raises(PlaygroundError, match="PLAYGROUND_KERNELS must be one of auto, off"):
+    assert settings.read({}).kernels == "auto" and settings.read({"PLAYGROUND_KERNELS": "OFF"}).kernels == "off"
+    assert settings.read({"PLAYGROUND_KERNELS": "AVX2"}).kernels == "avx2"
+    with pytest.raises(PlaygroundError, match="PLAYGROUND_KERNELS must be one of auto, avx512, avx2, portable, off"):
         settings.read({"PLAYGROUND_KERNELS": "maybe"})
+
+
+@pytest.mark.parametrize("name", ["avx2", "portable"])
+def test_a_forced_variant_runs_the_app_on_it_and_the_start_up_line_says_so(tiny_models, name):
+    """PLAYGROUND_KERNELS=<variant> makes a loaded bf16 target run that variant (where the CPU can), and the
+    line the start-up shows names it; the same model then decodes the same tokens as HF generate on it."""
+    from playground.kernels import ops as kernel_ops
+
+    if kernel_ops.unsupported(name):
+        pytest.skip(f"the {name} kernels cannot run on this CPU: {kernel_ops.unsupported(name)}")
+    code = f"""
+import json, torch
+from playground import models
+from playground.kernels import model as kernel_model, ops as kernel_ops
+from playground.spec import Precision
+target, tok = models.load_model({str(tiny_models["target"])!r}, precision=Precision.BF16)
+ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+with torch.inference_mode():
+    out = target.generate(ids, do_sample=False, max_new_tokens=12, pad_token_id=0)
+print(json.dumps(dict(variant=kernel_ops.variant(), line=kernel_ops.describe(), invariant=kernel_model.is_invariant(target),
+                      tokens=out[0, 6:].tolist())))
+"""
+    done = run(["-c", code], PLAYGROUND_KERNELS=name, PLAYGROUND_MODEL_ROOTS=str(tiny_models["target"].parent))
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["variant"] == name and seen["invariant"] and len(seen["tokens"]) == 12
+    assert f"batch-invariant {name} kernels, forced by PLAYGROUND_KERNELS" in seen["line"]
+
+
+def test_a_variant_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):
+    from playground.kernels import ops as kernel_ops
+
+    monkeypatch.setattr(kernel_ops, "_cpu_flags", lambda: {"sse2"})  # an x86-64 CPU older than AVX2
+    assert kernel_ops.unsupported("avx2") == "this CPU lacks avx2, fma, f16c"
+    assert kernel_ops.unsupported("avx512").startswith("this CPU lacks avx512f")
+    monkeypatch.setenv("PLAYGROUND_KERNELS", "avx2")
+    assert kernel_ops.cpu_supported() == "PLAYGROUND_KERNELS=avx2, but this CPU lacks avx2, fma, f16c"

@@ -1,0 +1,174 @@
+/* Batch-invariant kernels for x86-64 CPUs with AVX2 and FMA (Intel since Haswell, AMD since Zen), which lack
+ * AVX512-BF16: portable.c's definitions, with the linears written in AVX2 so that a one-token step streams its
+ * weights at the memory's pace and a prefill keeps both FMA ports busy.
+ *
+ * The bf16 linear: a chunk of 16 bf16 weights is one 256-bit load; AND with 0xFFFF0000 gives the odd elements
+ * as fp32, a shift left by 16 the even ones (exact). The input rows are split the same way once per call. Lane
+ * i then takes fma(w[2i + 1], x[2i + 1], acc), then fma(w[2i], x[2i], acc), chunk after chunk: portable.c's
+ * chunk(), in the same order; the epilogue is its finish(). Every register block computes each element by that
+ * one sequence, so a row's bits never depend on the pass.
+ * The int8 linear: integer sums are exact in any order (vpmaddwd on int16, no saturation), and the epilogue is
+ * portable.c's finish_i8().
+ */
+#define BI_OWN_LINEARS
+#include "portable.c"
+
+#include <immintrin.h>
+
+#define MC 128   /* input rows per cache block: a weight block is read from memory once per MC rows */
+#define AHEAD 2  /* weight blocks prefetched ahead into L2 */
+#define MAXMB 3  /* input rows per register block */
+#define MAXNB 4  /* weight rows per register block */
+
+/* Rows m of x (bf16, K wide) as fp32 in xs (Kp wide, Kp = K rounded up to 16, zeros beyond K): per chunk of 16,
+ * the 8 odd elements, then the 8 even ones. */
+static void split_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, float *xs) {
+  const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+#pragma omp parallel for schedule(static) if (M * K > 65536)
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t k = 0; k < Kp; k += 16) {
+      uint16_t tmp[16] = {0};
+      const uint16_t *src = x + m * K + k;
+      if (k + 16 > K) {
+        memcpy(tmp, src, (size_t)(K - k) * 2);
+        src = tmp;
+      }
+      __m256i v = _mm256_loadu_si256((const __m256i *)src);
+      _mm256_storeu_ps(xs + m * Kp + k, _mm256_castsi256_ps(_mm256_and_si256(v, hi)));
+      _mm256_storeu_ps(xs + m * Kp + k + 8, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+    }
+}
+
+/* out[m, n] for mb rows of xs and nb weight rows. */
+static inline __attribute__((always_inline)) void block(const float *xs, int64_t Kp, const uint16_t *w, int64_t K,
+                                                        const uint16_t *bias, const uint16_t *resid, uint16_t *out,
+                                                        int64_t ldo, int mb, int nb) {
+  const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+  __m256 acc[MAXMB][MAXNB];
+  for (int i = 0; i < MAXMB; i++)
+    for (int j = 0; j < MAXNB; j++) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < Kp; k += 16) {
+    __m256 wo[MAXNB], we[MAXNB];
+    for (int j = 0; j < MAXNB; j++)
+      if (j < nb) {
+        __m256i v;
+        if (k + 16 <= K) {
+          _mm_prefetch((const char *)(w + (j + AHEAD * nb) * K + k), _MM_HINT_T1);
+          v = _mm256_loadu_si256((const __m256i *)(w + j * K + k));
+        } else { /* the last partial chunk: zeros beyond K (0 * 0 added to a lane, as portable.c pads) */
+          uint16_t tmp[16] = {0};
+          memcpy(tmp, w + j * K + k, (size_t)(K - k) * 2);
+          v = _mm256_loadu_si256((const __m256i *)tmp);
+        }
+        wo[j] = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+        we[j] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+      }
+    for (int i = 0; i < MAXMB; i++) {
+      if (i >= mb) break;
+      __m256 xo = _mm256_loadu_ps(xs + i * Kp + k), xe = _mm256_loadu_ps(xs + i * Kp + k + 8);
+      for (int j = 0; j < MAXNB; j++)
+        if (j < nb) {
+          acc[i][j] = _mm256_fmadd_ps(wo[j], xo, acc[i][j]);
+          acc[i][j] = _mm256_fmadd_ps(we[j], xe, acc[i][j]);
+        }
+    }
+  }
+  for (int i = 0; i < mb; i++)
+    for (int j = 0; j < nb; j++) {
+      float lanes[8];
+      _mm256_storeu_ps(lanes, acc[i][j]);
+      out[i * ldo + j] = finish(lanes, bias ? bias + j : NULL, resid ? resid + i * ldo + j : NULL);
+    }
+}
+
+typedef void (*block_fn)(const float *, int64_t, const uint16_t *, int64_t, const uint16_t *, const uint16_t *,
+                         uint16_t *, int64_t);
+#define BLOCK(MBV, NBV)                                                                                    \
+  static void block_##MBV##_##NBV(const float *xs, int64_t Kp, const uint16_t *w, int64_t K,              \
+                                  const uint16_t *bias, const uint16_t *resid, uint16_t *out, int64_t ldo) { \
+    block(xs, Kp, w, K, bias, resid, out, ldo, MBV, NBV);                                                 \
+  }
+#define BLOCKS(NBV) BLOCK(1, NBV) BLOCK(2, NBV) BLOCK(3, NBV)
+BLOCKS(1) BLOCKS(2) BLOCKS(3) BLOCKS(4)
+#define ROW(NBV) {0, block_1_##NBV, block_2_##NBV, block_3_##NBV}
+static const block_fn BLOCKS_[MAXNB + 1][MAXMB + 1] = {{0}, ROW(1), ROW(2), ROW(3), ROW(4)};
+
+/* As portable.c's bi_linear (its definition: bi_linear_ref there). One row: 4 weight rows a block; more rows:
+ * 3 x 3 blocks (the accumulators and weights then fill the 16 registers). */
+void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
+               const uint16_t *resid, uint16_t *out) {
+  int rows = M < MAXMB ? (int)M : MAXMB, nbv = M == 1 ? 4 : 3;
+  int64_t Kp = (K + 15) & ~(int64_t)15, nblocks = (N + nbv - 1) / nbv;
+  int64_t cap = M < MC ? M : MC;
+  float small[4 * 4096], *xs = cap * Kp <= 4 * 4096 ? small : (float *)malloc(sizeof(float) * (size_t)(cap * Kp));
+  for (int64_t m0 = 0; m0 < M; m0 += MC) {
+    int64_t mc = M - m0 < MC ? M - m0 : MC;
+    split_rows(x + m0 * K, mc, K, Kp, xs);
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nblocks; b++) {
+      int64_t n0 = b * nbv;
+      int nb = N - n0 < nbv ? (int)(N - n0) : nbv;
+      for (int64_t m = 0; m < mc; m += rows) {
+        int mb = mc - m < rows ? (int)(mc - m) : rows;
+        BLOCKS_[nb][mb](xs + m * Kp, Kp, w + n0 * K, K, bias ? bias + n0 : NULL,
+                        resid ? resid + (m0 + m) * N + n0 : NULL, out + (m0 + m) * N + n0, N);
+      }
+    }
+  }
+  if (xs != small) free(xs);
+}
+
+/* The int8 linear: x quantised per row as portable.c does, centred to int16 (xq - 128, so the sums need no row
+ * sums), against 16 int8 weights sign-extended to int16 per vpmaddwd. Blocks of 4 weight rows, 1 or 2 input rows. */
+void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int64_t N, const float *sw,
+                  const int32_t *rowsum, const uint16_t *bias, const uint16_t *resid, uint16_t *out) {
+  (void)rowsum;
+  int64_t Kp = (K + 63) & ~(int64_t)63;
+  uint8_t *xq = (uint8_t *)malloc((size_t)(M * Kp));
+  int16_t *xc = (int16_t *)malloc(sizeof(int16_t) * (size_t)(M * Kp));
+  float *sx = (float *)malloc(sizeof(float) * (size_t)M);
+  bi_quantize_rows(x, M, K, Kp, xq, sx);
+  for (int64_t i = 0; i < M * Kp; i++) xc[i] = (int16_t)((int)xq[i] - 128);
+  int64_t nblocks = (N + 3) / 4;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < nblocks; b++) {
+    int64_t n0 = 4 * b;
+    int nb = N - n0 < 4 ? (int)(N - n0) : 4;
+    for (int64_t m = 0; m < M; m += 2) {
+      int mb = M - m < 2 ? 1 : 2;
+      __m256i acc[2][4];
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_si256();
+      for (int64_t k = 0; k < K; k += 16) {
+        __m256i wv[4];
+        for (int j = 0; j < nb; j++) {
+          const int8_t *src = w + (n0 + j) * K + k;
+          int8_t tmp[16] = {0};
+          if (k + 16 > K) {
+            memcpy(tmp, src, (size_t)(K - k));
+            src = tmp;
+          } else {
+            _mm_prefetch((const char *)(src + AHEAD * 4 * K), _MM_HINT_T1);
+          }
+          wv[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)src));
+        }
+        for (int i = 0; i < mb; i++) {
+          __m256i xv = _mm256_loadu_si256((const __m256i *)(xc + (m + i) * Kp + k));
+          for (int j = 0; j < nb; j++) acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(xv, wv[j]));
+        }
+      }
+      for (int i = 0; i < mb; i++)
+        for (int j = 0; j < nb; j++) {
+          int32_t l[8], s = 0;
+          _mm256_storeu_si256((__m256i *)l, acc[i][j]);
+          for (int t = 0; t < 8; t++) s += l[t];
+          int64_t n = n0 + j;
+          out[(m + i) * N + n] = finish_i8(s, sx[m + i], sw[n], bias ? bias + n : NULL,
+                                           resid ? resid + (m + i) * N + n : NULL);
+        }
+    }
+  }
+  free(xq);
+  free(xc);
+  free(sx);
+}

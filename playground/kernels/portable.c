@@ -1,0 +1,357 @@
+/* Batch-invariant bf16 kernels in portable C: every CPU with a C compiler (aarch64, x86-64 without AVX512-BF16).
+ *
+ * The same promise as avx512.c, by the same construction: every output element is computed by one fixed
+ * sequence of operations that depends only on its own inputs, so a position's logits are bitwise the same
+ * whatever pass it sits in. Here the sequence is written in plain C over small lane arrays: the compiler may
+ * vectorise the lanes (they are independent), but it never reorders a sum (no -ffast-math, -ffp-contract=off),
+ * so the bits do not depend on how it vectorised. avx2.c includes this file and replaces the linears with
+ * AVX2 code that computes the same sequence.
+ *
+ * bf16 values travel as uint16_t; accumulation is fp32; rounding to bf16 is round-to-nearest-even.
+ * MADD is a fused multiply-add where the CPU has one (aarch64, x86-64 with FMA), else a multiply and an add;
+ * for the linears, whose products are of two bf16 values and so exact in fp32, the two give the same bits.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA)
+#define MADD(a, b, c) fmaf((a), (b), (c))
+#else
+#define MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
+#define LANES 8  /* a linear's accumulators per output element */
+#define CHUNK 16 /* inputs per step: lane i takes k = 2i + 1, then 2i, of each chunk */
+
+static inline float from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline uint16_t to_bf16(float f) { /* round to nearest even; a NaN stays a (quiet) NaN */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* The fixed horizontal sum of a linear's 8 lanes: (i, i + 4), then (i, i + 2), then (0, 1). */
+static inline float reduce8(const float *a) {
+  float s0 = a[0] + a[4], s1 = a[1] + a[5], s2 = a[2] + a[6], s3 = a[3] + a[7];
+  return (s0 + s2) + (s1 + s3);
+}
+
+/* One output element's epilogue: the lanes' sum (+ bias), rounded; + the residual, rounded again. */
+static inline uint16_t finish(const float *acc, const uint16_t *bias, const uint16_t *resid) {
+  float y = reduce8(acc);
+  if (bias) y += from_bf16(*bias);
+  uint16_t r = to_bf16(y);
+  if (resid) r = to_bf16(from_bf16(r) + from_bf16(*resid));
+  return r;
+}
+
+/* Lanes as GCC vector types (SSE, NEON or AVX registers, or pairs of them): the lanes are written out, never left
+ * to the auto-vectoriser (GCC 12's -O3 loop vectoriser got chunk() wrong when it was written as scalar loops). */
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef uint32_t u32x8 __attribute__((vector_size(32)));
+
+/* One chunk of 16 inputs: as 8 pairs of bf16, AND 0xFFFF0000 gives the odd elements as fp32, a shift left by 16
+ * the even ones; lane i adds x[2i + 1] w[2i + 1], then x[2i] w[2i] (products of two bf16 are exact in fp32, so
+ * a multiply and an add give the bits of a fused multiply-add: the AVX2 code's). */
+static inline f32x8 chunk(f32x8 acc, const uint16_t *x, const uint16_t *w) {
+  const u32x8 hi = {0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u,
+                    0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u};
+  u32x8 xv, wv;
+  memcpy(&xv, x, sizeof xv);
+  memcpy(&wv, w, sizeof wv);
+  acc = acc + (f32x8)(xv & hi) * (f32x8)(wv & hi);
+  return acc + (f32x8)(xv << 16) * (f32x8)(wv << 16);
+}
+
+/* One element's lanes: the full chunks, then the last one padded with zeros (0 * 0 added to a lane). */
+static inline void dot(float *lanes, const uint16_t *x, const uint16_t *w, int64_t K) {
+  f32x8 acc = {0};
+  int64_t full = K - K % CHUNK;
+  for (int64_t k = 0; k < full; k += CHUNK) acc = chunk(acc, x + k, w + k);
+  if (full < K) {
+    uint16_t xt[CHUNK] = {0}, wt[CHUNK] = {0};
+    memcpy(xt, x + full, (size_t)(K - full) * 2);
+    memcpy(wt, w + full, (size_t)(K - full) * 2);
+    acc = chunk(acc, xt, wt);
+  }
+  memcpy(lanes, &acc, sizeof acc);
+}
+
+/* The definition, one element at a time (tests compare bi_linear with it, bitwise). */
+void bi_linear_ref(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
+                   const uint16_t *resid, uint16_t *out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t m = 0; m < M; m++) {
+      float acc[LANES];
+      dot(acc, x + m * K, w + n * K, K);
+      out[m * N + n] = finish(acc, bias ? bias + n : NULL, resid ? resid + m * N + n : NULL);
+    }
+}
+
+#ifndef BI_OWN_LINEARS
+/* x: (M, K), w: (N, K), bias: (N,) or NULL, resid: (M, N) or NULL, out: (M, N), bf16, contiguous. Blocks of 4
+ * weight rows, each read once for all the rows of the pass (from cache after the first); every element by dot(). */
+void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
+               const uint16_t *resid, uint16_t *out) {
+  int64_t nblocks = (N + 3) / 4;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < nblocks; b++)
+    for (int64_t m = 0; m < M; m++)
+      for (int64_t n = 4 * b; n < N && n < 4 * b + 4; n++) {
+        float acc[LANES];
+        dot(acc, x + m * K, w + n * K, K);
+        out[m * N + n] = finish(acc, bias ? bias + n : NULL, resid ? resid + m * N + n : NULL);
+      }
+}
+#endif
+
+/* ------------------------------------------------------------------------------------------------
+ * int8 weights for a draft: W (N, K) int8 with a scale per row, x quantised per row to uint8 (zero point 128)
+ * at each call. The integer sum is exact whatever its order, so any blocking is batch-invariant;
+ * y = sx * sw[n] * (acc - 128 rowsum[n]) + bias[n], the same float operations for every element.
+ */
+
+/* x: (M, K) bf16 -> xq: (M, Kp) uint8 (K padded with the zero point to Kp), sx: (M,). */
+void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8_t *xq, float *sx) {
+  for (int64_t m = 0; m < M; m++) {
+    const uint16_t *row = x + m * K;
+    float amax = 0.0f;
+    for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(from_bf16(row[k])));
+    float s = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / s;
+    sx[m] = s;
+    for (int64_t k = 0; k < Kp; k++) {
+      float v = k < K ? nearbyintf(from_bf16(row[k]) * inv) + 128.0f : 128.0f;
+      xq[m * Kp + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+  }
+}
+
+/* One element from its centred integer sum (acc - 128 rowsum[n]). */
+static inline uint16_t finish_i8(int32_t centred, float sx, float sw, const uint16_t *bias, const uint16_t *resid) {
+  float y = (sx * sw) * (float)centred;
+  if (bias) y += from_bf16(*bias);
+  uint16_t r = to_bf16(y);
+  if (resid) r = to_bf16(from_bf16(r) + from_bf16(*resid));
+  return r;
+}
+
+#ifndef BI_OWN_LINEARS
+void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int64_t N, const float *sw,
+                  const int32_t *rowsum, const uint16_t *bias, const uint16_t *resid, uint16_t *out) {
+  int64_t Kp = (K + 63) & ~(int64_t)63;
+  uint8_t *xq = (uint8_t *)malloc((size_t)(M * Kp));
+  float *sx = (float *)malloc(sizeof(float) * (size_t)M);
+  bi_quantize_rows(x, M, K, Kp, xq, sx);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t m = 0; m < M; m++) {
+      int32_t acc = 0;
+      const uint8_t *q = xq + m * Kp;
+      const int8_t *wr = w + n * K;
+      for (int64_t k = 0; k < K; k++) acc += (int32_t)q[k] * (int32_t)wr[k];
+      out[m * N + n] = finish_i8(acc - 128 * rowsum[n], sx[m], sw[n], bias ? bias + n : NULL,
+                                 resid ? resid + m * N + n : NULL);
+    }
+  free(xq);
+  free(sx);
+}
+#endif
+
+/* Read bandwidth: sum a buffer of n floats with every thread, reps times. */
+double read_sum(const float *buf, int64_t n, int reps) {
+  double total = 0;
+  for (int r = 0; r < reps; r++) {
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (int64_t i = 0; i < n; i += 64) {
+      float a[16] = {0};
+      int64_t end = i + 64 < n ? i + 64 : n;
+      for (int64_t j = i; j + 16 <= end; j += 16)
+        for (int l = 0; l < 16; l++) a[l] += buf[j + l];
+      float s = 0;
+      for (int l = 0; l < 16; l++) s += a[l];
+      total += s;
+    }
+  }
+  return total;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Attention, one query at a time, over the keys it may see, listed in increasing order (the mask's allowed
+ * entries, or 0 .. T - Q + i when there is no mask): scores, softmax and the weighted sum of values over that
+ * list alone, in that order. A masked key is skipped, not added as a zero, so a query's result depends only on
+ * its own keys.
+ */
+
+/* exp(x), x clamped to [-87, 88]: Cody-Waite range reduction and a degree-6 polynomial. */
+static inline float exp_clamped(float x) {
+  x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+  float n = nearbyintf(x * 1.44269504088896341f);
+  float r = MADD(-n, 0.693359375f, x);
+  r = MADD(-n, -2.12194440e-4f, r);
+  float p = 1.9875691500e-4f;
+  p = MADD(p, r, 1.3981999507e-3f);
+  p = MADD(p, r, 8.3334519073e-3f);
+  p = MADD(p, r, 4.1665795894e-2f);
+  p = MADD(p, r, 1.6666665459e-1f);
+  p = MADD(p, r, 5.0000001201e-1f);
+  p = MADD(p, r * r, r + 1.0f);
+  uint32_t bits = (uint32_t)((int32_t)n + 127) << 23; /* 2^n, n in [-126, 127] */
+  float scale;
+  memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+
+static inline f32x8 widen8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
+  u16x8 h;
+  memcpy(&h, p, sizeof h);
+  return (f32x8)(__builtin_convertvector(h, u32x8) << 16);
+}
+
+/* q . k over D (a multiple of 16): lanes l and 8 + l take d = l, 8 + l of each 16 in order (products of two bf16,
+ * exact), then the fixed tree (l, l + 8), (l, l + 4), (l, l + 2), (0, 1). */
+static inline float qk(const uint16_t *q, const uint16_t *k, int64_t D) {
+  f32x8 a0 = {0}, a1 = {0};
+  for (int64_t d = 0; d < D; d += 16) {
+    a0 = a0 + widen8(q + d) * widen8(k + d);
+    a1 = a1 + widen8(q + d + 8) * widen8(k + d + 8);
+  }
+  float a[8];
+  f32x8 s = a0 + a1;
+  memcpy(a, &s, sizeof a);
+  float b0 = a[0] + a[4], b1 = a[1] + a[5], b2 = a[2] + a[6], b3 = a[3] + a[7];
+  return (b0 + b2) + (b1 + b3);
+}
+
+static void attend_one(const uint16_t *qv, const uint16_t *kb, int64_t skt, const uint16_t *vb, int64_t svt,
+                       const int32_t *keys, int64_t n, int64_t D, float scale, float *scores, float *ov, uint16_t *o) {
+  if (n == 0) {
+    memset(o, 0, (size_t)D * sizeof(uint16_t));
+    return;
+  }
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; j++) {
+    scores[j] = qk(qv, kb + keys[j] * skt, D) * scale;
+    if (scores[j] > mx) mx = scores[j];
+  }
+  for (int64_t j = 0; j < n; j++) scores[j] = exp_clamped(scores[j] - mx);
+  for (int64_t d = 0; d < D; d++) ov[d] = 0.0f;
+  float l = 0.0f;
+  for (int64_t j = 0; j < n; j++) {
+    float p = scores[j];
+    const uint16_t *vr = vb + keys[j] * svt;
+    l += p;
+    for (int64_t d = 0; d < D; d++) ov[d] = MADD(p, from_bf16(vr[d]), ov[d]);
+  }
+  float inv = 1.0f / l;
+  for (int64_t d = 0; d < D; d++) o[d] = to_bf16(ov[d] * inv);
+}
+
+/* q: (B, H, Q, D) bf16 with strides sq; k, v: (B, Hkv, T, D) with strides sk, sv; allowed: NULL or uint8
+ * (B, Q, T) with strides sm; out: (B, Q, H, D) contiguous. D a multiple of 16 up to 256. */
+void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
+                  const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
+                  int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale) {
+  int64_t groups = H / Hkv, tasks = B * H * Q;
+#pragma omp parallel
+  {
+    float *scores = (float *)malloc(sizeof(float) * (size_t)(T > 0 ? T : 1));
+    int32_t *keys = (int32_t *)malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+    float ov[256];
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t task = 0; task < tasks; task++) {
+      int64_t b = task / (H * Q), h = (task / Q) % H, i = task % Q, hk = h / groups, n = 0;
+      if (allowed) {
+        const uint8_t *row = allowed + b * sm[0] + i * sm[1];
+        for (int64_t j = 0; j < T; j++)
+          if (row[j * sm[2]]) keys[n++] = (int32_t)j;
+      } else {
+        for (int64_t j = 0; j <= T - Q + i; j++) keys[n++] = (int32_t)j;
+      }
+      attend_one(q + b * sq[0] + h * sq[1] + i * sq[2], k + b * sk[0] + hk * sk[1], sk[2], v + b * sv[0] + hk * sv[1],
+                 sv[2], keys, n, D, scale, scores, ov, out + ((b * Q + i) * H + h) * D);
+    }
+    free(scores);
+    free(keys);
+  }
+}
+
+/* The definition is the code above (one query at a time already); the same entry point as avx512.c's. */
+void bi_attention_ref(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
+                      const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
+                      int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale, float *scratch) {
+  (void)scratch;
+  bi_attention(q, sq, k, sk, v, sv, allowed, sm, out, B, H, Hkv, Q, T, D, scale);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * RMSNorm (Llama / Qwen2 / Mistral): h * rsqrt(mean(h^2) + eps) rounded to bf16, times the weight, rounded.
+ * The sum of squares in 16 lanes over the row, then the fixed tree: a row never depends on the other rows.
+ */
+void bi_rmsnorm(const uint16_t *x, int64_t M, int64_t D, const uint16_t *w, float eps, uint16_t *out) {
+#pragma omp parallel for schedule(static) if (M > 4)
+  for (int64_t m = 0; m < M; m++) {
+    const uint16_t *row = x + m * D;
+    f32x8 a0 = {0}, a1 = {0};
+    for (int64_t d = 0; d < D; d += 16) { /* the last chunk padded with zeros */
+      uint16_t t[16] = {0};
+      memcpy(t, row + d, (size_t)(D - d < 16 ? D - d : 16) * 2);
+      f32x8 h0 = widen8(t), h1 = widen8(t + 8);
+      a0 = a0 + h0 * h0;
+      a1 = a1 + h1 * h1;
+    }
+    float a[8];
+    f32x8 sum = a0 + a1;
+    memcpy(a, &sum, sizeof a);
+    float total = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    float inv = 1.0f / sqrtf(total / (float)D + eps);
+    for (int64_t d = 0; d < D; d++)
+      out[m * D + d] = to_bf16(from_bf16(w[d]) * from_bf16(to_bf16(from_bf16(row[d]) * inv)));
+  }
+}
+
+/* Rotary embedding and the split into heads (as avx512.c's bi_rotary_split): x * cos + rotate_half(x) * sin. */
+void bi_rotary_split(const uint16_t *qkv, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D,
+                     const uint16_t *cos, const uint16_t *sin, uint16_t *q, uint16_t *k, uint16_t *v) {
+  int64_t W = (H + 2 * Hkv) * D, half = D / 2, heads = H + 2 * Hkv;
+#pragma omp parallel for schedule(static) if (B * S * heads > 64)
+  for (int64_t task = 0; task < B * S * heads; task++) {
+    int64_t bs = task / heads, h = task % heads, b = bs / S, s = bs % S;
+    const uint16_t *src = qkv + bs * W + h * D;
+    uint16_t *dst = h < H ? q + ((b * H + h) * S + s) * D
+                  : h < H + Hkv ? k + ((b * Hkv + (h - H)) * S + s) * D
+                  : v + ((b * Hkv + (h - H - Hkv)) * S + s) * D;
+    if (h >= H + Hkv) {
+      memcpy(dst, src, (size_t)D * sizeof(uint16_t));
+      continue;
+    }
+    const uint16_t *c = cos + bs * D, *sn = sin + bs * D;
+    for (int64_t d = 0; d < D; d++) {
+      float r = d < half ? -from_bf16(src[d + half]) : from_bf16(src[d - half]);
+      dst[d] = to_bf16(MADD(from_bf16(src[d]), from_bf16(c[d]), r * from_bf16(sn[d])));
+    }
+  }
+}
+
+/* out[m, i] = silu(gu[m, i]) * gu[m, I + i] in fp32, rounded once; gu: (M, 2I), out: (M, I). */
+void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
+#pragma omp parallel for schedule(static) if (M * I > 65536)
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t i = 0; i < I; i++) {
+      float g = from_bf16(gu[m * 2 * I + i]), u = from_bf16(gu[m * 2 * I + I + i]);
+      out[m * I + i] = to_bf16((g / (1.0f + exp_clamped(-g))) * u);
+    }
+}

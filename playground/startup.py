@@ -13,6 +13,7 @@ from typing import Iterator
 
 from playground import models
 from playground.errors import PlaygroundError, without_paths
+from playground.kernels import ops as kernel_ops
 from playground.models.catalog import PACK_PREFIX
 from playground.runner import Runner
 from playground.config import DecodeConfig
@@ -108,7 +109,7 @@ class Startup:
             self._set(
                 "ready",
                 f"Ready: the default pair is loaded, warmed up and its costs measured "
-                f"({took:.0f} s after start-up). Press Generate.",
+                f"({took:.0f} s after start-up; {kernel_ops.describe()}). Press Generate.",
                 1.0,
             )
         except Exception as exc:  # the page says why; every other pair, the gallery and the tabs still work

@@ -208,7 +208,7 @@ def test_the_golden_traces_hold_under_another_cpus_kernels():
 
     if WRITE:
         pytest.skip("writing")
-    other = "avx2" if "avx512f" in kernel_ops._cpu_flags() else "default"
+    other = "avx2" if "avx512f" in kernel_ops.cpu_flags() else "default"
     cases = ["draft_model-fixed-greedy", "target_alone-fixed-greedy", "draft_model-fixed-T0.7", "batch-B2-k3"]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", " or ".join(cases)],

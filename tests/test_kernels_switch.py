@@ -103,13 +103,13 @@ print(json.dumps(dict(variant=kernel_ops.variant(), line=kernel_ops.describe(), 
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["variant"] == name and seen["invariant"] and len(seen["tokens"]) == 12
-    assert f"batch-invariant {name} kernels, forced by PLAYGROUND_KERNELS" in seen["line"]
+    assert seen["line"].startswith(f"CPU kernels: batch-invariant {name}, forced by PLAYGROUND_KERNELS")
 
 
 def test_a_variant_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):
     from playground.kernels import ops as kernel_ops
 
-    monkeypatch.setattr(kernel_ops, "_cpu_flags", lambda: {"sse2"})  # an x86-64 CPU older than AVX2
+    monkeypatch.setattr(kernel_ops, "cpu_flags", lambda: {"sse2"})  # an x86-64 CPU older than AVX2
     assert kernel_ops.unsupported("avx2") == "this CPU lacks avx2, fma, f16c"
     assert kernel_ops.unsupported("avx512").startswith("this CPU lacks avx512f")
     monkeypatch.setenv("PLAYGROUND_KERNELS", "avx2")

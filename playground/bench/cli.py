@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from playground import models
-from playground.bench import challenges_cli, likelihood, report, targets, ttft, vllm_models, vllm_peer
+from playground.bench import challenges_cli, likelihood, report, targets, ttft, variants, vllm_models, vllm_peer
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.overhead import record_overhead
 from playground.bench.results import grid_frame
@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ttft-reps", type=int, default=3, help="timings per engine and prompt length for --ttft (median)")
     challenges_cli.add_arguments(p)  # --challenges batch context precision, --batch-sizes, --context-lengths
+    variants.add_arguments(p)  # --kernel-variants: the kernel variants against each other
     return p
 
 
@@ -319,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
         if args.ttft:
             return ttft_main(args, runner, pairs[0], progress)
+        if args.kernel_variants:
+            return variants.main(args, pairs[0].target, progress)
         results = run_grid(
             runner,
             pairs,

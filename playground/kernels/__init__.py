@@ -4,7 +4,7 @@ Why: in bf16 the stock kernels give a position other logits when its pass holds 
 positions (a 1-row linear takes another kernel than a 2..k-row one; attention reduces over its keys in
 blocks that depend on the pass). The target alone scores one position per pass, verification k + 1, a
 tree its nodes, a batch B (k + 1): near-ties then flip, and greedy speculative decoding stops being the
-target's own output. The kernels of invariant.c compute every output element by one fixed sequence of
+target's own output. The kernels compute every output element by one fixed sequence of
 operations that depends only on that element's inputs (Thinking Machines, "Defeating Nondeterminism in
 LLM Inference", 2025): a linear's row never sees the other rows, a query never sees the other queries
 nor the keys masked away from it. A position's logits are then bitwise the same in every pass, so the
@@ -17,8 +17,12 @@ stacked, the Linears keeping views of them).
 
 - `model.make_invariant(model)`: a loaded bf16 CPU model, in place (its attention registered with transformers
   as "invariant"); `make_invariant(model, False)` puts torch's kernels back.
-- `model.quantize_int8(model)`: a bf16 draft's weights in int8 (AVX512-VNNI), its layers fused the same way.
-Needs an x86-64 CPU with AVX512-BF16 and -VNNI and a C compiler (the library is built once, into the
-cache); elsewhere `ops.why_not()` says why and models keep torch's kernels. fp32 models are left alone
-(torch's fp32 path is exact between passes here). CUDA is not covered: docs/exactness.md.
+- `model.quantize_int8(model)`: a bf16 draft's weights in int8, its layers fused the same way.
+
+One C source per instruction set, each built once into the cache with a C compiler and chosen at run time from the
+CPU's flags (`ops.VARIANTS`, forced by PLAYGROUND_KERNELS): avx512.c (AVX512-BF16 and -VNNI), avx2.c (AVX2 and FMA),
+portable.c (plain C: aarch64 and any other CPU). Each is batch-invariant on its own; two variants may differ from
+each other in the last bits. Where none runs (no compiler, PLAYGROUND_KERNELS=off) `ops.why_not()` says why and
+models keep torch's kernels; `ops.describe()` is the start-up's line. fp32 models are left alone (torch's fp32 path
+is exact between passes here). CUDA is not covered: docs/exactness.md.
 """

@@ -37,8 +37,12 @@ class Variant:
 # The first variant this CPU runs is the one chosen (PLAYGROUND_KERNELS=auto); PLAYGROUND_KERNELS=<name> forces one.
 # No AMX variant yet: AMX tiles were never run on this project's machines (docs/exactness.md).
 VARIANTS = (
-    Variant("avx512", "avx512.c", ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni"),
-            ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni")),
+    Variant(
+        "avx512",
+        "avx512.c",
+        ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni"),
+        ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni"),
+    ),
     Variant("avx2", "avx2.c", ("-mavx2", "-mfma", "-mf16c", "-ffp-contract=off"), ("avx2", "fma", "f16c")),
     Variant("portable", "portable.c", ("-ffp-contract=off", "-Wno-psabi"), x86=False),
 )
@@ -51,7 +55,7 @@ _i64 = ctypes.c_int64
 _ptr = ctypes.c_void_p
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
     try:
         line = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
     except (OSError, StopIteration):
@@ -66,7 +70,7 @@ def unsupported(name: str) -> str | None:
     variant = BY_NAME[name]
     if variant.x86 and platform.machine().lower() not in ("x86_64", "amd64"):
         return f"the {name} kernels are x86-64 code; this CPU is {platform.machine()}"
-    missing = [f for f in variant.needs if f not in _cpu_flags()]
+    missing = [f for f in variant.needs if f not in cpu_flags()]
     return f"this CPU lacks {', '.join(missing)}" if missing else None
 
 
@@ -190,10 +194,10 @@ def describe() -> str:
     """One line for the start-up: which kernels run and why."""
     name = variant()
     if name is None:
-        return f"torch's kernels (no batch-invariant kernels: {why_not()})"
+        return f"CPU kernels: torch's (no batch-invariant kernels: {why_not()})"
     how = "forced by PLAYGROUND_KERNELS" if settings.read().kernels != "auto" else "the best this CPU runs"
-    amx = " (this CPU has AMX, which no variant uses yet)" if "amx_bf16" in _cpu_flags() else ""
-    return f"batch-invariant {name} kernels, {how}{amx}"
+    amx = "; this CPU has AMX, which no variant uses yet" if "amx_bf16" in cpu_flags() else ""
+    return f"CPU kernels: batch-invariant {name}, {how}{amx}"
 
 
 def available() -> bool:

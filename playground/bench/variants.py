@@ -1,0 +1,123 @@
+"""The kernel variants against each other on the default pair's bf16 target:
+`python -m playground.bench --kernel-variants [--variant-prefill 2000] [--variant-reps 5]`.
+
+For every variant this CPU runs (playground/kernels/ops.VARIANTS), on the same model object:
+- V(1): one token on a cache of 128 (the target alone's step, the memory-bound case), median of many steps;
+- V(9)/V(1): a verification pass of 9 tokens against the one-token step;
+- prefill: one pass over --variant-prefill tokens (the first token's cost on a long prompt).
+The variants take turns inside each repeat (rotated order), so they share whatever load the machine has; every
+figure is a median over the repeats, and the ratios to the best variant are of those medians. Reported, never
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache
+
+from playground.decoding.cache import crop_cache
+from playground.kernels import ops as kernel_ops
+from playground.progress import Progress, quiet
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kernel-variants",
+        action="store_true",
+        help="time the one-token step, V(9)/V(1) and a long prefill on every kernel variant this CPU runs "
+        "(bench/variants.py)",
+    )
+    p.add_argument("--variant-prefill", type=int, default=2000, help="prompt tokens of the prefill timing")
+    p.add_argument("--variant-reps", type=int, default=3, help="repeats per variant (medians)")
+    p.add_argument("--variants", nargs="+", help="only these variants (default: every one this CPU runs)")
+
+
+@torch.inference_mode()
+def _pass(model, ids: torch.Tensor, cache: DynamicCache | None = None) -> float:
+    start = time.perf_counter()
+    model(input_ids=ids, cache=cache, use_cache=cache is not None)
+    return time.perf_counter() - start
+
+
+@torch.inference_mode()
+def _steps(model, context: torch.Tensor, width: int, n: int) -> float:
+    """The median time of n passes of `width` tokens, each on the context's cache cut back to the context."""
+    cache = DynamicCache(config=model.config)
+    model(input_ids=context, cache=cache)
+    times = []
+    for i in range(n):
+        crop_cache(cache, context.shape[1])
+        times.append(_pass(model, torch.full((1, width), 100 + i), cache))
+    return statistics.median(times)
+
+
+def measure(
+    model, names: list[str], prefill: int, reps: int, progress: Progress = quiet
+) -> dict[str, dict[str, float]]:
+    vocab = model.config.vocab_size
+    g = torch.Generator().manual_seed(0)
+    context = torch.randint(0, vocab, (1, 128), generator=g)
+    long = torch.randint(0, vocab, (1, prefill), generator=g)
+    seen: dict[str, dict[str, list[float]]] = {n: {"v1": [], "v9": [], "prefill": []} for n in names}
+    previous = kernel_ops.variant()
+    try:
+        for rep in range(reps):
+            order = names[rep % len(names) :] + names[: rep % len(names)]
+            for name in order:
+                kernel_ops.use(name)
+                _steps(model, context, 1, 3)  # warm: the library's first calls, the caches
+                seen[name]["v1"].append(_steps(model, context, 1, 15))
+                seen[name]["v9"].append(_steps(model, context, 9, 7))
+                if prefill:
+                    seen[name]["prefill"].append(_pass(model, long))
+                progress(f"repeat {rep + 1}/{reps}, {name}: V(1) {seen[name]['v1'][-1] * 1e3:.1f} ms", rep / reps)
+    finally:
+        kernel_ops.use(previous)
+    out = {}
+    for name, s in seen.items():
+        v1, v9 = statistics.median(s["v1"]), statistics.median(s["v9"])
+        out[name] = {"v1_ms": v1 * 1e3, "v9_over_v1": v9 / v1}
+        if s["prefill"]:
+            out[name]["prefill_s"] = statistics.median(s["prefill"])
+    return out
+
+
+def markdown(results: dict[str, dict[str, float]], prefill: int) -> str:
+    best = next(iter(results))
+    lines = [
+        f"| variant | V(1) ms | vs {best} | V(9)/V(1) | prefill {prefill} tokens, s | vs {best} |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in results.items():
+        p, p0 = r.get("prefill_s"), results[best].get("prefill_s")
+        prefill_cells = f"{p:.2f} | {p / p0:.2f}x" if p and p0 else "– | –"
+        lines.append(
+            f"| {name} | {r['v1_ms']:.1f} | {r['v1_ms'] / results[best]['v1_ms']:.2f}x | {r['v9_over_v1']:.2f} | "
+            f"{prefill_cells} |"
+        )
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace, target: str, progress: Progress) -> int:
+    """Load the bf16 target once (on the kernels) and time each variant on it."""
+    import platform
+
+    from playground.models.load import load_model
+
+    names = args.variants or kernel_ops.runnable()
+    for name in names:
+        if kernel_ops.load(name) is None:
+            raise SystemExit(f"The {name} kernels cannot run here: {kernel_ops.reason(name)}")
+    model, _ = load_model(target, precision="bf16")
+    results = measure(model, names, args.variant_prefill, args.variant_reps, progress)
+    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
+    amx = "amx_bf16" in kernel_ops.cpu_flags()
+    print(f"{cpu} ({platform.machine()}), {torch.get_num_threads()} threads, AMX: {amx}")
+    print(markdown(results, args.variant_prefill))
+    return 0

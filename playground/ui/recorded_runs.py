@@ -72,6 +72,7 @@ def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View
     if state.run is not None and not state.run.finished:
         state.run.stopped = True  # a live run of this session ends: the page now shows the recorded one
     state.run = run
+    state.charge("run")  # counted now that it is the session's run (final_view counted it before)
     values, notes = controls_of(rec.spec)
     if notes:
         view = view._replace(status=view.status.replace("</div>", html.escape(" " + " ".join(notes)) + "</div>", 1))

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gradio.exceptions import InvalidPathError
 from gradio.utils import get_upload_folder
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -29,6 +30,9 @@ UPLOAD_BYTES = 1_000_000 + 64 * 1024  # the app's max_file_size (1 MB, layout.MA
 UPLOAD_TTL_S = 600.0
 CLIENT_COOKIE = "playground_client"  # a page's random id: binds an upload to the page that made it
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+FORGED = "forged upload path"  # what an upload event gets instead of a path Gradio refused (take_upload refuses it)
 
 
 def downloads_root() -> Path:
@@ -158,7 +162,11 @@ def take_upload(path: str | Path, request: Any) -> bytes:
     path = Path(path)
     http_request = getattr(request, "request", None)
     app = getattr(http_request, "app", None)
-    if app is not None and os.path.realpath(path) in uploads(app).dropped:
+    try:
+        inside = path.resolve().is_relative_to(downloads_root().resolve())
+    except (OSError, ValueError):  # not a path at all (a NUL byte, a loop of links): like any file not this page's
+        inside = False
+    if inside and app is not None and os.path.realpath(path) in uploads(app).dropped:
         uploads(app).dropped.discard(os.path.realpath(path))
         raise PermissionError(
             f"Your upload was removed to keep the server within its memory budget for sessions "
@@ -166,7 +174,7 @@ def take_upload(path: str | Path, request: Any) -> bytes:
         )
     if (
         app is None
-        or not path.resolve().is_relative_to(downloads_root().resolve())
+        or not inside
         or not uploads(app).take(str(path), owner(http_request))
     ):
         raise PermissionError("Only a file uploaded from this page can be opened: upload it again.")
@@ -245,3 +253,22 @@ class ClientCookie:
             await send(message)
 
         await self.app(scope, receive, with_cookie)
+
+
+def answer_forged_paths(demo: Any) -> None:
+    """A path Gradio refuses before an event runs (/etc/passwd, ../: InvalidPathError, while preparing the inputs of
+    a launched app; a URL it fails to fetch or a NUL byte: ValueError) reached the client as a bare {"error": null}. For an event whose function is marked
+    `takes_upload`, the refused value becomes FORGED instead, so that the tab answers with its own message
+    (take_upload refuses it as any file this page did not upload). Reads Gradio's Blocks.preprocess_data."""
+    original = demo.preprocess_data
+
+    async def preprocess_data(block_fn: Any, inputs: list, state: Any, explicit_call: bool = False) -> Any:
+        try:
+            return await original(block_fn, inputs, state, explicit_call)
+        except (InvalidPathError, ValueError, OSError):  # a URL it failed to fetch, a NUL byte, a name too long
+            if not getattr(block_fn.fn, "takes_upload", False):
+                raise
+            processed = await original(block_fn, [None] + list(inputs[1:]), state, explicit_call)
+            return [FORGED] + list(processed[1:])  # the upload's value as the event's function sees it
+
+    demo.preprocess_data = preprocess_data

@@ -17,6 +17,9 @@ from playground.errors import PlaygroundError
 from playground.outbound import ANY_PUBLIC, parse_url
 
 QUEUE_SIZE = 32  # the device queue's places (ui/layout.py's demo.queue): no client or address may hold more
+# What sessions keep, all together: on a 24 GB machine the model cache takes 80 % (19.2 GB), Python, Gradio and the
+# OS about 2-3 GB, which leaves about 1 GB (docs/reliability.md)
+SESSION_MB = 1024
 
 # name -> (default, what it sets): the README's table of the variables is this one
 VARIABLES = {
@@ -64,6 +67,12 @@ VARIABLES = {
         "900",
         "seconds a session with no job may stay idle before its state and files are "
         "removed, with the messages held for it (a REST call's own session: 30 s after its result was read)",
+    ),
+    "PLAYGROUND_SESSION_MB": (
+        "1024",
+        "the memory, in MB, everything sessions keep may take, all sessions together: traces, step-through runs, "
+        "downloads, uploads, suffix decoding's memories of earlier runs; over it the least recently used goes first "
+        "and its session is told (docs/reliability.md)",
     ),
     "PLAYGROUND_PRELOAD": (
         "1",
@@ -120,6 +129,7 @@ class Settings:
     vllm_urls: tuple[str, ...] = ()  # origins as outbound.Origin writes them, and "*"
     kernels: str = "auto"  # PLAYGROUND_KERNELS: auto, a variant (playground/kernels/ops.py) or off
     packs_install: Path | None = None  # the background install's log (scripts/launch.sh)
+    session_mb: float = 1024.0  # what sessions keep, all together (ui/budget.py)
 
 
 def read(environ: Mapping[str, str] | None = None) -> Settings:
@@ -188,4 +198,5 @@ def read(environ: Mapping[str, str] | None = None) -> Settings:
         vllm_urls=origins("PLAYGROUND_VLLM_URLS"),
         kernels=kernels,
         packs_install=Path(text("PLAYGROUND_PACKS_INSTALL")) if text("PLAYGROUND_PACKS_INSTALL") else None,
+        session_mb=float(whole("PLAYGROUND_SESSION_MB", SESSION_MB, 16, 1_000_000)),
     )

@@ -42,6 +42,10 @@ from playground.treeshape import TreeShape
 
 THIS_RUN, MEMORY = "this run", "session memory"
 MEMORY_RUNS = 64  # earlier runs a session's memory keeps (oldest forgotten first; vLLM: max_cached_requests)
+# A node's bytes in CPython: its dict of children, its slots in three lists and its ints. An estimate that
+# tests/test_suffix.py checks against tracemalloc; the sessions' budget (ui/budget.py) counts memories with it
+NODE_BYTES = 272
+TOKEN_BYTES = 40  # a token kept in `seqs`: its list slot and its int
 
 
 class SuffixTree:
@@ -115,6 +119,17 @@ class SuffixMemory:
 
     def add(self, seq: int, tokens: list[int]) -> None:
         self.tree.extend(seq, tokens)
+
+    def nbytes(self) -> int:
+        """About what the memory takes (NODE_BYTES a node, TOKEN_BYTES a token): counted without walking it."""
+        tokens = sum(len(s) for s in self.tree.seqs.values())
+        return len(self.tree.count) * NODE_BYTES + tokens * TOKEN_BYTES
+
+    @property
+    def about(self) -> str:
+        """What it is, for the note when the sessions' budget drops it."""
+        n = len(self.tree.seqs)
+        return f"suffix decoding's memory of your earlier runs ({n} run{'s' * (n != 1)})"
 
 
 @dataclass

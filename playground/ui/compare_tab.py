@@ -16,7 +16,7 @@ from playground.progress import Progress, quiet
 from playground.runner import Runner
 from playground.decoding import DRAFTERS
 from playground.inputs import parse_names
-from playground.ui import jobs
+from playground.ui import jobs, vllm_checks
 from playground.ui.common import (
     DECODING,
     Controls,
@@ -51,13 +51,15 @@ def run_compare(
     vllm: Sequence[str] = (),
     progress: Progress = quiet,
     should_stop: Callable[[], bool] | None = None,
+    checked: bool = False,
 ) -> tuple:
     """(status, bars, acceptance by position, table, CSV download) of every chosen pair x drafter with the shared
     settings (the custom model ids are not used here: each pair runs its own models, "draft model" through the
     drafter its tokenizers need: models.own_drafter). vllm: the tab's (source, URL, model, target-alone URL),
     bench.vllm_peer.engine_choice; its engine is checked before anything of ours runs. The runner may be a
     jobs.Watched one: the comparison then ends at the next round once nobody listens, and vLLM's engine when
-    should_stop() says so."""
+    should_stop() says so. checked: the event's validator has checked vLLM's engine already (vllm_checks), so
+    that the device queue never waits on a server."""
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 4
     try:
         pair_names, drafter_names = parse_names(pair_names, "Pairs"), parse_names(drafter_names, "Drafters")
@@ -72,7 +74,7 @@ def run_compare(
         drafters = list(dict.fromkeys(s.drafter for s in specs))
         first = specs[0]
         engine = vllm_peer.engine_choice(*vllm) if vllm else None
-        if engine is not None:
+        if engine is not None and not checked:
             vllm_peer.check(engine, should_stop)  # a missing environment or a bad server is said before our runs
         prompts = {"prompt": first.prompt}
         results = bench.run_grid(
@@ -174,6 +176,7 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
             (vllm_source, vllm_url, vllm_model, vllm_target, vllm_key),
             gradio_progress(progress, listener.check),
             should_stop=lambda: listener.stopped or listener.gone,
+            checked=True,  # by the validator, in its own pool, before the job joined the device queue
         )  # ends vLLM's engine too
 
     inputs = [pairs, drafters] + controls.as_inputs() + [source, url, model, target_url, key, state]
@@ -183,7 +186,7 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
         inputs=inputs,
         outputs=outputs,
         api_name="compare",
-        validator=jobs.admission(inputs, shown_on=controls.prompt),
+        validator=vllm_checks.admission(inputs, controls.prompt, [source, url, model, target_url, key], url),
         concurrency_id=DECODING,
         show_progress_on=[status],
     )  # the status shows "queue: n/m" while it waits

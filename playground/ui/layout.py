@@ -37,6 +37,7 @@ from playground.ui import (
     step_tab,
     sweep_tab,
     theory_tab,
+    uploads,
 )
 from playground.ui.common import (
     ASSETS,
@@ -154,6 +155,7 @@ def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> 
     # api_open=False: Gradio's direct routes (POST /gradio_api/run/<api>, /api/<api>) would run an event outside the
     # queue and its caps; they now refuse every queued event, and /call/<api> joins the queue like the page
     demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE, api_open=False)
+    uploads.answer_forged_paths(demo)  # a forged upload path gets the Run tab's own message
     return demo
 
 

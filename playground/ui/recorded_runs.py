@@ -72,6 +72,7 @@ def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View
     if state.run is not None and not state.run.finished:
         state.run.stopped = True  # a live run of this session ends: the page now shows the recorded one
     state.run = run
+    state.charge("run")  # counted now that it is the session's run (final_view counted it before)
     values, notes = controls_of(rec.spec)
     if notes:
         view = view._replace(status=view.status.replace("</div>", html.escape(" " + " ".join(notes)) + "</div>", 1))
@@ -140,9 +141,14 @@ def wire(
             + [bool(session.run.baseline) if session and session.run else gr.skip()]
         )
 
-    def on_upload(path: str | None, session: SessionState | None, request: gr.Request = None) -> list:
+    def on_upload(value: Any, session: SessionState | None, request: gr.Request = None) -> list:
+        # a path: the upload's, or uploads.FORGED for one Gradio refused (/etc/passwd, ../, a URL), which take_upload
+        # refuses with this tab's message rather than Gradio's bare {"error": null}
+        path = value.get("path") if isinstance(value, dict) else value
         if not path:
             return list(unchanged()) + nothing
+        if not isinstance(path, str) or len(path) > 4096:
+            path = "/"  # not a path: refused below like any file this page did not upload
         try:
             data = sessions.take_upload(path, request)  # this page's upload only; read once, then removed
         except PermissionError as exc:
@@ -151,6 +157,7 @@ def wire(
             return list(unchanged(status=unexpected(exc))) + nothing
         return show(data, session, "the file")
 
+    on_upload.takes_upload = True  # a path Gradio refuses comes here as uploads.FORGED (uploads.answer_forged_paths)
     upload.upload(
         on_upload,
         inputs=[upload, state],

@@ -40,8 +40,10 @@ def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -
     comparison = compare_html(run, spec_html) + race_view(run) if run.baseline_done else ""
     summary, (acc, lat, hist, pos) = panels(run)
     csv_path, json_path = write_trace(run, state) if run.rounds else (None, None)
+    state.charge("run", "downloads")  # the budget for what sessions keep (ui/budget.py) may drop older things
+    news = state.news()  # what it dropped of this session since its last status line
     return View(
-        status=status_html(message, level),
+        status=status_html(f"{message} {news}" if news else message, level),
         tokens=spec_html,
         compare=comparison,
         summary=summary,

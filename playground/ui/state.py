@@ -17,6 +17,7 @@ from playground.engine import SpeculativeDecoder
 from playground.models import LoadedPair
 from playground.records import RoundRecord
 from playground.spec import RunSpec
+from playground.ui import budget
 
 KEEP_DOWNLOADS = 3  # sets of download files kept per session; older ones are removed
 
@@ -89,6 +90,12 @@ class Downloads:
                 shutil.rmtree(old, ignore_errors=True)
         return paths
 
+    def nbytes(self) -> int:
+        """Bytes of the files kept (Gradio's cache may be a tmpfs: memory)."""
+        if self._folder is None:
+            return 0
+        return sum(f.stat().st_size for f in self._folder.rglob("*") if f.is_file() and not f.is_symlink())
+
     def close(self) -> None:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
@@ -96,15 +103,21 @@ class Downloads:
 
 
 class SessionState:
-    """What one browser session keeps between events. root: where its download folder goes (Downloads)."""
+    """What one browser session keeps between events. root: where its download folder goes (Downloads); ledger: the
+    memory budget it is counted in (budget.LEDGER, all sessions together)."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    is_session = True  # counted with budget.SESSION_BYTES for what Gradio keeps of it
+
+    def __init__(self, root: Path | None = None, ledger: budget.Ledger | None = None) -> None:
         self.run: CurrentRun | None = None  # the Run tab's latest generation
         self.step: StepThrough | None = None  # the Step-through tab's run
         self.stopped_at = 0.0  # when Stop was last pressed (time.monotonic): a run queued before then ends as it starts
         self.stops: dict[str, float] = {}  # the other tabs' Stop: tab -> when it was last pressed (time.monotonic)
         self.downloads = Downloads(root)
         self._kept: dict[Any, Any] = {}  # drafter kind -> its state in this session (kept())
+        self._used: dict[Any, float] = {}  # "run", "step", "downloads" or a drafter kind -> last used (monotonic)
+        self._notes: list[str] = []  # what the budget dropped, for the next status line (news())
+        self.ledger = ledger if ledger is not None else budget.LEDGER
 
     def kept(self, kind: Any) -> Any:
         """What drafter `kind` keeps between this session's runs, made by its Strategy.session on first use (suffix
@@ -114,7 +127,44 @@ class SessionState:
             return None
         if kind not in self._kept:
             self._kept[kind] = make()
+        self._used[kind] = time.monotonic()
         return self._kept[kind]
+
+    def charge(self, *used: str) -> None:
+        """`used` ("run", "step", "downloads") were just used or changed: count this session again in the budget,
+        which may drop the least recently used things of any session (news() then says so)."""
+        for name in used:
+            self._used[name] = time.monotonic()
+        self.ledger.charge(self)
+
+    def holdings(self) -> list[budget.Held]:
+        """What this session keeps, with sizes, for the budget (a run still streaming is never dropped)."""
+        out = []
+        run, step = self.run, self.step
+        if run is not None and (run.finished or run.stopped):
+            out.append(budget.Held("your latest run's trace", budget.deep_size(run), self._used.get("run", 0.0), _drop_run, "run"))
+        if step is not None:
+            out.append(budget.Held("your step-through run", budget.deep_size(step), self._used.get("step", 0.0), _drop_step, "step"))
+        files = self.downloads.nbytes()
+        if files:
+            out.append(budget.Held("your download files", files, self._used.get("downloads", 0.0), _drop_downloads, "downloads"))
+        for kind, value in list(self._kept.items()):
+            size = value.nbytes() if hasattr(value, "nbytes") else budget.deep_size(value)
+            about = getattr(value, "about", f"what {getattr(kind, 'value', kind)} keeps between your runs")
+            out.append(budget.Held(about, size, self._used.get(kind, 0.0), _dropper(kind), kind))
+        return out
+
+    def last_used(self, key: Any, default: float) -> float:
+        """When the thing `key` of holdings() was last used (time.monotonic)."""
+        return self._used.get(key, default)
+
+    def tell(self, note: str) -> None:
+        self._notes.append(note)
+
+    def news(self) -> str:
+        """What the budget dropped since the last status line ("" if nothing); said once."""
+        notes, self._notes = self._notes, []
+        return " ".join(dict.fromkeys(notes))
 
     def stop(self, tab: str) -> None:
         """Stop pressed on `tab`: its job queued before now ends at its next round (jobs.Listener.check)."""
@@ -125,7 +175,41 @@ class SessionState:
         return self.stops.get(tab, -math.inf) >= moment
 
     def close(self) -> None:
-        """The session ended (gr.State's delete_callback): remove its files."""
+        """The session ended (gr.State's delete_callback): remove its files; the budget counts it no more."""
         self.step = None
         self._kept.clear()  # its earlier runs' outputs go with it
         self.downloads.close()
+        self.ledger.forget(self)
+
+
+# What the budget calls to drop a thing (functions of the session, so that its record never keeps a session alive)
+
+
+def _drop_run(s: SessionState) -> str:
+    size = budget.deep_size(s.run) if s.run is not None else 0
+    if s.run is not None and (s.run.finished or s.run.stopped):
+        s.run = None
+    return budget.note("your latest run's trace", size)
+
+
+def _drop_step(s: SessionState) -> str:
+    size = budget.deep_size(s.step) if s.step is not None else 0
+    s.step = None
+    return budget.note("your step-through run", size)
+
+
+def _drop_downloads(s: SessionState) -> str:
+    size = s.downloads.nbytes()
+    s.downloads.close()
+    return budget.note("your download files", size)
+
+
+def _dropper(kind: Any):
+    def drop(s: SessionState) -> str:
+        value = s._kept.pop(kind, None)
+        if value is None:
+            return ""
+        size = value.nbytes() if hasattr(value, "nbytes") else budget.deep_size(value)
+        return budget.note(getattr(value, "about", f"what {getattr(kind, 'value', kind)} kept of your runs"), size)
+
+    return drop

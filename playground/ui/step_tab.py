@@ -42,8 +42,9 @@ def step_start(
     except Exception as exc:
         return error_status(exc), gr.skip(), gr.skip()
     state.step = StepThrough(spec, pair, decoder)
+    state.charge("step")  # the budget for what sessions keep (ui/budget.py) may drop older things
     return (
-        status_html("Ready: press Next round to run the first round.", "info"),
+        status_html(_with_news("Ready: press Next round to run the first round.", state), "info"),
         tokens.empty_output("Press Next round."),
         "",
     )
@@ -58,7 +59,7 @@ def step_next(state: SessionState | None, listener: jobs.Listener | None = None)
         return error_status(exc), gr.skip(), gr.skip()
     step = state.step if state is not None else None
     if step is None:
-        return status_html("Press Start step-through first.", "error"), gr.skip(), gr.skip()
+        return status_html(_with_news("Press Start step-through first.", state), "error"), gr.skip(), gr.skip()
     if step.decoder.done:
         return (
             status_html("This run is finished: press Start step-through for a new one.", "info"),
@@ -80,13 +81,21 @@ def step_next(state: SessionState | None, listener: jobs.Listener | None = None)
         explanation = about + explain_round(record, step.tokenizer, before, step.spec.decode.sampling.greedy)
     reason = {"eos": "end of text", "length": "token limit"}.get(record.stop, "")
     end = f" Finished ({reason})." if record.stop else ""
+    state.charge("step")
     return (
         status_html(
-            f"Round {record.round + 1}: {record.total_new} tokens so far.{end}", "ok" if record.stop else "info"
+            _with_news(f"Round {record.round + 1}: {record.total_new} tokens so far.{end}", state),
+            "ok" if record.stop else "info",
         ),
         text,
         explanation,
     )
+
+
+def _with_news(message: str, state: SessionState | None) -> str:
+    """The message, then what the sessions' budget dropped of this session since its last status line."""
+    news = state.news() if state is not None else ""
+    return f"{message} {news}" if news else message
 
 
 def build(runner: Runner, controls: Controls, state: gr.State) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground import theory
+from playground import settings, theory
 from playground.inputs import parse_real
 from playground.ui.common import checked_by_us, error_status
 from playground.ui.state import CurrentRun, SessionState
@@ -63,6 +63,16 @@ def theory_from_run(state: SessionState | None) -> tuple[Any, Any]:
     return round(min(0.99, s["alpha_eval"]), 2), round(min(1.0, s["c"]), 2)
 
 
+def budget_line() -> str:
+    """The server's memory budget for what sessions keep (ui/budget.py), as the tab states it."""
+    return (
+        f"This server keeps what sessions hold (each one's latest run's trace, step-through run, downloads and "
+        f"suffix decoding's memory of earlier runs, and every upload) within one memory budget of "
+        f"**{settings.read().session_mb:,.0f} MB** for all sessions together (`PLAYGROUND_SESSION_MB`); over it, "
+        f"the least recently used goes first and its session's next status line says so."
+    )
+
+
 def build(state: gr.State) -> None:
     """The tab's widgets and events (inside a gr.Tab)."""
     gr.Markdown(
@@ -72,6 +82,7 @@ def build(state: gr.State) -> None:
         "run, the dashed curve uses this machine's measured v(k) = V(k + 1) / V(1), drawn below. "
         "The diamond is your last run."
     )
+    gr.Markdown(budget_line(), elem_id="theory-budget")
     with gr.Row():
         # checked_by_us: an API value that is not a number in range gets theory_view's message naming α or c
         alpha = checked_by_us(

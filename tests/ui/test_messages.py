@@ -91,6 +91,8 @@ def test_a_1mb_value_in_a_tabs_own_box_is_answered_in_a_line(tiny_catalog, runne
         (None, 0.2, "α"),
         (0.7, [1], "c (draft"),
         (float("nan"), 0.2, "α"),
+        ("0.5", 0.2, "α (acceptance rate)"),  # issue 44: text was taken as a number here alone
+        (0.7, "0.2", "c (draft cost per token)"),
     ],
 )
 def test_the_theory_with_non_numbers_names_alpha_or_c(alpha, c, named):

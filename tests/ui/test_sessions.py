@@ -234,6 +234,23 @@ def test_an_upload_is_taken_only_by_the_page_that_uploaded_it(tiny_catalog, runn
         assert "Recorded run (the file" in open_upload(client, demo, rest, None) and not Path(rest).exists()
 
 
+@pytest.mark.parametrize(
+    "forged", ["/etc/passwd", "../../../etc/passwd", "http://example.com/run.json", "a\x00b", "x" * 5000]
+)
+def test_a_forged_upload_path_gets_the_tabs_own_message(tiny_catalog, runner, cache, forged):
+    """Issue 44: /etc/passwd, ../ or a URL as the upload event's path read nothing, but the answer was a bare
+    {"error": null} (Gradio's own check, in a launched app, refused it before the tab saw it). Now the tab's own
+    message says what to do, and nothing else changes."""
+    demo = build_demo(runner)
+    demo.has_launched = True  # Gradio checks an upload event's paths only in a launched app
+    app = gr.routes.App.create_app(demo, app_kwargs=dict(launch_options()["app_kwargs"], lifespan=None))
+    with TestClient(app) as client:
+        client.get("/gradio_api/startup-events")
+        status = open_upload(client, demo, forged, ALICE)
+    assert status is not None and "Only a file uploaded from this page can be opened" in status, status
+    assert "status-error" in status and "/etc" not in status and "example.com" not in status
+
+
 def test_the_app_cleans_gradios_cache_and_runs_the_reaper(tiny_catalog, runner, cache):
     demo = build_demo(runner)
     assert demo.delete_cache == (300, IDLE + 300)  # Gradio removes cached files older than the idle limit

@@ -78,7 +78,9 @@ class Ledger:
         """Bytes counted now: every holder's things as last charged, and SESSION_BYTES per session."""
         with self._lock:
             items = list(self._held.items())
-        return sum(SESSION_BYTES * bool(getattr(h, "is_session", False)) + sum(t.nbytes for t in held) for h, held in items)
+        return sum(
+            SESSION_BYTES * bool(getattr(h, "is_session", False)) + sum(t.nbytes for t in held) for h, held in items
+        )
 
     def charge(self, holder: Holder | None = None) -> list[Held]:
         """Count `holder`'s things again (they changed), then drop the least recently used things of any holder

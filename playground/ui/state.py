@@ -142,12 +142,24 @@ class SessionState:
         out = []
         run, step = self.run, self.step
         if run is not None and (run.finished or run.stopped):
-            out.append(budget.Held("your latest run's trace", budget.deep_size(run), self._used.get("run", 0.0), _drop_run, "run"))
+            out.append(
+                budget.Held(
+                    "your latest run's trace", budget.deep_size(run), self._used.get("run", 0.0), _drop_run, "run"
+                )
+            )
         if step is not None:
-            out.append(budget.Held("your step-through run", budget.deep_size(step), self._used.get("step", 0.0), _drop_step, "step"))
+            out.append(
+                budget.Held(
+                    "your step-through run", budget.deep_size(step), self._used.get("step", 0.0), _drop_step, "step"
+                )
+            )
         files = self.downloads.nbytes()
         if files:
-            out.append(budget.Held("your download files", files, self._used.get("downloads", 0.0), _drop_downloads, "downloads"))
+            out.append(
+                budget.Held(
+                    "your download files", files, self._used.get("downloads", 0.0), _drop_downloads, "downloads"
+                )
+            )
         for kind, value in list(self._kept.items()):
             size = value.nbytes() if hasattr(value, "nbytes") else budget.deep_size(value)
             about = getattr(value, "about", f"what {getattr(kind, 'value', kind)} keeps between your runs")

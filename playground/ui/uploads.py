@@ -172,11 +172,7 @@ def take_upload(path: str | Path, request: Any) -> bytes:
             f"Your upload was removed to keep the server within its memory budget for sessions "
             f"({settings.read().session_mb:,.0f} MB, PLAYGROUND_SESSION_MB): upload it again."
         )
-    if (
-        app is None
-        or not inside
-        or not uploads(app).take(str(path), owner(http_request))
-    ):
+    if app is None or not inside or not uploads(app).take(str(path), owner(http_request)):
         raise PermissionError("Only a file uploaded from this page can be opened: upload it again.")
     try:
         return path.read_bytes()

@@ -107,9 +107,9 @@ print(json.dumps(dict(variant=kernel_ops.variant(), line=kernel_ops.describe(), 
 
 
 def test_a_variant_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):
-    from playground.kernels import ops as kernel_ops
+    from playground.kernels import build, ops as kernel_ops
 
-    monkeypatch.setattr(kernel_ops, "cpu_flags", lambda: {"sse2"})  # an x86-64 CPU older than AVX2
+    monkeypatch.setattr(build, "cpu_flags", lambda: {"sse2"})  # an x86-64 CPU older than AVX2
     assert kernel_ops.unsupported("avx2") == "this CPU lacks avx2, fma, f16c"
     assert kernel_ops.unsupported("avx512").startswith("this CPU lacks avx512f")
     monkeypatch.setenv("PLAYGROUND_KERNELS", "avx2")

@@ -19,7 +19,7 @@ which is 0 in floating point. Greedy acceptance keeps a draft token only where i
 argmax at that position, so each row's output is the target's own greedy output. Lossless up to
 rounding: a batched matrix product may sum in another order than a single row's; at a near-tie (top-2
 logits closer than that rounding, mostly in bf16) the argmax can flip, and the margins recorded per
-token (the target's top-1 minus top-2 logit) show where (trace.compare_outputs tells a near-tie from a
+token (the target's top-1 minus top-2 logit) show where (sametext.compare_outputs tells a near-tie from a
 real difference).
 
 What the holes cost: attention over masked columns (compute, not results), and cache memory; both are

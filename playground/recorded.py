@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from playground import theory
@@ -22,7 +22,7 @@ from playground.records import EXTRAS, RoundRecord
 from playground.config import DecodeConfig, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.treeshape import parse_tree
-from playground.trace import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
+from playground.tracefile import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
 
 MAX_BYTES = 1_000_000  # a recorded run is a few tens of kB; 1 MB holds about a thousand rounds
 MAX_ROUNDS = 4_096
@@ -100,6 +100,7 @@ class Recorded:
     profile: theory.CostProfile | None
     tokenizer: ReplayTokenizer
     recorded_at: str = ""  # "2026-12-04 19:30 UTC", as the file says (text, shown escaped)
+    segments: list[tuple[int, int]] = field(default_factory=list)  # an interleaved comparison's (trace.summarize)
 
 
 def read(data: bytes) -> Recorded:
@@ -199,7 +200,23 @@ def _recorded(doc: dict) -> Recorded:
         profile,
         ReplayTokenizer(_decoded(doc.get("decoded"))),
         _text(doc.get("recorded_at") or "", "recorded_at")[:40],
+        _segments(doc.get("segments"), len(rounds), len(baseline)),
     )
+
+
+def _segments(value: Any, rounds: int, baseline: int) -> list[tuple[int, int]]:
+    """An interleaved comparison's [speculative rounds, target-alone rounds] per segment: counts that add up to
+    both sides' rounds (absent or null: the comparison ran one side after the other, or not at all)."""
+    if value is None:
+        return []
+    ok = isinstance(value, list) and len(value) <= MAX_ROUNDS
+    ok = ok and all(isinstance(s, list) and len(s) == 2 and all(_int(n) and n >= 0 for n in s) for s in value)
+    if not ok or sum(s[0] for s in value) != rounds or sum(s[1] for s in value) != baseline:
+        raise BadRecording(
+            "The trace's 'segments' must be [speculative rounds, target-alone rounds] per segment, adding up to "
+            f"its {rounds} rounds and {baseline} target-alone rounds."
+        )
+    return [(s[0], s[1]) for s in value]
 
 
 def _dict(doc: dict, key: str) -> dict:

@@ -155,7 +155,7 @@ class RoundRecord:
     u: list[float] = field(default_factory=list)  # uniform draws of the rule (sampling only)
     token_q: float = float("nan")  # target prob of `token`
     # The target's top-1 minus top-2 logit at the position of each token in new_tokens (greedy runs with
-    # record on): how close each decision was. A low-precision run can flip a near-tie (see trace.first_difference).
+    # record on): how close each decision was. A low-precision run can flip a near-tie (see sametext.first_difference).
     margins: list[float] = field(default_factory=list)
     # With DecodeConfig.explain: per position 0..k, [(token, p, q)], the position's own token first
     # (the draft token; at position k, the bonus), then the likeliest others under p or q;

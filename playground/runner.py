@@ -7,6 +7,8 @@ and the tests all decode through a session:
         for event in s:          # load, kernels, warm-up: a status line before each step that takes time
             show(event)
         rounds = list(s.rounds())  # or s.decoder() for one round at a time; s.rounds(other_spec) on the same pair
+        for baseline, record in s.compare():  # or the run and its target alone, interleaved (s.segments)
+            ...
 
 The runner loads the pair
 (through the shared model cache), pays the one-time costs outside the timed run (a warm-up once
@@ -35,6 +37,9 @@ from playground.spec import DrafterSpec, RunSpec, check_prompt
 
 WARM_PROMPT = "Hello"
 PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)
+# An interleaved comparison's segment: about this many new tokens of each side in turn. Short enough that a change
+# of load mid-run falls on both sides alike; long enough that a segment's tokens/s is more than a round's noise.
+SEGMENT_TOKENS = 8
 
 
 def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> torch.Tensor:
@@ -201,6 +206,7 @@ class Session:
     check: Callable[[], None] | None = None
     pair: LoadedPair | None = None
     invariant: bool = False  # the target runs the batch-invariant kernels
+    segments: list[tuple[int, int]] = field(default_factory=list)  # compare(): (its rounds, the baseline's) per segment
     _held: list = field(default_factory=list)  # the pair's in_use() context, exited with the session
 
     def __enter__(self) -> Session:
@@ -264,6 +270,37 @@ class Session:
             if self.check is not None:
                 self.check()
             yield record
+
+    def compare(
+        self, spec: RunSpec | None = None, segment_tokens: int = SEGMENT_TOKENS
+    ) -> Iterator[tuple[bool, RoundRecord]]:
+        """The spec's run and the target alone's on the same prompt, interleaved so that both share whatever else
+        the machine does: the speculative decoder runs rounds until it has segment_tokens more new tokens, then
+        the target alone runs until it has caught up to the same output length, and so on; each side keeps its
+        own decoder (its KV caches, the drafter's state) between its segments. Yields (is_baseline, record) as the
+        rounds come; self.segments gets (speculative rounds, target-alone rounds) per segment (trace.summarize's
+        `segments`). When one side has ended (EOS: sampled texts may end apart), the other goes on alone."""
+        spec = spec or self.spec
+        sides = (self.decoder(spec), self.decoder(spec.baseline()))
+        self.segments = []
+        while not all(d.done for d in sides):
+            counts = [0, 0]
+            goal = _length(sides[0]) + segment_tokens  # the speculative side's segment
+            for i, decoder in enumerate(sides):
+                while not decoder.done and _length(decoder) < goal:
+                    record = decoder.step()
+                    counts[i] += 1
+                    if self.check is not None:
+                        self.check()
+                    yield bool(i), record
+                # the target alone catches up to the speculative side; once that has ended, it goes on alone
+                goal = _length(sides[0]) if counts[0] else _length(sides[1]) + segment_tokens
+            self.segments.append((counts[0], counts[1]))
+
+
+def _length(decoder: SpeculativeDecoder | _Checked) -> int:
+    """New tokens a decoder has produced so far."""
+    return decoder.ids.shape[1] - decoder.prompt_len
 
 
 class _Checked:

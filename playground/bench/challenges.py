@@ -20,7 +20,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from playground import decoding, models, trace
+from playground import decoding, models, sametext, trace
 from playground.batch import BatchedDecoder, BatchResult
 from playground.decoding.cache import cache_bytes
 from playground.bench.results import grid_frame
@@ -68,7 +68,7 @@ def _needs_draft_model(spec: RunSpec, what: str) -> None:
 
 
 def _equality(comparisons: list[dict]) -> dict:
-    """Several outputs' trace.compare_outputs -> all equal?, how many differ after a near-tie, how many truly, the first."""
+    """Several outputs' sametext.compare_outputs -> all equal?, how many differ after a near-tie, how many truly, the first."""
     differ = [c for c in comparisons if not c["equal"]]
     first = differ[0] if differ else None
     return dict(
@@ -91,7 +91,7 @@ def _batch_row(
     rounds = result.rounds
     s = trace.batch_summary(rounds, sum(len(o) for o in result.outputs))
     checks = [
-        trace.compare_outputs(trace.as_rounds(out, m), solo[i % len(solo)], precision, exact)
+        sametext.compare_outputs(sametext.as_rounds(out, m), solo[i % len(solo)], precision, exact)
         for i, (out, m) in enumerate(zip(result.outputs, result.margins))
     ]
     return dict(
@@ -240,7 +240,7 @@ def _context_row(
     drafted = sum(r.k for r in later)
     draft_rounds = [r for r in later if r.k]
     target_kv, draft_kv = _kv_bytes(decoder)
-    check = trace.compare_outputs(rounds, base, loaded.target_precision.value, loaded.invariant)
+    check = sametext.compare_outputs(rounds, base, loaded.target_precision.value, loaded.invariant)
     return dict(
         context=decoder.prompt_len,
         target_precision=loaded.target_precision.value,

@@ -15,6 +15,7 @@ Examples:
     python -m playground.bench --k theory --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
     python -m playground.bench --k 4 --temps 0 0.7 --compare-hf --compare-vllm --report docs/vllm.md   # vLLM's rows too
     python -m playground.bench --ttft 74 800 2000 --compare-vllm --vllm-threads-bind 0-1   # time to first token
+    python -m playground.bench --under-load --k confidence --categories code   # a CPU hog halfway through a comparison
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 import torch
 
 from playground import models
-from playground.bench import challenges_cli, likelihood, report, targets, ttft, variants, vllm_models, vllm_peer
+from playground.bench import challenges_cli, likelihood, load, report, targets, ttft, variants, vllm_models, vllm_peer
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.overhead import record_overhead
 from playground.bench.results import grid_frame
@@ -170,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ttft-reps", type=int, default=3, help="timings per engine and prompt length for --ttft (median)")
     challenges_cli.add_arguments(p)  # --challenges batch context precision, --batch-sizes, --context-lengths
     variants.add_arguments(p)  # --kernel-variants: the kernel variants against each other
+    load.add_arguments(p)  # --under-load, --load-reps, --hogs
     return p
 
 
@@ -320,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
             vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
         if args.ttft:
             return ttft_main(args, runner, pairs[0], progress)
+        if args.under_load:  # the Run tab's comparison, quiet and with a CPU hog started halfway
+            return load.main(args, runner, RunSpec(pairs[0], drafters[0], decodes[0], [*prompts.values()][0]), progress)
         if args.kernel_variants:
             return variants.main(args, pairs[0].target, progress)
         results = run_grid(

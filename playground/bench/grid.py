@@ -4,7 +4,7 @@ Per (pair, prompt, sampling settings) the target alone runs first, through the s
 (RunSpec.baseline()); then each configuration, in an order rotated per prompt so that no configuration
 always runs first or last on a noisy machine. Every figure of a row comes from trace.summarize (with
 the baseline and the runner's cost profile of the target and drafter); greedy equality from
-trace.compare_outputs (near-ties in low precision told apart from real differences).
+sametext.compare_outputs (near-ties in low precision told apart from real differences).
 
 Used by the CLI (python -m playground.bench) and the UI's Sweep and Compare tabs (MAX_CELLS runs a request at most).
 """
@@ -16,7 +16,7 @@ from itertools import product
 from typing import Sequence
 
 
-from playground import decoding, models, speed, trace
+from playground import decoding, models, sametext, speed, trace
 from playground.bench import hf
 from playground.bench.results import Result, nan
 from playground.bench.vllm_metrics import SpecCounters
@@ -139,7 +139,7 @@ def _equality(
 ) -> dict:
     if decode.temperature != 0:
         return {}
-    cmp = trace.compare_outputs(rounds, base, precision, exact)
+    cmp = sametext.compare_outputs(rounds, base, precision, exact)
     return dict(
         greedy_equal=cmp["equal"],
         near_tie=None if cmp["equal"] else cmp["near_tie"],
@@ -161,7 +161,7 @@ SUMMARY_FIELDS = ("alpha", "alpha_eval", "mean_accepted", "c", "v", "theory_spee
 
 
 def _margins(rounds: list[RoundRecord]) -> list[float]:
-    """One logit gap per output token (nan where a round recorded fewer), as trace.margin_at reads them."""
+    """One logit gap per output token (nan where a round recorded fewer), as sametext.margin_at reads them."""
     return [m for r in rounds for m in (r.margins + [nan] * (len(r.new_tokens) - len(r.margins)))]
 
 
@@ -366,5 +366,5 @@ def _run_hf(
         tokens_per_s=len(tokens) / wall if wall > 0 else nan,
         wall_s=wall,
         new_tokens=tokens,
-        **_equality(trace.as_rounds(tokens), base, spec.decode, precision, loaded.invariant),
+        **_equality(sametext.as_rounds(tokens), base, spec.decode, precision, loaded.invariant),
     )

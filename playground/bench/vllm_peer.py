@@ -15,7 +15,7 @@ Each vLLM run is a grid.Result with engine "vllm": tokens/s from vLLM's wall tim
 included), speedup over vLLM's own target alone on the same prompt and temperature, acceptance from its
 counters (alpha = accepted / drafted; mean_accepted = accepted per draft round, as ours), the counters under
 vLLM's names (ours carry the same, from trace.vllm_metrics), and greedy output compared with our target
-alone's (trace.compare_outputs, near-ties told apart by our target's logit gaps). vLLM exposes no per-token
+alone's (sametext.compare_outputs, near-ties told apart by our target's logit gaps). vLLM exposes no per-token
 verdicts: only these counters.
 
 vLLM's draft runs at the target's dtype (it has no int8 draft): its rows say so in draft_precision.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 
-from playground import models, outbound, settings, trace
+from playground import models, outbound, sametext, settings, trace
 from playground.bench.results import Result
 from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.bench.vllm_models import max_model_len, model_folder
@@ -167,8 +167,8 @@ def _row(
     c = r.counters
     equality = {}
     if r.temperature == 0 and base is not None:
-        cmp = trace.compare_outputs(
-            trace.as_rounds(r.token_ids), trace.as_rounds(base.new_tokens, base.margins), precision
+        cmp = sametext.compare_outputs(
+            sametext.as_rounds(r.token_ids), sametext.as_rounds(base.new_tokens, base.margins), precision
         )
         equality = dict(
             greedy_equal=cmp["equal"],

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from playground import trace
+from playground import sametext
 from playground.bench import hf
 from playground.bench.results import Result
 from playground.bench.vllm import METHOD_LABELS
@@ -38,7 +38,7 @@ def _cell(x, digits: int = 2) -> str:
 def _same(tokens: list[int], reference: Result | None) -> str:
     if reference is None:
         return ""
-    at = trace.first_difference(tokens, reference.new_tokens)
+    at = sametext.first_difference(tokens, reference.new_tokens)
     return "yes" if at is None else f"differs at {at}"
 
 

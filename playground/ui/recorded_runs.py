@@ -55,6 +55,7 @@ def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View
             profile=rec.profile,
             rounds=rec.rounds,
             baseline=rec.baseline,
+            segments=rec.segments,
             finished=True,
         )
         state = state if state is not None else SessionState()

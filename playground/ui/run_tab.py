@@ -1,9 +1,9 @@
 """The Run tab: generate (streamed round by round), stop, the summary and the comparison panels.
 
 The callbacks are plain functions of the runner, the session state and the shared controls' values;
-`build` draws the tab and wires them. Every number shown comes from trace.summarize, with the
-runner's measured cost profile, so adding the target-alone comparison changes nothing but the
-measured speedup.
+`build` draws the tab and wires them. Every number shown comes from trace.summarize. The comparison with the
+target alone runs interleaved with the speculative run (runner.Session.compare), so that both share the machine's
+load; c, v and the predictions are then this run's own, with the spread between its segments.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import gradio as gr
 from playground import trace
 from playground.recorded import RecordingTokenizer
 from playground.progress import Progress, quiet
+from playground.records import RoundRecord
 from playground.runner import Runner, Session
 from playground.startup import Startup
 from playground.ui import jobs, recorded_runs
@@ -93,13 +94,11 @@ def generate(
             if run.stopped:
                 return
             run.profile = session.profile()
-            yield from _stream(run, session.rounds(), run.rounds, "Speculative")
-            if compare:  # the speculative run's complete figures first: the comparison will only add the speedup
-                summary, figures = panels(run)
-                yield unchanged(
-                    summary=summary, **dict(zip(("acceptance", "latency", "histogram", "positions"), figures))
-                )
-                yield from _stream(run, session.rounds(spec.baseline()), run.baseline, "Target alone", baseline=True)
+            if compare:  # both sides in alternating segments, sharing the machine's load (Session.compare)
+                yield from _stream(run, session.compare())
+                run.segments = list(session.segments)
+            else:
+                yield from _stream(run, ((False, record) for record in session.rounds()))
         run.finished = True
         summary = trace.summarize(run.rounds)
         yield final_view(run, state, done_line(summary, _stop_reason(run)), "ok")
@@ -122,25 +121,31 @@ def _loaded(run: CurrentRun, session: Session) -> None:
         run.invariant = session.invariant
 
 
-def _stream(run: CurrentRun, rounds: Iterator, into: list, label: str, baseline: bool = False) -> Iterator[View]:
-    """Show each round as it comes: the speculative run in the token box (with the summary and the
-    charts every CHART_EVERY_S), the target-alone run in the comparison panel."""
-    spans: list[str] = []
-    context: list[int] = []
-    last_text = last_chart = 0.0
-    for record in rounds:
+def _stream(run: CurrentRun, rounds: Iterator[tuple[bool, RoundRecord]]) -> Iterator[View]:
+    """Show each round as it comes, (is_baseline, record): the speculative run in the token box (with the summary
+    and the charts every CHART_EVERY_S), the target alone's, interleaved with it, in the comparison panel."""
+    spans: dict[bool, list[str]] = {False: [], True: []}
+    contexts: dict[bool, list[int]] = {False: [], True: []}
+    last_text = {False: 0.0, True: 0.0}
+    last_chart = 0.0
+    for baseline, record in rounds:
+        into = run.baseline if baseline else run.rounds
         into.append(record)
         if run.stopped:
             raise _Stopped
-        spans.append(tokens.round_spans(record, run.tokenizer, context))
+        spans[baseline].append(tokens.round_spans(record, run.tokenizer, contexts[baseline]))
         now = time.monotonic()
-        if now - last_text < TEXT_EVERY_S and not record.stop:
+        if now - last_text[baseline] < TEXT_EVERY_S and not record.stop:
             yield unchanged()  # rounds faster than a browser repaints: nothing new this time (Stop can still cancel here)
             continue
-        last_text = now
-        text = tokens.wrap("".join(spans), run.spec.prompt) + ("" if baseline else draftfree.legend(into))
+        last_text[baseline] = now
+        text = tokens.wrap("".join(spans[baseline]), run.spec.prompt) + ("" if baseline else draftfree.legend(into))
+        label = "Target alone" if baseline else "Speculative"
+        interleaved = " (interleaved with the other, segment by segment)" if run.comparing else ""
         message = status_html(
-            f"{label}: round {record.round + 1}, {record.total_new} / {run.spec.decode.max_new_tokens} tokens …", "busy"
+            f"{label}: round {record.round + 1}, {record.total_new} / {run.spec.decode.max_new_tokens} tokens"
+            f"{interleaved} …",
+            "busy",
         )
         if baseline:
             yield unchanged(status=message, compare=f'<div class="compare"><h4>Target alone (running)</h4>{text}</div>')

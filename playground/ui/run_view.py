@@ -10,7 +10,7 @@ from dataclasses import asdict, fields
 
 import gradio as gr
 
-from playground import decoding, trace
+from playground import decoding, sametext, trace, tracefile
 from playground.numbers import fmt
 from playground.recorded import decoded_table
 from playground.records import RoundRecord
@@ -20,10 +20,17 @@ from playground.views import charts, draftfree, race, tokens
 from playground.views import tree as tree_view
 
 SPEEDUPS = (
-    "Leviathan ideal (v = 1)",
-    "calibrated to this machine (measured v(k), this prompt's first pass)",
-    "measured (target alone ran)",
+    "Leviathan ideal (v = 1, this run's c)",
+    "calibrated to this run (its own c and v(k), its first pass)",
+    "measured (target alone ran, interleaved)",
 )
+# Without the interleaved target alone, c and v(k) rest on the runner's calibration: said so, never shown as the run's.
+CALIBRATED_BEFORE = "calibrated to the start-up's measurement (another time and load: not this run's)"
+NOISY = 0.2  # the target alone's step varying more than this between segments: the load changed during the run
+SOURCES = {
+    trace.IN_RUN: trace.IN_RUN,
+    trace.CALIBRATION: "V(1) from the runner's calibration before this run, not measured in it",
+}
 
 
 # ---------------------------------------------------------------- the views of a run
@@ -94,13 +101,15 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
     """The summary panel: the three speedups side by side, each with what it assumes; then the measures."""
     k = max(1, round(s["mean_k"])) if s["mean_k"] else None
     measured = fmt(s["speedup"], 2, "×") if run.baseline_done else "– (tick *Compare with target alone*)"
+    in_run = s["step_source"] == trace.IN_RUN
+    labels = SPEEDUPS if in_run else (SPEEDUPS[0], CALIBRATED_BEFORE, SPEEDUPS[2])
     speedups = (
         f"**Speedup over the target alone** (k = {fmt(k)}, α of evaluated drafts = {fmt(s['alpha_eval'], 3)})\n\n"
-        f"| {' | '.join(SPEEDUPS)} |\n|---|---|---|\n"
+        f"| {' | '.join(labels)} |\n|---|---|---|\n"
         f"| **{fmt(s['theory_speedup'], 2, '×')}** | **{fmt(s['calibrated_speedup'], 2, '×')}** | **{measured}** |"
     )
     base = f" (target alone: {fmt(s['baseline_tokens_per_s'], 1)})" if run.baseline_done else ""
-    source = "V(1) measured by the runner on this machine" if s["step_source"] == "measured" else s["step_source"]
+    source = SOURCES.get(s["step_source"], s["step_source"])
     rows = [
         ("tokens/s", fmt(s["tokens_per_s"], 1) + base),
         ("time to first token (the prompt's passes and the first round)", fmt(s["ttft_s"], 2, " s")),
@@ -125,8 +134,22 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
         )
     own = decoding.strategy(run.spec.drafter.kind).summary  # the strategy's own rows (staged drafting's first level)
     rows[5:5] = own(s) if own is not None and run.rounds else []
+    if s["segments"]:  # right under tokens/s: how far the measured speedup can be trusted
+        rows.insert(1, ("segments, interleaved: the speedup in each (the first left out)", spread(s)))
     table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {name} | **{value}** |" for name, value in rows)
     return speedups + "\n\n" + table
+
+
+def spread(s: dict) -> str:
+    """How far the segments of an interleaved comparison agreed: their speedups' range and how much the target
+    alone's step varied between them, with a warning when that says the machine's load changed mid-run."""
+    low, high, step = s["segment_speedup_min"], s["segment_speedup_max"], s["step_spread"]
+    text = f"{s['segments']} segments · {fmt(low, 2, '×')} to {fmt(high, 2, '×')}"
+    if step == step:  # nan: a single segment, no spread to tell
+        text += f" · the target alone's step varied {step:.0%}"
+    if step > NOISY:
+        text += " · ⚠ noisy: the load changed during the run (both sides shared it; a quiet rerun is steadier)"
+    return text
 
 
 def comparison_verdict(run: CurrentRun) -> tuple[str, str]:
@@ -136,7 +159,7 @@ def comparison_verdict(run: CurrentRun) -> tuple[str, str]:
             "Sampling (temperature > 0): both follow the target's distribution, but the random draws differ, "
             "so the texts need not match."
         ), "info"
-    result = trace.compare_outputs(run.rounds, run.baseline, run.target_precision, exact=run.invariant)
+    result = sametext.compare_outputs(run.rounds, run.baseline, run.target_precision, exact=run.invariant)
     if result["equal"]:
         return "Identical outputs: greedy speculative decoding reproduced the target exactly.", "ok"
     at = result["position"]
@@ -193,10 +216,13 @@ def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
         "prompt": spec.prompt,
     }
     baseline = run.baseline if run.baseline_done else None  # the summary is the panel's: same rounds, baseline, profile
+    segments = run.segments if run.baseline_done else None
     csv_path, json_path = state.downloads.write(
         {
-            "trace.csv": trace.to_csv(run.rounds),
-            "trace.json": trace.to_json(run.rounds, baseline, run.profile, decoded_table(run.tokenizer), **meta),
+            "trace.csv": tracefile.to_csv(run.rounds),
+            "trace.json": tracefile.to_json(
+                run.rounds, baseline, run.profile, decoded_table(run.tokenizer), segments, **meta
+            ),
         }
     )
     return csv_path, json_path

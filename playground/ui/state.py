@@ -35,6 +35,7 @@ class CurrentRun:
     profile: theory.CostProfile | None = None  # the runner's measured costs of this target and drafter
     rounds: list[RoundRecord] = field(default_factory=list)
     baseline: list[RoundRecord] = field(default_factory=list)  # the target alone, when compared
+    segments: list[tuple[int, int]] = field(default_factory=list)  # the comparison's interleaving (trace.summarize)
     stopped: bool = False  # set by Stop; the generator then ends without another update
     finished: bool = False  # the generator has shown its final view
 
@@ -44,8 +45,13 @@ class CurrentRun:
         return bool(self.baseline) and bool(self.baseline[-1].stop)
 
     def summary(self) -> dict:
-        """trace.summarize with the runner's profile: the baseline, once complete, only adds the measured speedup."""
-        return trace.summarize(self.rounds, self.baseline if self.baseline_done else None, self.profile)
+        """trace.summarize: with the interleaved baseline once complete, c, v and the predictions are this run's own
+        and the measured speedup and the segments' spread appear; before (or without) it, they rest on the runner's
+        calibration, and say so."""
+        done = self.baseline_done
+        return trace.summarize(
+            self.rounds, self.baseline if done else None, self.profile, self.segments if done else None
+        )
 
 
 @dataclass

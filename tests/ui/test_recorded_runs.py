@@ -129,6 +129,10 @@ def test_fields_of_the_wrong_type_or_range(traces):
     assert "Unknown drafter" in refused(edited(traces, lambda d: d.update(drafter="oracle")))
     assert "profile_verify_s" in refused(edited(traces, lambda d: d.update(profile_verify_s={"0": 1.0})))
     assert "decoded" in refused(edited(traces, lambda d: d.update(decoded=[[["x"], False, "t"]])))
+    # an interleaved comparison's segments must add up to both sides' rounds: its in-run figures come from them
+    assert "per segment, adding up to" in refused(edited(traces, lambda d: d["segments"][0].__setitem__(0, 99)))
+    assert "per segment, adding up to" in refused(edited(traces, lambda d: d.update(segments=[[1, "2"]])))
+    assert "per segment, adding up to" in refused(edited(traces, lambda d: d.update(segments=5)))
     data = traces["chain"][1]
     at = data.index(b'"rounds": [')  # the first round's seconds, not the summary's
     infinite = data[:at] + data[at:].replace(b'"verify_s": ', b'"verify_s": Infinity, "x": ', 1)

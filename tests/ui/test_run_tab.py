@@ -107,9 +107,12 @@ def test_full_run_with_compare(tiny_catalog, runner):
     assert "Identical outputs" in final.compare and "tok-target" in final.compare
     run = state.run
     assert run.rounds and run.baseline_done and run.finished and run.profile is not None
-    # streamed: the speculative rounds in the token box, then the target alone in the comparison panel
+    # streamed: the speculative rounds in the token box and the target alone's in the comparison panel, interleaved
     statuses = [v.status for v in views if v.status != SKIP]
     assert any("Speculative: round" in s for s in statuses) and any("Target alone: round" in s for s in statuses)
+    sides = [s.split(":")[0] for s in statuses if "round" in s and "interleaved" in s]
+    assert sum(a != b for a, b in zip(sides, sides[1:])) >= 3  # back and forth, not one after the other
+    assert run.segments and sum(n for n, _ in run.segments) == len(run.rounds)
     assert any(v.compare != SKIP and "Target alone (running)" in v.compare for v in views)
     streamed = [
         v.tokens for v in views[:-1] if v.tokens != SKIP and "tok-output" in v.tokens and "tok-empty" not in v.tokens
@@ -123,7 +126,8 @@ def test_full_run_with_compare(tiny_catalog, runner):
     assert data["drafter"] == DrafterKind.DRAFT_MODEL.value and len(data["rounds"]) == len(run.rounds)
     assert data["baseline_summary"]["tokens"] == 16 and data["target_precision"] == "fp32"
     panel = run.summary()
-    assert data["summary"]["step_source"] == "measured" and data["summary"]["c"] == panel["c"]  # the panel's figures
+    assert data["summary"]["step_source"] == trace.IN_RUN and data["summary"]["c"] == panel["c"]  # the panel's figures
+    assert data["segments"] == [list(s) for s in run.segments] and data["summary"]["segments"] == panel["segments"]
     assert data["summary"]["speedup"] == panel["speedup"] and sorted(map(int, data["profile_verify_s"])) == [
         1,
         2,
@@ -146,21 +150,33 @@ def numbers(summary: str) -> dict:
     return {"ideal": ideal, "calibrated": calibrated, "measured": measured, "c": c}
 
 
-def test_the_comparison_adds_only_the_measured_speedup(tiny_catalog, runner):
-    """The same rounds with and without the target-alone run: the same c, the same calibrated and ideal
-    predictions; only the measured speedup appears."""
+def test_the_comparison_measures_c_v_and_the_predictions_in_the_run(tiny_catalog, runner):
+    """With the target alone interleaved, c and the calibrated prediction are this run's own (its target steps),
+    the measured speedup and the segments' spread appear; without it, the same rounds show the start-up's
+    calibration, labelled as not this run's."""
     state = SessionState()
     final = call(runner, state, compare=True, max_new_tokens=16)[-1]
     with_base = numbers(final.summary)
-    alone = replace(state.run, baseline=[])
+    alone = replace(state.run, baseline=[], segments=[])
     without = numbers(run_view.summary_markdown(alone.summary(), alone))
-    assert with_base["c"] == without["c"] and with_base["c"][0].startswith("V(1) measured")
-    assert (with_base["ideal"], with_base["calibrated"]) == (without["ideal"], without["calibrated"])
+    assert with_base["c"][0] == trace.IN_RUN and without["c"][0].startswith("V(1) from the runner's calibration")
+    assert with_base["c"][1] != without["c"][1] and with_base["calibrated"] != without["calibrated"]
     assert with_base["calibrated"].endswith("×") and with_base["measured"].endswith("×")
     assert without["measured"].startswith("–")
     for label in run_view.SPEEDUPS:
         assert label in final.summary
+    alone_summary = run_view.summary_markdown(alone.summary(), alone)
+    assert run_view.CALIBRATED_BEFORE in alone_summary and run_view.SPEEDUPS[1] not in alone_summary
+    assert "segments, interleaved" in final.summary and "segments, interleaved" not in alone_summary
     assert "best k, calibrated model" in final.summary and "target fp32 · draft int8" in final.summary
+
+
+def test_the_spread_warns_when_the_load_changed():
+    quiet = dict(segments=4, segment_speedup_min=1.5, segment_speedup_max=1.7, step_spread=0.05)
+    assert run_view.spread(quiet) == "4 segments · 1.50× to 1.70× · the target alone's step varied 5%"
+    assert "noisy" in run_view.spread(quiet | dict(step_spread=0.8)) and "varied 80%" in run_view.spread(
+        quiet | dict(step_spread=0.8)
+    )
 
 
 def test_streamed_and_final_panels_agree(tiny_catalog, runner, monkeypatch):

@@ -10,12 +10,12 @@ Examples:
     python -m playground.bench --k 4 --tree 2-1-1-1 dynamic:5 --json trees.json   # chain vs trees of 5 nodes
     python -m playground.bench --k 4 --drafters "draft model" "prompt lookup" staged # staged vs each single drafter
     python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
-    python -m playground.bench --prompts my_prompts.json --pairs "tiny (test)" --report docs/reports/benchmarks.md
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
     python -m playground.bench --k theory --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
     python -m playground.bench --k 4 --temps 0 0.7 --compare-hf --compare-vllm --report docs/vllm.md   # vLLM's rows too
     python -m playground.bench --ttft 74 800 2000 --compare-vllm --vllm-threads-bind 0-1   # time to first token
     python -m playground.bench --under-load --k confidence --categories code   # a CPU hog halfway through a comparison
+    python -m playground.bench --kernel-variants --variant-prefill 2000   # avx512 vs avx2 vs portable kernels
 """
 
 from __future__ import annotations
@@ -23,19 +23,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
-import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
 
 from playground import models
 from playground.bench import challenges_cli, likelihood, load, report, targets, ttft, variants, vllm_models, vllm_peer
 from playground.bench.grid import decode_grid, run_grid
+from playground.bench.machine import environment
 from playground.bench.overhead import record_overhead
 from playground.bench.results import grid_frame
 from playground.bench.prompts import load_prompts
@@ -200,27 +196,6 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
             "draft precision int8 (dynamic quantisation) is CPU only; on this device use bf16 or fp16."
         )
     return out
-
-
-def environment() -> dict:
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
-        ).stdout.strip()
-    except OSError:
-        commit = ""
-    device = models.choose_device()
-    return {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "commit": commit,
-        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else f"CPU, {os.cpu_count()} cores",
-        "default_target_precision": models.default_target_precision(device).value,
-        "default_draft_precision": models.default_draft_precision(device).value,
-        "threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "processor": platform.processor() or platform.machine(),
-    }
 
 
 STDOUT_COLUMNS = [

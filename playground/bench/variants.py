@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 from transformers import DynamicCache
@@ -115,9 +114,8 @@ def main(args: argparse.Namespace, target: str, progress: Progress) -> int:
             raise SystemExit(f"The {name} kernels cannot run here: {kernel_ops.reason(name)}")
     model, _ = load_model(target, precision="bf16")
     results = measure(model, names, args.variant_prefill, args.variant_reps, progress)
-    lines = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []
-    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
-    amx = "amx_bf16" in kernel_ops.cpu_flags()
-    print(f"{cpu} ({platform.machine()}), {torch.get_num_threads()} threads, AMX: {amx}")
+    from playground.bench.machine import cpu_name
+
+    print(f"{cpu_name()} ({platform.machine()}), {torch.get_num_threads()} threads")
     print(markdown(results, args.variant_prefill))
     return 0

@@ -16,8 +16,11 @@
 #include <immintrin.h>
 
 #define MC 128   /* input rows per cache block: a weight block is read from memory once per MC rows */
+#ifndef GROUP
+#define GROUP 16 /* weight blocks a block of rows passes in turn (kept in L2) */
+#endif
 #define AHEAD 2  /* weight blocks prefetched ahead into L2 */
-#define MAXMB 3  /* input rows per register block */
+#define MAXMB 6  /* input rows per register block */
 #define MAXNB 4  /* weight rows per register block */
 
 /* Rows m of x (bf16, K wide) as fp32 in xs (Kp wide, Kp = K rounded up to 16, zeros beyond K): per chunk of 16,
@@ -39,39 +42,53 @@ static void split_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, floa
     }
 }
 
-/* out[m, n] for mb rows of xs and nb weight rows. */
+/* One chunk of 16 k for the block: the weight rows' chunks (split into odd and even fp32) against every row. */
+static inline __attribute__((always_inline)) void step(__m256 acc[MAXMB][MAXNB], const __m256i *wv, const float *xs,
+                                                       int64_t Kp, int64_t k, int mb, int nb) {
+  const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+  __m256 wo[MAXNB], we[MAXNB];
+  for (int j = 0; j < MAXNB; j++)
+    if (j < nb) {
+      wo[j] = _mm256_castsi256_ps(_mm256_and_si256(wv[j], hi));
+      we[j] = _mm256_castsi256_ps(_mm256_slli_epi32(wv[j], 16));
+    }
+  for (int i = 0; i < MAXMB; i++) {
+    if (i >= mb) break;
+    __m256 xo = _mm256_loadu_ps(xs + i * Kp + k), xe = _mm256_loadu_ps(xs + i * Kp + k + 8);
+    for (int j = 0; j < MAXNB; j++)
+      if (j < nb) {
+        acc[i][j] = _mm256_fmadd_ps(wo[j], xo, acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(we[j], xe, acc[i][j]);
+      }
+  }
+}
+
+/* out[m, n] for mb rows of xs and nb weight rows: the full chunks (no branch, so the accumulators stay in
+ * registers), then the last partial chunk with zeros beyond K (0 * 0 added to a lane, as portable.c pads). */
 static inline __attribute__((always_inline)) void block(const float *xs, int64_t Kp, const uint16_t *w, int64_t K,
                                                         const uint16_t *bias, const uint16_t *resid, uint16_t *out,
                                                         int64_t ldo, int mb, int nb) {
-  const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
   __m256 acc[MAXMB][MAXNB];
   for (int i = 0; i < MAXMB; i++)
     for (int j = 0; j < MAXNB; j++) acc[i][j] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < Kp; k += 16) {
-    __m256 wo[MAXNB], we[MAXNB];
+  int64_t full = K & ~(int64_t)15;
+  __m256i wv[MAXNB];
+  for (int64_t k = 0; k < full; k += 16) {
     for (int j = 0; j < MAXNB; j++)
       if (j < nb) {
-        __m256i v;
-        if (k + 16 <= K) {
-          _mm_prefetch((const char *)(w + (j + AHEAD * nb) * K + k), _MM_HINT_T1);
-          v = _mm256_loadu_si256((const __m256i *)(w + j * K + k));
-        } else { /* the last partial chunk: zeros beyond K (0 * 0 added to a lane, as portable.c pads) */
-          uint16_t tmp[16] = {0};
-          memcpy(tmp, w + j * K + k, (size_t)(K - k) * 2);
-          v = _mm256_loadu_si256((const __m256i *)tmp);
-        }
-        wo[j] = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
-        we[j] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        _mm_prefetch((const char *)(w + (j + AHEAD * nb) * K + k), _MM_HINT_T1);
+        wv[j] = _mm256_loadu_si256((const __m256i *)(w + j * K + k));
       }
-    for (int i = 0; i < MAXMB; i++) {
-      if (i >= mb) break;
-      __m256 xo = _mm256_loadu_ps(xs + i * Kp + k), xe = _mm256_loadu_ps(xs + i * Kp + k + 8);
-      for (int j = 0; j < MAXNB; j++)
-        if (j < nb) {
-          acc[i][j] = _mm256_fmadd_ps(wo[j], xo, acc[i][j]);
-          acc[i][j] = _mm256_fmadd_ps(we[j], xe, acc[i][j]);
-        }
-    }
+    step(acc, wv, xs, Kp, k, mb, nb);
+  }
+  if (full < K) {
+    for (int j = 0; j < MAXNB; j++)
+      if (j < nb) {
+        uint16_t tmp[16] = {0};
+        memcpy(tmp, w + j * K + full, (size_t)(K - full) * 2);
+        wv[j] = _mm256_loadu_si256((const __m256i *)tmp);
+      }
+    step(acc, wv, xs, Kp, full, mb, nb);
   }
   for (int i = 0; i < mb; i++)
     for (int j = 0; j < nb; j++) {
@@ -88,32 +105,50 @@ typedef void (*block_fn)(const float *, int64_t, const uint16_t *, int64_t, cons
                                   const uint16_t *bias, const uint16_t *resid, uint16_t *out, int64_t ldo) { \
     block(xs, Kp, w, K, bias, resid, out, ldo, MBV, NBV);                                                 \
   }
-#define BLOCKS(NBV) BLOCK(1, NBV) BLOCK(2, NBV) BLOCK(3, NBV)
+#define BLOCKS(NBV) BLOCK(1, NBV) BLOCK(2, NBV) BLOCK(3, NBV) BLOCK(4, NBV) BLOCK(5, NBV) BLOCK(6, NBV)
 BLOCKS(1) BLOCKS(2) BLOCKS(3) BLOCKS(4)
-#define ROW(NBV) {0, block_1_##NBV, block_2_##NBV, block_3_##NBV}
+#define ROW(NBV) {0, block_1_##NBV, block_2_##NBV, block_3_##NBV, block_4_##NBV, block_5_##NBV, block_6_##NBV}
 static const block_fn BLOCKS_[MAXNB + 1][MAXMB + 1] = {{0}, ROW(1), ROW(2), ROW(3), ROW(4)};
 
-/* As portable.c's bi_linear (its definition: bi_linear_ref there). One row: 4 weight rows a block; more rows:
- * 3 x 3 blocks (the accumulators and weights then fill the 16 registers). */
+/* The register block for a pass of M rows (accumulators and split weights fill the 16 registers; the input rows
+ * are read from memory by the FMAs): one row against 4 weight rows, 2 or 3 rows against 3, more rows in near-equal
+ * blocks of at most 6 against 2 (each split weight then serves 6 rows). */
+static void shape(int64_t M, int *rows, int *nbv) {
+  if (M <= 3) {
+    *rows = (int)M;
+    *nbv = M == 1 ? 4 : 3;
+  } else {
+    int64_t blocks = (M + MAXMB - 1) / MAXMB;
+    *rows = (int)((M + blocks - 1) / blocks);
+    *nbv = 2;
+  }
+}
+
+/* As portable.c's bi_linear (its definition: bi_linear_ref there); every block computes each element by block(). */
 void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
                const uint16_t *resid, uint16_t *out) {
-  int rows = M < MAXMB ? (int)M : MAXMB, nbv = M == 1 ? 4 : 3;
+  int rows, nbv;
+  shape(M, &rows, &nbv);
   int64_t Kp = (K + 15) & ~(int64_t)15, nblocks = (N + nbv - 1) / nbv;
   int64_t cap = M < MC ? M : MC;
   float small[4 * 4096], *xs = cap * Kp <= 4 * 4096 ? small : (float *)malloc(sizeof(float) * (size_t)(cap * Kp));
   for (int64_t m0 = 0; m0 < M; m0 += MC) {
     int64_t mc = M - m0 < MC ? M - m0 : MC;
     split_rows(x + m0 * K, mc, K, Kp, xs);
+    /* A group of GROUP weight blocks stays in L2 while every block of rows passes it (the rows' split inputs, read
+     * by every FMA, then come from L1 where they fit), instead of each weight block passing all the rows. */
+    int64_t groups = (nblocks + GROUP - 1) / GROUP;
 #pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < nblocks; b++) {
-      int64_t n0 = b * nbv;
-      int nb = N - n0 < nbv ? (int)(N - n0) : nbv;
+    for (int64_t g = 0; g < groups; g++)
       for (int64_t m = 0; m < mc; m += rows) {
         int mb = mc - m < rows ? (int)(mc - m) : rows;
-        BLOCKS_[nb][mb](xs + m * Kp, Kp, w + n0 * K, K, bias ? bias + n0 : NULL,
-                        resid ? resid + (m0 + m) * N + n0 : NULL, out + (m0 + m) * N + n0, N);
+        for (int64_t b = g * GROUP; b < nblocks && b < (g + 1) * GROUP; b++) {
+          int64_t n0 = b * nbv;
+          int nb = N - n0 < nbv ? (int)(N - n0) : nbv;
+          BLOCKS_[nb][mb](xs + m * Kp, Kp, w + n0 * K, K, bias ? bias + n0 : NULL,
+                          resid ? resid + (m0 + m) * N + n0 : NULL, out + (m0 + m) * N + n0, N);
+        }
       }
-    }
   }
   if (xs != small) free(xs);
 }

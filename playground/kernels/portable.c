@@ -221,21 +221,54 @@ static inline f32x8 widen8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
   return (f32x8)(__builtin_convertvector(h, u32x8) << 16);
 }
 
-/* q . k over D (a multiple of 16): lanes l and 8 + l take d = l, 8 + l of each 16 in order (products of two bf16,
- * exact), then the fixed tree (l, l + 8), (l, l + 4), (l, l + 2), (0, 1). */
-static inline float qk(const uint16_t *q, const uint16_t *k, int64_t D) {
-  f32x8 a0 = {0}, a1 = {0};
-  for (int64_t d = 0; d < D; d += 16) {
-    a0 = a0 + widen8(q + d) * widen8(k + d);
-    a1 = a1 + widen8(q + d + 8) * widen8(k + d + 8);
-  }
+/* 16 bf16 as 8 pairs: the odd elements and the even ones, as fp32 (AND 0xFFFF0000, shift left by 16: exact). */
+static inline void split16(const uint16_t *p, f32x8 *odd, f32x8 *even) {
+  const u32x8 hi = {0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u,
+                    0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u, 0xFFFF0000u};
+  u32x8 v;
+  memcpy(&v, p, sizeof v);
+  *odd = (f32x8)(v & hi);
+  *even = (f32x8)(v << 16);
+}
+
+/* The fixed tree of a score's 8 lanes: ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). */
+static inline float tree8(f32x8 s) {
   float a[8];
-  f32x8 s = a0 + a1;
   memcpy(a, &s, sizeof a);
   float b0 = a[0] + a[4], b1 = a[1] + a[5], b2 = a[2] + a[6], b3 = a[3] + a[7];
   return (b0 + b2) + (b1 + b3);
 }
 
+/* q . k over D (a multiple of 16): per chunk of 16, the odd elements' products into a0, the even ones' into a1
+ * (products of two bf16: exact), in order over d; then a0 + a1 and tree8. */
+static inline float qk(const uint16_t *q, const uint16_t *k, int64_t D) {
+  f32x8 a0 = {0}, a1 = {0};
+  for (int64_t d = 0; d < D; d += 16) {
+    f32x8 qo, qe, ko, ke;
+    split16(q + d, &qo, &qe);
+    split16(k + d, &ko, &ke);
+    a0 = a0 + qo * ko;
+    a1 = a1 + qe * ke;
+  }
+  return tree8(a0 + a1);
+}
+
+/* The keys query i of batch row b sees, in increasing order: the mask's allowed entries, or 0 .. T - Q + i. */
+static int64_t key_list(const uint8_t *allowed, const int64_t *sm, int64_t b, int64_t i, int64_t Q, int64_t T,
+                        int32_t *keys) {
+  int64_t n = 0;
+  if (allowed) {
+    const uint8_t *row = allowed + b * sm[0] + i * sm[1];
+    for (int64_t j = 0; j < T; j++)
+      if (row[j * sm[2]]) keys[n++] = (int32_t)j;
+  } else {
+    for (int64_t j = 0; j <= T - Q + i; j++) keys[n++] = (int32_t)j;
+  }
+  return n;
+}
+
+/* The definition, one query at a time: scores (qk, times scale), their max, exp(s - max), the normaliser l summed
+ * in key order, and per d the weighted sum of values in key order (a multiply, then an add), times 1 / l. */
 static void attend_one(const uint16_t *qv, const uint16_t *kb, int64_t skt, const uint16_t *vb, int64_t svt,
                        const int32_t *keys, int64_t n, int64_t D, float scale, float *scores, float *ov, uint16_t *o) {
   if (n == 0) {
@@ -254,17 +287,16 @@ static void attend_one(const uint16_t *qv, const uint16_t *kb, int64_t skt, cons
     float p = scores[j];
     const uint16_t *vr = vb + keys[j] * svt;
     l += p;
-    for (int64_t d = 0; d < D; d++) ov[d] = MADD(p, from_bf16(vr[d]), ov[d]);
+    for (int64_t d = 0; d < D; d++) ov[d] = ov[d] + p * from_bf16(vr[d]);
   }
   float inv = 1.0f / l;
   for (int64_t d = 0; d < D; d++) o[d] = to_bf16(ov[d] * inv);
 }
 
-/* q: (B, H, Q, D) bf16 with strides sq; k, v: (B, Hkv, T, D) with strides sk, sv; allowed: NULL or uint8
- * (B, Q, T) with strides sm; out: (B, Q, H, D) contiguous. D a multiple of 16 up to 256. */
-void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
-                  const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
-                  int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale) {
+void bi_attention_ref(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
+                      const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
+                      int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale, float *scratch) {
+  (void)scratch;
   int64_t groups = H / Hkv, tasks = B * H * Q;
 #pragma omp parallel
   {
@@ -273,14 +305,8 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
     float ov[256];
 #pragma omp for schedule(dynamic, 16)
     for (int64_t task = 0; task < tasks; task++) {
-      int64_t b = task / (H * Q), h = (task / Q) % H, i = task % Q, hk = h / groups, n = 0;
-      if (allowed) {
-        const uint8_t *row = allowed + b * sm[0] + i * sm[1];
-        for (int64_t j = 0; j < T; j++)
-          if (row[j * sm[2]]) keys[n++] = (int32_t)j;
-      } else {
-        for (int64_t j = 0; j <= T - Q + i; j++) keys[n++] = (int32_t)j;
-      }
+      int64_t b = task / (H * Q), h = (task / Q) % H, i = task % Q, hk = h / groups;
+      int64_t n = key_list(allowed, sm, b, i, Q, T, keys);
       attend_one(q + b * sq[0] + h * sq[1] + i * sq[2], k + b * sk[0] + hk * sk[1], sk[2], v + b * sv[0] + hk * sv[1],
                  sv[2], keys, n, D, scale, scores, ov, out + ((b * Q + i) * H + h) * D);
     }
@@ -289,12 +315,102 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
   }
 }
 
-/* The definition is the code above (one query at a time already); the same entry point as avx512.c's. */
-void bi_attention_ref(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
-                      const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
-                      int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale, float *scratch) {
-  (void)scratch;
-  bi_attention(q, sq, k, sk, v, sv, allowed, sm, out, B, H, Hkv, Q, T, D, scale);
+/* v[t] -> lane t = tree8(v[t]), for 8 at once (the same pairs, in the same order). */
+static inline f32x8 reduce8x8(const f32x8 *v) {
+  const u32x8 lo4 = {0, 1, 2, 3, 8, 9, 10, 11}, hi4 = {4, 5, 6, 7, 12, 13, 14, 15};
+  const u32x8 lo2 = {0, 1, 4, 5, 8, 9, 12, 13}, hi2 = {2, 3, 6, 7, 10, 11, 14, 15};
+  const u32x8 ev = {0, 2, 4, 6, 8, 10, 12, 14}, od = {1, 3, 5, 7, 9, 11, 13, 15};
+  f32x8 p[4], u[2];
+  for (int t = 0; t < 4; t++) /* [b0..b3 of v[2t], b0..b3 of v[2t + 1]], b_i = l_i + l_{i+4} */
+    p[t] = __builtin_shuffle(v[2 * t], v[2 * t + 1], lo4) + __builtin_shuffle(v[2 * t], v[2 * t + 1], hi4);
+  for (int t = 0; t < 2; t++) /* [b0 + b2, b1 + b3] of four keys */
+    u[t] = __builtin_shuffle(p[2 * t], p[2 * t + 1], lo2) + __builtin_shuffle(p[2 * t], p[2 * t + 1], hi2);
+  return __builtin_shuffle(u[0], u[1], ev) + __builtin_shuffle(u[0], u[1], od);
+}
+
+/* bi_attention_ref's bits, faster: one task is a position and a key/value head, so the key list is made once for
+ * the heads of the group; the query is split once; the scores of 8 keys are reduced at once (reduce8x8, the same
+ * tree); the weighted sums keep 4 chunks of 16 d in registers over all the keys (the same multiply and add per
+ * element, in key order). */
+void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const int64_t *sk, const uint16_t *v,
+                  const int64_t *sv, const uint8_t *allowed, const int64_t *sm, uint16_t *out, int64_t B, int64_t H,
+                  int64_t Hkv, int64_t Q, int64_t T, int64_t D, float scale) {
+  int64_t G = H / Hkv, tasks = B * Hkv * Q;
+#pragma omp parallel
+  {
+    float *scores = (float *)malloc(sizeof(float) * (size_t)(T + 8));
+    int32_t *keys = (int32_t *)malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+#pragma omp for schedule(dynamic, 4)
+    for (int64_t task = 0; task < tasks; task++) {
+      int64_t b = task / (Hkv * Q), hk = (task / Q) % Hkv, i = task % Q;
+      int64_t n = key_list(allowed, sm, b, i, Q, T, keys);
+      const uint16_t *kb = k + b * sk[0] + hk * sk[1], *vb = v + b * sv[0] + hk * sv[1];
+      for (int64_t g = 0; g < G; g++) {
+        int64_t h = hk * G + g;
+        const uint16_t *qv = q + b * sq[0] + h * sq[1] + i * sq[2];
+        uint16_t *o = out + ((b * Q + i) * H + h) * D;
+        if (n == 0) {
+          memset(o, 0, (size_t)D * sizeof(uint16_t));
+          continue;
+        }
+        f32x8 qo[16], qe[16]; /* the query split once (D <= 256) */
+        for (int64_t c = 0; c < D / 16; c++) split16(qv + 16 * c, &qo[c], &qe[c]);
+        float mx = -INFINITY;
+        for (int64_t j0 = 0; j0 < n; j0 += 8) {
+          f32x8 sums[8];
+          for (int t = 0; t < 8; t++) { /* past the end: the last key again, its score discarded */
+            const uint16_t *kr = kb + keys[j0 + t < n ? j0 + t : n - 1] * sk[2];
+            f32x8 a0 = {0}, a1 = {0};
+            for (int64_t c = 0; c < D / 16; c++) {
+              f32x8 ko, ke;
+              split16(kr + 16 * c, &ko, &ke);
+              a0 = a0 + qo[c] * ko;
+              a1 = a1 + qe[c] * ke;
+            }
+            sums[t] = a0 + a1;
+          }
+          f32x8 sc = reduce8x8(sums) * scale;
+          memcpy(scores + j0, &sc, sizeof sc);
+          for (int64_t t = j0; t < j0 + 8 && t < n; t++)
+            if (scores[t] > mx) mx = scores[t];
+        }
+        float l = 0.0f;
+        for (int64_t j = 0; j < n; j++) {
+          scores[j] = exp_clamped(scores[j] - mx);
+          l += scores[j];
+        }
+        float inv = 1.0f / l;
+        for (int64_t d0 = 0; d0 < D; d0 += 64) { /* 4 chunks of 16 values at a time, odd and even, in registers */
+          int64_t nc = (D - d0) / 16 < 4 ? (D - d0) / 16 : 4;
+          f32x8 ao[4] = {{0}}, ae[4] = {{0}};
+          for (int64_t j = 0; j < n; j++) {
+            const uint16_t *vr = vb + keys[j] * sv[2] + d0;
+            f32x8 p = {0};
+            p = p + scores[j];
+            for (int c = 0; c < 4; c++)
+              if (c < nc) {
+                f32x8 vo, ve;
+                split16(vr + 16 * c, &vo, &ve);
+                ao[c] = ao[c] + p * vo;
+                ae[c] = ae[c] + p * ve;
+              }
+          }
+          for (int c = 0; c < nc; c++) {
+            float odd[8], even[8];
+            f32x8 yo = ao[c] * inv, ye = ae[c] * inv;
+            memcpy(odd, &yo, sizeof odd);
+            memcpy(even, &ye, sizeof even);
+            for (int t = 0; t < 8; t++) {
+              o[d0 + 16 * c + 2 * t] = to_bf16(even[t]);
+              o[d0 + 16 * c + 2 * t + 1] = to_bf16(odd[t]);
+            }
+          }
+        }
+      }
+    }
+    free(scores);
+    free(keys);
+  }
 }
 
 /* ------------------------------------------------------------------------------------------------

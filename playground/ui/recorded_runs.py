@@ -14,7 +14,7 @@ import gradio as gr
 from playground import decoding, models, recorded
 from playground.spec import RunSpec
 from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
-from playground.ui import sessions
+from playground.ui import sessions, uploads
 from playground.ui.links import control_updates
 from playground.ui.run_view import final_view
 from playground.ui.state import CurrentRun, SessionState
@@ -115,6 +115,7 @@ def layout() -> tuple[gr.UploadButton, list[tuple[str, gr.Button]]]:
         upload = gr.UploadButton(
             "Open a trace JSON …", file_types=[".json"], type="filepath", size="sm", elem_id="open-run"
         )
+        uploads.no_stray_file(upload)  # Gradio's own left an empty file in its cache for every upload event
         buttons = [(name, gr.Button(label, size="sm", elem_id=f"gallery-{name}")) for name, label in gallery()]
     return upload, buttons
 

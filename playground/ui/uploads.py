@@ -11,13 +11,16 @@ import json
 import os
 import re
 import secrets
+import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from gradio import Error as GradioError
 from gradio.exceptions import InvalidPathError
-from gradio.utils import get_upload_folder
+from gradio.utils import NamedString, get_upload_folder
+from gradio_client import utils as client_utils
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 
@@ -30,6 +33,9 @@ UPLOAD_BYTES = 1_000_000 + 64 * 1024  # the app's max_file_size (1 MB, layout.MA
 UPLOAD_TTL_S = 600.0
 CLIENT_COOKIE = "playground_client"  # a page's random id: binds an upload to the page that made it
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+# Gradio's temporary files in its cache's top folder: tempfile's names ("tmp" and 8 of [a-z0-9_]), no suffix
+LEFTOVER = re.compile(r"tmp[a-z0-9_]{8}")
+LEFTOVER_S = 60.0  # one this old is left over: Gradio writes and renames an upload's within its request
 
 
 FORGED = "forged upload path"  # what an upload event gets instead of a path Gradio refused (take_upload refuses it)
@@ -47,6 +53,43 @@ def _remove(path: Path) -> None:
         path.parent.rmdir()
     except OSError:
         pass
+
+
+def no_stray_file(button: Any) -> Any:
+    """Gradio's UploadButton (type="filepath") creates an empty temporary file in its cache each time it prepares an
+    event's upload, and never uses nor removes it (components/upload_button.py, _process_single_file): the zero-byte
+    tmp* files of issue 44, one per upload event. This button's events get the upload's path (which Gradio checked)
+    with the same file-type check, and nothing is created. Reads UploadButton._process_single_file."""
+
+    def process(file: Any) -> NamedString:
+        if button.file_types and not client_utils.is_valid_file(file.path, button.file_types):
+            raise GradioError(
+                f"Invalid file type. Please upload a file that is one of these formats: {button.file_types}"
+            )
+        return NamedString(file.path)
+
+    button._process_single_file = process
+    return button
+
+
+def remove_leftovers(older_than_s: float = LEFTOVER_S, now: float | None = None) -> list[str]:
+    """Remove Gradio's temporary files (LEFTOVER) in its cache's top folder last changed older_than_s or more before
+    `now`: an upload whose parse ended before its file part did, or a part named other than "files" (Gradio's
+    upload route never moves those), or another component's empty file (no_stray_file). Returns their names."""
+    now = time.time() if now is None else now
+    cache = downloads_root()
+    removed = []
+    for path in list(cache.iterdir()) if cache.is_dir() else []:
+        if not LEFTOVER.fullmatch(path.name):
+            continue
+        try:
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode) and now - info.st_ctime >= older_than_s:
+                path.unlink()
+                removed.append(path.name)
+        except FileNotFoundError:
+            pass
+    return removed
 
 
 class Uploads:

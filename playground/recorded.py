@@ -102,11 +102,16 @@ class Recorded:
     recorded_at: str = ""  # "2026-12-04 19:30 UTC", as the file says (text, shown escaped)
 
 
+def too_large(size: int, what: str = "The file") -> str:
+    """What the app says of a file over MAX_BYTES, wherever it is refused: the page, the upload route, the tab."""
+    return f"{what} is too large: {size:,} bytes; a trace file may be at most {MAX_BYTES:,} bytes (1 MB)."
+
+
 def read(data: bytes) -> Recorded:
     """A trace file's bytes -> a Recorded run, or BadRecording saying what is wrong (too large, not JSON, another
     format or version, a field of the wrong type or out of range)."""
     if len(data) > MAX_BYTES:
-        raise BadRecording(f"The file is too large ({len(data):,} bytes; a recorded run is at most {MAX_BYTES:,}).")
+        raise BadRecording(too_large(len(data)))
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -34,13 +34,13 @@ import gradio as gr
 from playground import settings
 from playground.ui import budget
 from playground.ui.state import SessionState
+from playground.ui.upload_limit import UploadLimit
 from playground.ui.uploads import (  # noqa: F401  the upload rules, by their names here too
     CLIENT_COOKIE,
     MAX_UPLOADS,
     UPLOAD_BYTES,
     UPLOAD_TTL_S,
     ClientCookie,
-    UploadLimit,
     Uploads,
     _remove,
     downloads_root,

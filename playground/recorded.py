@@ -102,9 +102,11 @@ class Recorded:
     recorded_at: str = ""  # "2026-12-04 19:30 UTC", as the file says (text, shown escaped)
 
 
-def too_large(size: int, what: str = "The file") -> str:
-    """What the app says of a file over MAX_BYTES, wherever it is refused: the page, the upload route, the tab."""
-    return f"{what} is too large: {size:,} bytes; a trace file may be at most {MAX_BYTES:,} bytes (1 MB)."
+def too_large(size: int | None, what: str = "The file") -> str:
+    """What the app says of a file over MAX_BYTES (of `size` bytes, if known), wherever it is refused: the page, the
+    upload route, the tab."""
+    said = f" {size:,} bytes;" if size is not None else ""
+    return f"{what} is too large:{said} a trace file may be at most {MAX_BYTES:,} bytes (1 MB)."
 
 
 def read(data: bytes) -> Recorded:

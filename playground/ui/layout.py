@@ -350,5 +350,6 @@ def launch_options() -> dict:
         "css_paths": [CSS_FILE],
         "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
         "max_file_size": MAX_FILE_SIZE,
+        "js": recorded_runs.SIZE_CHECK_JS,  # a trace over the limit is not sent, and the status line says so
         **sessions.launch_kwargs(),
     }

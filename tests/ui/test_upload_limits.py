@@ -266,3 +266,20 @@ def test_over_a_socket_the_body_is_what_content_length_frames_and_chunks_are_ref
     )
     assert answer.startswith(b"HTTP/1.1 400 ") and b"not in chunks" in answer
     assert stored(cache) == []
+
+
+@pytest.mark.parametrize("size", ["1500000", 1_500_000, "<img src=x onerror=alert(1)>", "9" * 5000, None, "12"])
+def test_the_pages_too_large_event_says_the_limit_and_changes_nothing_else(tiny_catalog, runner, size):
+    """The hidden button's event (the page's size check hands it the size of a file it did not send): the app's
+    message in the status line, the size only when it is a plain number over the limit, every other output unchanged."""
+    demo = build_demo(runner)
+    event = next(f for f in demo.fns.values() if f.fn.__name__ == "on_too_large")
+    answer = event.fn(size)
+    status, others = answer[0], answer[1:]
+    plain = str(size) in ("1500000",)
+    said = "1,500,000 bytes; " if plain else ""
+    assert (
+        f"The file is too large: {said}a trace file may be at most 1,000,000 bytes (1 MB). It was not sent." in status
+    )
+    assert "status-error" in status and "<img" not in status and "9999" not in status
+    assert all(isinstance(v, type(gr.skip())) and v == gr.skip() for v in others)

@@ -103,11 +103,18 @@ class Recorded:
     segments: list[tuple[int, int]] = field(default_factory=list)  # an interleaved comparison's (trace.summarize)
 
 
+def too_large(size: int | None, what: str = "The file") -> str:
+    """What the app says of a file over MAX_BYTES (of `size` bytes, if known), wherever it is refused: the page, the
+    upload route, the tab."""
+    said = f" {size:,} bytes;" if size is not None else ""
+    return f"{what} is too large:{said} a trace file may be at most {MAX_BYTES:,} bytes (1 MB)."
+
+
 def read(data: bytes) -> Recorded:
     """A trace file's bytes -> a Recorded run, or BadRecording saying what is wrong (too large, not JSON, another
     format or version, a field of the wrong type or out of range)."""
     if len(data) > MAX_BYTES:
-        raise BadRecording(f"The file is too large ({len(data):,} bytes; a recorded run is at most {MAX_BYTES:,}).")
+        raise BadRecording(too_large(len(data)))
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

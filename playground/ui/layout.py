@@ -53,9 +53,7 @@ from playground.ui.common import (
 from playground.ui.state import SessionState
 
 CSS_FILE = ASSETS / "style.css"
-MAX_FILE_SIZE = (
-    "1mb"  # Gradio refuses any upload over this (sessions.UPLOAD_BYTES: per request; MAX_UPLOADS per address)
-)
+MAX_FILE_SIZE = uploads.MAX_FILE_SIZE  # Gradio's own size check, which never refuses first (the app's message)
 DRAFT_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.INT8)
 
 INTRO = """# Speculative Decoding Playground
@@ -352,5 +350,6 @@ def launch_options() -> dict:
         "css_paths": [CSS_FILE],
         "theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"),
         "max_file_size": MAX_FILE_SIZE,
+        "js": recorded_runs.SIZE_CHECK_JS,  # a trace over the limit is not sent, and the status line says so
         **sessions.launch_kwargs(),
     }

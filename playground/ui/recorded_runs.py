@@ -6,6 +6,7 @@ the status line, which says what is wrong with it."""
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import gradio as gr
 from playground import decoding, models, recorded
 from playground.spec import RunSpec
 from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
-from playground.ui import sessions
+from playground.ui import sessions, uploads
 from playground.ui.links import control_updates
 from playground.ui.run_view import final_view
 from playground.ui.state import CurrentRun, SessionState
@@ -109,19 +110,47 @@ def controls_of(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
     return values, notes
 
 
-def layout() -> tuple[gr.UploadButton, list[tuple[str, gr.Button]]]:
-    """The 'Recorded runs' row of the Run tab (drawn inside it): an upload button and one button per gallery run."""
+# The page's own size check (launch's js, ui/layout.py): Gradio's refused a file over its max_file_size with a
+# toast alone and the status line stayed as it was. A file over the limit is now not sent, and the hidden button's
+# event (its js hands it the size) says so in the status line; Gradio's handler (a toast) never sees the file.
+SIZE_CHECK_JS = (
+    """() => {
+  if (window.playgroundSizeCheck) return;
+  window.playgroundSizeCheck = true;
+  document.addEventListener("change", (event) => {
+    const input = event.target;
+    if (!(input instanceof HTMLInputElement) || input.type !== "file") return;
+    if (!input.parentElement || !input.parentElement.querySelector("#open-run")) return;
+    const size = Math.max(0, ...Array.from(input.files || [], (file) => file.size));
+    if (size <= %d) return;
+    event.stopImmediatePropagation();
+    input.value = "";
+    window.playgroundTooLarge = size;
+    document.querySelector("#open-run-too-large")?.click();
+  }, true);
+}"""
+    % recorded.MAX_BYTES
+)
+TOO_LARGE_JS = "(label) => [String(window.playgroundTooLarge || '')]"
+
+
+def layout() -> tuple[gr.UploadButton, gr.Button, list[tuple[str, gr.Button]]]:
+    """The 'Recorded runs' row of the Run tab (drawn inside it): an upload button, the hidden button that says a file
+    was too large to send (SIZE_CHECK_JS), and one button per gallery run."""
     with gr.Row(elem_id="recorded-runs"):
         gr.HTML('<span class="recorded-label">Recorded runs, shown at once with no model:</span>', padding=False)
         upload = gr.UploadButton(
             "Open a trace JSON …", file_types=[".json"], type="filepath", size="sm", elem_id="open-run"
         )
+        uploads.no_stray_file(upload)  # Gradio's own left an empty file in its cache for every upload event
+        too_large = gr.Button("", visible="hidden", elem_id="open-run-too-large")
         buttons = [(name, gr.Button(label, size="sm", elem_id=f"gallery-{name}")) for name, label in gallery()]
-    return upload, buttons
+    return upload, too_large, buttons
 
 
 def wire(
     upload: gr.UploadButton,
+    too_large: gr.Button,
     buttons: list[tuple[str, gr.Button]],
     controls: Controls,
     state: gr.State,
@@ -166,6 +195,24 @@ def wire(
         concurrency_limit=None,
         show_progress="hidden",
         api_visibility="undocumented",
+    )
+
+    def on_too_large(size: Any) -> list:
+        # the size of the file the page did not send (SIZE_CHECK_JS): digits, or the message names the limit alone
+        text = str(size) if isinstance(size, (str, int)) else ""
+        count = int(text) if re.fullmatch(r"[0-9]{1,15}", text) else 0
+        message = recorded.too_large(count if count > recorded.MAX_BYTES else None)
+        note = "It was not sent. Nothing else was changed."
+        return list(unchanged(status=status_html(f"{message} {note}", "error"))) + nothing
+
+    too_large.click(
+        on_too_large,
+        inputs=too_large,
+        outputs=targets,
+        js=TOO_LARGE_JS,
+        concurrency_limit=None,
+        show_progress="hidden",
+        api_visibility="private",
     )
     for name, button in buttons:
         button.click(

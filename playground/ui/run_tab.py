@@ -218,7 +218,7 @@ def build(
         stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
         # ticked: the first Generate shows the measured speedup, the same-text check and the race replay
         compare = gr.Checkbox(True, label="Compare with target alone", elem_id="compare-box")
-    upload, gallery = recorded_runs.layout()
+    upload, too_large, gallery = recorded_runs.layout()
     line = gr.HTML("", elem_id="startup")  # the start-up's progress: the timer fills it within a second of a page load
     timer = gr.Timer(1.0, active=startup is not None)
     timer.tick(
@@ -274,7 +274,7 @@ def build(
         withdrawn = await jobs.withdraw(request, "generate", list(unchanged(status=status_html(jobs.BEFORE_START))))
         return await asyncio.to_thread(stop, session, withdrawn)
 
-    recorded_runs.wire(upload, gallery, controls, state, compare, outputs)
+    recorded_runs.wire(upload, too_large, gallery, controls, state, compare, outputs)
     inputs = controls.as_inputs() + [compare, state]
     running = run_btn.click(
         gpu(on_generate),

@@ -34,17 +34,18 @@ import gradio as gr
 from playground import settings
 from playground.ui import budget
 from playground.ui.state import SessionState
+from playground.ui.upload_limit import UploadLimit
 from playground.ui.uploads import (  # noqa: F401  the upload rules, by their names here too
     CLIENT_COOKIE,
     MAX_UPLOADS,
     UPLOAD_BYTES,
     UPLOAD_TTL_S,
     ClientCookie,
-    UploadLimit,
     Uploads,
     _remove,
     downloads_root,
     owner,
+    remove_leftovers,
     take_upload,
     uploads,
 )
@@ -57,6 +58,7 @@ INTERNALS = (
     "Queue.pending_messages_per_session",
     "Blocks.temp_file_sets / upload_file_set",
     "App.state",
+    "UploadButton._process_single_file (uploads.no_stray_file)",
 )
 REAP_EVERY_S = 5.0
 REST_IDLE_S = 30.0
@@ -127,7 +129,8 @@ def reap(blocks: gr.Blocks, now: float | None = None) -> list[str]:
 
 def clean_files(blocks: gr.Blocks, now: float | None = None) -> None:
     """Remove uploads older than UPLOAD_TTL_S, forget the records of files that are gone, and remove the empty
-    folders older than EMPTY_FOLDER_S that file removals leave in Gradio's cache."""
+    folders older than EMPTY_FOLDER_S that file removals leave in Gradio's cache, and Gradio's temporary files left
+    there (uploads.remove_leftovers)."""
     now = time.time() if now is None else now
     for path in list(blocks.upload_file_set):
         try:
@@ -149,6 +152,7 @@ def clean_files(blocks: gr.Blocks, now: float | None = None) -> None:
                 folder.rmdir()
         except OSError:  # written to meanwhile, or removed by someone else
             pass
+    remove_leftovers(now=now)
 
 
 # ---------------------------------------------------------------- running it

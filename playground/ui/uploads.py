@@ -1,5 +1,5 @@
 """Uploads (POST /gradio_api/upload): bounded per network address in count (MAX_UPLOADS held at once) and size (one
-request at most UPLOAD_BYTES), removed when used (take_upload: the way a tab reads one) or UPLOAD_TTL_S after they
+request at most UPLOAD_BYTES; ui/upload_limit.py enforces both), removed when used (take_upload: the way a tab reads one) or UPLOAD_TTL_S after they
 came (sessions.clean_files), and counted in the sessions' memory budget (ui/budget.py), which may remove one (its
 page is told when it sends it). Each is bound to who uploaded it: the address and the page's cookie (CLIENT_COOKIE,
 set by ClientCookie); take_upload gives an upload to that page alone, never another session's upload or download,
@@ -7,29 +7,39 @@ nor any other file of Gradio's cache."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
 import re
 import secrets
+import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from gradio import Error as GradioError
 from gradio.exceptions import InvalidPathError
-from gradio.utils import get_upload_folder
+from gradio.utils import NamedString, get_upload_folder
+from gradio_client import utils as client_utils
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
 
-from playground import settings
+from playground import recorded, settings
 from playground.ui import budget, jobs
 
 MAX_SESSIONS = 300  # sessions.MAX_SESSIONS: bounds the record of removed uploads
 MAX_UPLOADS = 8
-UPLOAD_BYTES = 1_000_000 + 64 * 1024  # the app's max_file_size (1 MB, layout.MAX_FILE_SIZE) and the form's overhead
+TRACE_BYTES = recorded.MAX_BYTES  # the most a file may be (1,000,000 bytes), as the page, this route and the tab say
+FORM_BYTES = 16 * 1024  # what an upload's form adds around its file: the boundary, the part's headers, the file name
+UPLOAD_BYTES = TRACE_BYTES + FORM_BYTES  # the most one upload request may say (Content-Length) and send
+MAX_FILE_SIZE = (
+    UPLOAD_BYTES  # Gradio's (launch(max_file_size=)): a file is less than its request, so never what refuses
+)
 UPLOAD_TTL_S = 600.0
 CLIENT_COOKIE = "playground_client"  # a page's random id: binds an upload to the page that made it
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+# Gradio's temporary files in its cache's top folder: tempfile's names ("tmp" and 8 of [a-z0-9_]), no suffix
+LEFTOVER = re.compile(r"tmp[a-z0-9_]{8}")
+LEFTOVER_S = 60.0  # one this old is left over: Gradio writes and renames an upload's within its request
 
 
 FORGED = "forged upload path"  # what an upload event gets instead of a path Gradio refused (take_upload refuses it)
@@ -49,6 +59,43 @@ def _remove(path: Path) -> None:
         pass
 
 
+def no_stray_file(button: Any) -> Any:
+    """Gradio's UploadButton (type="filepath") creates an empty temporary file in its cache each time it prepares an
+    event's upload, and never uses nor removes it (components/upload_button.py, _process_single_file): the zero-byte
+    tmp* files of issue 44, one per upload event. This button's events get the upload's path (which Gradio checked)
+    with the same file-type check, and nothing is created. Reads UploadButton._process_single_file."""
+
+    def process(file: Any) -> NamedString:
+        if button.file_types and not client_utils.is_valid_file(file.path, button.file_types):
+            raise GradioError(
+                f"Invalid file type. Please upload a file that is one of these formats: {button.file_types}"
+            )
+        return NamedString(file.path)
+
+    button._process_single_file = process
+    return button
+
+
+def remove_leftovers(older_than_s: float = LEFTOVER_S, now: float | None = None) -> list[str]:
+    """Remove Gradio's temporary files (LEFTOVER) in its cache's top folder last changed older_than_s or more before
+    `now`: an upload whose parse ended before its file part did, or a part named other than "files" (Gradio's
+    upload route never moves those), or another component's empty file (no_stray_file). Returns their names."""
+    now = time.time() if now is None else now
+    cache = downloads_root()
+    removed = []
+    for path in list(cache.iterdir()) if cache.is_dir() else []:
+        if not LEFTOVER.fullmatch(path.name):
+            continue
+        try:
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode) and now - info.st_ctime >= older_than_s:
+                path.unlink()
+                removed.append(path.name)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
 class Uploads:
     """The uploads each address holds (paths in Gradio's cache), and who uploaded each (owner()), forgotten once
     removed. One per app (uploads())."""
@@ -60,6 +107,8 @@ class Uploads:
         self._owners: dict[str, set[str]] = {}  # path -> owners (Gradio names an upload's folder by its content)
         self._lock = threading.Lock()
         self.dropped: set[str] = set()  # uploads the budget removed (take() then says so), realpaths
+        self.arriving: dict[str, int] = {}  # address -> its uploads being read (UploadLimit), counted as held
+        self.turn = asyncio.Lock()  # UploadLimit: one upload in Gradio's upload route at a time
 
     def holdings(self) -> list[budget.Held]:
         """Every upload still on disk, for the budget: its size, and when it came (as time.monotonic)."""
@@ -179,56 +228,6 @@ def take_upload(path: str | Path, request: Any) -> bytes:
     finally:
         if not uploads(app).shared(str(path)):
             _remove(path)
-
-
-class UploadLimit:
-    """ASGI middleware on POST .../upload: a request over UPLOAD_BYTES (or of no declared length) is refused (413,
-    411), and so is an address that already holds MAX_UPLOADS uploads (429); each answer says what to do."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].rstrip("/").endswith("/upload"):
-            return await self.app(scope, receive, send)
-        request = Request(scope)
-        record = uploads(scope["app"])
-        address = jobs.client_address(request)
-        length = request.headers.get("content-length", "")
-        refusal = None
-        if not length.isdigit():
-            refusal = (411, "An upload must say its length (Content-Length).")
-        elif int(length) > UPLOAD_BYTES:
-            refusal = (413, f"An upload may be at most {UPLOAD_BYTES // 1000:,} KB; this one is {int(length):,} bytes.")
-        elif len(record.held(address)) >= MAX_UPLOADS:
-            refusal = (
-                429,
-                f"Your network address already holds {MAX_UPLOADS} uploads, the most it may: use them, or "
-                f"wait until they expire ({UPLOAD_TTL_S / 60:.0f} minutes after each upload).",
-            )
-        if refusal is not None:
-            return await PlainTextResponse(refusal[1], status_code=refusal[0])(scope, receive, send)
-        status, body = [0], []
-
-        async def watching(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-            elif message["type"] == "http.response.body" and status[0] == 200:
-                body.append(message.get("body", b""))
-                if not message.get("more_body"):
-                    try:
-                        paths = json.loads(b"".join(body))
-                    except ValueError:
-                        paths = []
-                    record.add(
-                        address,
-                        [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else [],
-                        owner(request),
-                    )
-                    budget.LEDGER.charge(record)  # may drop the least recently used things of any session
-            await send(message)
-
-        await self.app(scope, receive, watching)
 
 
 class ClientCookie:

@@ -151,3 +151,24 @@ def test_hostile_text_in_a_file_stays_text(page, tmp_path):
     assert page.evaluate("window.pwned") is None
     assert evil in page.locator("#tokens .tok-prompt").inner_text()
     assert page.locator("#tokens img, #compare img, #tokens script").count() == 0
+
+
+def test_a_file_over_the_limit_says_so_in_the_status_line_and_is_not_sent(page, tmp_path):
+    """Issue 44: a 1.5 MB trace showed Gradio's toast alone and the status line stayed as it was. Now the page does
+    not send it, the status line gives the app's message with its size, nothing else changes, and the next file
+    opens."""
+    page.click("#gallery-code")
+    wait_status(page, "gallery: code")
+    shown = page.locator("#tokens").inner_html()
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 1_500_000)
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if r.url.endswith("/upload") else None)
+    upload(page, big)
+    wait_status(page, "too large: 1,500,000 bytes")
+    assert "a trace file may be at most 1,000,000 bytes (1 MB). It was not sent." in status(page)
+    assert "status-error" in page.locator("#status .status").get_attribute("class")
+    assert page.locator("#tokens").inner_html() == shown and sent == []
+    assert page.get_by_text("exceed the maximum allowed size").count() == 0  # Gradio's toast
+    upload(page, ROOT / "assets" / "runs" / "story.json")
+    wait_status(page, "Recorded run (the file")

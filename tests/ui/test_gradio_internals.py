@@ -133,3 +133,28 @@ def test_what_the_session_reaper_reads_is_where_sessions_expects_it(demo):
     assert hasattr(demo.app, "state") and gr.State(delete_callback=print).delete_callback is print
     holder.session_data.pop("reaped")
     holder.time_last_used.pop("reaped")
+
+
+def test_an_upload_buttons_own_preparation_leaves_an_empty_file_which_no_stray_file_does_not(tmp_path, monkeypatch):
+    """sessions.INTERNALS: UploadButton._process_single_file (type="filepath") makes an empty temporary file in
+    Gradio's cache each time an event takes an upload, and never removes it (issue 44: 48 zero-byte tmp* files);
+    uploads.no_stray_file replaces it on the Run tab's button with the same path and file-type check."""
+    from gradio.data_classes import FileData
+
+    from playground.ui import uploads
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    trace = tmp_path / "run.json"
+    trace.write_text("{}")
+    gradios, ours = (gr.UploadButton(type="filepath", file_types=[".json"]) for _ in range(2))
+    uploads.no_stray_file(ours)
+    assert gradios.preprocess(FileData(path=str(trace))) == str(trace)
+    left = [p for p in tmp_path.iterdir() if p != trace]
+    assert len(left) == 1 and uploads.LEFTOVER.fullmatch(left[0].name) and left[0].stat().st_size == 0
+    left[0].unlink()
+    assert ours.preprocess(FileData(path=str(trace))) == str(trace)
+    assert list(tmp_path.iterdir()) == [trace]
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(b"\x89PNG")
+    with pytest.raises(gr.Error, match="Invalid file type"):
+        ours.preprocess(FileData(path=str(photo)))  # refused as Gradio's own refuses it

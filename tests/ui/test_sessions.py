@@ -136,7 +136,7 @@ def test_uploads_are_bounded_per_address_and_removed_once_used(page, cache):
     """Issue 29.4: 50 uploads of 0.9 MB were all kept (cache 7.6 -> 50.5 MiB). Now an address holds at most
     MAX_UPLOADS at once, a request over UPLOAD_BYTES is refused before it is read, and take_upload removes the file."""
     demo, _ = page
-    demo.max_file_size = 1_000_000  # what launch(max_file_size="1mb") sets
+    demo.max_file_size = sessions.UPLOAD_BYTES  # what launch(**launch_options()) sets
     app = gr.routes.App.create_app(demo, app_kwargs=dict(sessions.launch_kwargs()["app_kwargs"], lifespan=None))
     client = TestClient(app)
     client.get("/gradio_api/info")  # the page's first request: it gets its cookie
@@ -149,7 +149,7 @@ def test_uploads_are_bounded_per_address_and_removed_once_used(page, cache):
     refused = client.post("/gradio_api/upload", files={"files": ("one-more.json", b"{}")})
     assert refused.status_code == 429 and "already holds 8 uploads" in refused.text
     big = client.post("/gradio_api/upload", files={"files": ("big.json", b"x" * (sessions.UPLOAD_BYTES + 1))})
-    assert big.status_code == 413 and "at most 1,065 KB" in big.text
+    assert big.status_code == 413 and "a trace file may be at most 1,000,000 bytes" in big.text
     mine = gr.Request(request=http_request(app, client.cookies[sessions.CLIENT_COOKIE]))
     assert sessions.take_upload(paths[0], mine) == b"{}" * 1000 and not Path(paths[0]).exists()
     assert client.post("/gradio_api/upload", files={"files": ("next.json", b"{}")}).status_code == 200  # room again
@@ -216,7 +216,7 @@ def test_an_upload_is_taken_only_by_the_page_that_uploaded_it(tiny_catalog, runn
     another page at the same address (another cookie), a download of another session and any other cached file are
     refused and left as they were; a client without cookies takes its own upload by its address."""
     demo = build_demo(runner)
-    demo.max_file_size = 1_000_000
+    demo.max_file_size = sessions.UPLOAD_BYTES
     app = gr.routes.App.create_app(demo, app_kwargs=dict(launch_options()["app_kwargs"], lifespan=None))
     trace = (Path(__file__).resolve().parents[2] / "assets" / "runs" / "story.json").read_bytes()
     with TestClient(app) as client:

@@ -5,9 +5,9 @@ For every variant this CPU runs (playground/kernels/ops.VARIANTS), on the same m
 - V(1): one token on a cache of 128 (the target alone's step, the memory-bound case), median of many steps;
 - V(9)/V(1): a verification pass of 9 tokens against the one-token step;
 - prefill: one pass over --variant-prefill tokens (the first token's cost on a long prompt).
-The variants take turns inside each repeat (rotated order), so they share whatever load the machine has; every
-figure is a median over the repeats, and the ratios to the best variant are of those medians. Reported, never
-asserted.
+The variants take turns pass by pass for V(n) and in rotated order for the prefill, so they share whatever load
+the machine has; every figure is a median over all the passes, and the ratios to the first variant are of those
+medians. Reported, never asserted.
 """
 
 from __future__ import annotations
@@ -44,15 +44,18 @@ def _pass(model, ids: torch.Tensor, cache: DynamicCache | None = None) -> float:
 
 
 @torch.inference_mode()
-def _steps(model, context: torch.Tensor, width: int, n: int) -> float:
-    """The median time of n passes of `width` tokens, each on the context's cache cut back to the context."""
+def _steps(model, names: list[str], context: torch.Tensor, width: int, n: int) -> dict[str, list[float]]:
+    """n passes of `width` tokens on each variant, the variants taking turns pass by pass (so a change in the
+    machine's load falls on all of them), each pass on the context's cache cut back to the context."""
     cache = DynamicCache(config=model.config)
     model(input_ids=context, cache=cache)
-    times = []
+    times: dict[str, list[float]] = {name: [] for name in names}
     for i in range(n):
-        crop_cache(cache, context.shape[1])
-        times.append(_pass(model, torch.full((1, width), 100 + i), cache))
-    return statistics.median(times)
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            kernel_ops.use(name)
+            crop_cache(cache, context.shape[1])
+            times[name].append(_pass(model, torch.full((1, width), 100 + i), cache))
+    return times
 
 
 def measure(
@@ -65,16 +68,15 @@ def measure(
     seen: dict[str, dict[str, list[float]]] = {n: {"v1": [], "v9": [], "prefill": []} for n in names}
     previous = kernel_ops.variant()
     try:
+        _steps(model, names, context, 1, 2 * len(names))  # warm: each library's first calls, the caches
         for rep in range(reps):
-            order = names[rep % len(names) :] + names[: rep % len(names)]
-            for name in order:
+            for width, key, n in ((1, "v1", 12), (9, "v9", 6)):
+                for name, times in _steps(model, names, context, width, n * len(names)).items():
+                    seen[name][key] += times
+            for name in names[rep % len(names) :] + names[: rep % len(names)] if prefill else []:
                 kernel_ops.use(name)
-                _steps(model, context, 1, 3)  # warm: the library's first calls, the caches
-                seen[name]["v1"].append(_steps(model, context, 1, 15))
-                seen[name]["v9"].append(_steps(model, context, 9, 7))
-                if prefill:
-                    seen[name]["prefill"].append(_pass(model, long))
-                progress(f"repeat {rep + 1}/{reps}, {name}: V(1) {seen[name]['v1'][-1] * 1e3:.1f} ms", rep / reps)
+                seen[name]["prefill"].append(_pass(model, long))
+            progress(f"repeat {rep + 1}/{reps}", (rep + 1) / reps)
     finally:
         kernel_ops.use(previous)
     out = {}

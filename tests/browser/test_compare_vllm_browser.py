@@ -78,18 +78,29 @@ def point_at_server(page, url: str, model: str = "tiny") -> None:
     page.locator("#cmp-vllm-model textarea, #cmp-vllm-model input").first.fill(model)
 
 
+REFUSED = "#cmp-vllm-url div.validation-error"  # a vLLM check's refusal: under the URL, before the job is queued
+
+
+def said(page) -> str:
+    """The status line, and a refusal of the vLLM check under the URL field (ui/vllm_checks.py) if there is one."""
+    refusal = page.locator(REFUSED)
+    return page.locator("#cmp-status").inner_text() + ("\n" + refusal.inner_text() if refusal.count() else "")
+
+
 def compare_and_wait(page, *endings: str, any_error: bool = False) -> str:
-    """Press Compare; the status once it shows one of `endings` (none of which the last status showed), or with
-    any_error, any error status (when the last status was none)."""
+    """Press Compare; what the tab says (said()) once it shows one of `endings` (none of which it showed before),
+    or with any_error, any error (when it showed none)."""
     page.click("#cmp-run")
     page.wait_for_function(
-        "([endings, anyError]) => { const box = document.querySelector('#cmp-status');"
-        " return endings.some(e => box.innerText.includes(e))"
-        " || (anyError && box.querySelector('.status-error') !== null); }",
-        arg=[list(endings), any_error],
+        "([endings, anyError, refused]) => { const box = document.querySelector('#cmp-status');"
+        " const refusal = document.querySelector(refused);"
+        " const text = box.innerText + (refusal ? refusal.innerText : '');"
+        " return endings.some(e => text.includes(e))"
+        " || (anyError && (box.querySelector('.status-error') !== null || refusal !== null)); }",
+        arg=[list(endings), any_error, REFUSED],
         timeout=300_000,
     )
-    return page.locator("#cmp-status").inner_text()
+    return said(page)
 
 
 def table_rows(page, elem_id: str) -> list[dict[str, str]]:
@@ -143,4 +154,4 @@ def test_a_url_the_operator_did_not_allow_is_refused_in_the_tab(page):
     """Issue 35.2: the cloud's metadata address (or any internal one) was fetched; the allow-list names the servers."""
     point_at_server(page, "http://169.254.169.254")
     status = compare_and_wait(page, "is not one of the vLLM servers this app may reach")
-    assert "PLAYGROUND_VLLM_URLS" in status and "status-error" in page.inner_html("#cmp-status")
+    assert "PLAYGROUND_VLLM_URLS" in status and "is not one of" in page.locator(REFUSED).inner_text()

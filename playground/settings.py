@@ -132,6 +132,12 @@ class Settings:
     session_mb: float = 1024.0  # what sessions keep, all together (ui/budget.py)
 
 
+def set_packs_install(log: Path) -> None:
+    """PLAYGROUND_PACKS_INSTALL for this process, when app.py installs the packs itself (startup.offer_packs): the
+    variable launch.sh sets, which converting a pack waits for (read() then returns it)."""
+    os.environ["PLAYGROUND_PACKS_INSTALL"] = str(log)
+
+
 def read(environ: Mapping[str, str] | None = None) -> Settings:
     """The settings now (os.environ unless given)."""
     env = os.environ if environ is None else environ

@@ -6,7 +6,6 @@ message: the rest of the app works (another pair, a recorded run)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -77,7 +76,7 @@ class Startup:
         else:
             log = settings.read().cache / "packs-install.log"
             install_in_background(requirements, log)
-            os.environ["PLAYGROUND_PACKS_INSTALL"] = str(log)  # what the conversion waits for (settings.read)
+            settings.set_packs_install(log)  # what the conversion waits for
             self.packs = "the offline packs were not installed: app.py installs them in the background (pip)"
         return self.packs
 

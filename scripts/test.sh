@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh --dev
-# PLAYGROUND_REQUIRE_KERNELS=1: where the CPU has AVX512-BF16 and a C compiler, kernels that do not load fail their
-# tests; elsewhere (ARM, AVX2 only, PLAYGROUND_KERNELS=off) those tests skip with the reason (tests/kernel_support.py)
+# PLAYGROUND_REQUIRE_KERNELS=1: where a kernel variant runs and a C compiler is there, kernels that do not load fail their
+# tests; elsewhere (no compiler, PLAYGROUND_KERNELS=off) those tests skip with the reason (tests/kernel_support.py)
 export PLAYGROUND_REQUIRE_KERNELS="${PLAYGROUND_REQUIRE_KERNELS:-1}"
 export PLAYGROUND_REQUIRE_VLLM="${PLAYGROUND_REQUIRE_VLLM:-1}"
 python -m pytest -q tests "$@"

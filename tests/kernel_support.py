@@ -1,7 +1,7 @@
-"""When the tests of the batch-invariant kernels run, skip or fail. The kernels need an x86-64 CPU with AVX512-BF16
-and -VNNI and a C compiler (playground/kernels). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns kernels that did
-not load into a failure only on such a machine, where they should have; elsewhere (ARM, AVX2 only, no compiler,
-PLAYGROUND_KERNELS=off) the tests skip, saying why, and everything else runs on torch's kernels."""
+"""When the tests of the batch-invariant kernels run, skip or fail. Some kernel variant runs on any CPU with a C
+compiler (playground/kernels/build.py: avx512, avx2, portable). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns
+kernels that did not load into a failure where they should have; elsewhere (no compiler, PLAYGROUND_KERNELS=off) the
+tests skip, saying why, and everything else runs on torch's kernels. kernel_variant runs a test on each variant."""
 
 from __future__ import annotations
 

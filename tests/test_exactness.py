@@ -109,24 +109,8 @@ def test_switching_the_kernels_off_is_per_run_and_shows(runner, bf16_spec):
 
 
 def test_an_exact_comparison_never_calls_a_difference_a_near_tie():
-    from playground.records import RoundRecord
-
     def run(tokens, margin):
-        return [
-            RoundRecord(
-                round=0,
-                k=0,
-                draft_tokens=[],
-                accepted=0,
-                token=tokens[-1],
-                token_kind="target",
-                new_tokens=tokens,
-                draft_s=0.0,
-                verify_s=0.1,
-                total_new=len(tokens),
-                margins=[margin] * len(tokens),
-            )
-        ]
+        return sametext.as_rounds(tokens, [margin] * len(tokens))
 
     a, b = run([1, 2, 3], 0.01), run([1, 2, 4], 0.01)
     assert sametext.compare_outputs(a, b, "bf16")["near_tie"]  # stock kernels: a gap of 0.01 is a near-tie

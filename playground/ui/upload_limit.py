@@ -17,6 +17,9 @@ from playground.ui import budget, jobs
 from playground.ui.uploads import MAX_UPLOADS, UPLOAD_BYTES, UPLOAD_TTL_S, Uploads, owner, remove_leftovers, uploads
 
 NO_FILE = "This upload holds no whole file (a form part named 'files'): nothing was kept."
+# Gradio's other route that takes a file (POST .../process_recording: a screen recording, parsed with no limit but
+# Gradio's own max_file_size, written to its cache and run through ffmpeg). The app records nothing: refused unread.
+NO_RECORDING = "This app takes no screen recordings: nothing was read."
 
 
 class UploadLimit:
@@ -25,12 +28,15 @@ class UploadLimit:
     an address that holds MAX_UPLOADS uploads, those arriving included (429). The body is then read here, counting
     the bytes that come, not what the request said: more than it said, or fewer, is refused (413, 400) and Gradio
     never sees it; a client that leaves mid-body leaves nothing. Gradio's upload route gets the whole body, one
-    request at a time (the record's `turn`), and the temporary files it leaves (remove_leftovers) are removed."""
+    request at a time (the record's `turn`), and the temporary files it leaves (remove_leftovers) are removed.
+    Gradio's recording route (.../process_recording, any method) is refused unread (404, NO_RECORDING)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].rstrip("/").endswith("/process_recording"):
+            return await PlainTextResponse(NO_RECORDING, status_code=404)(scope, receive, send)
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].rstrip("/").endswith("/upload"):
             return await self.app(scope, receive, send)
         request = Request(scope)

@@ -147,8 +147,10 @@ def small_app() -> object:
     return gr.routes.App.create_app(demo, app_kwargs=dict(sessions.launch_kwargs()["app_kwargs"], lifespan=None))
 
 
-def post_asgi(app, headers: dict[str, str], chunks: list[bytes], leaves: bool = False) -> tuple[int, str, int]:
-    """POST /gradio_api/upload straight to the ASGI app, its body in `chunks` as a server would pass them (whatever
+def post_asgi(
+    app, headers: dict[str, str], chunks: list[bytes], leaves: bool = False, path: str = "/gradio_api/upload"
+) -> tuple[int, str, int]:
+    """POST `path` (Gradio's upload route) straight to the ASGI app, its body in `chunks` as a server would pass them (whatever
     the headers say), then the client leaving if `leaves`. Returns (status, text, chunks the app read)."""
     messages = [
         {"type": "http.request", "body": c, "more_body": leaves or i < len(chunks) - 1} for i, c in enumerate(chunks)
@@ -168,8 +170,8 @@ def post_asgi(app, headers: dict[str, str], chunks: list[bytes], leaves: bool = 
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/gradio_api/upload",
-        "raw_path": b"/gradio_api/upload",
+        "path": path,
+        "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
@@ -190,6 +192,20 @@ def test_the_bytes_that_come_are_counted_not_what_the_request_said(cache):
     status, text, read = post_asgi(small_app(), {"content-type": kind, "content-length": "100"}, chunks)
     assert (status, text) == (413, "This upload sent more bytes than its Content-Length said (100): nothing was kept.")
     assert read <= 2 and stored(cache) == []
+
+
+@pytest.mark.parametrize("path", ["/gradio_api/process_recording", "/gradio_api/process_recording/"])
+def test_gradios_recording_route_is_refused_unread(cache, path):
+    """Issue 44: Gradio's other file route (a screen recording, parsed up to Gradio's own size limit, written to its
+    cache, passed to ffmpeg) sat outside the upload limit. The app records nothing: it is refused before a byte is
+    read, and leaves nothing in the cache."""
+    body, kind = form([("video", b"\x00" * 2_000_000)], boundary="rec")
+    chunks = [body[i : i + 65536] for i in range(0, len(body), 65536)]
+    status, text, read = post_asgi(
+        small_app(), {"content-type": kind, "content-length": str(len(body))}, chunks, path=path
+    )
+    assert (status, text, read) == (404, upload_limit.NO_RECORDING, 0)
+    assert stored(cache) == []
 
 
 @pytest.mark.parametrize("case", ["cut short", "left mid-body", "not named files", "ends before its file"])

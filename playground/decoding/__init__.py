@@ -9,7 +9,7 @@ live in strategies/ (one module a kind; options.py: the generic types), a factor
 when it is called.
 
     base.py        the Drafter protocol (propose, observe, annotate), Draft, the draft KV-cache helpers
-    chain.py       how a chain is verified: one target pass, the chain rule (sampling.py), the round's record
+    chain.py       how a chain is verified: one target pass, the chain rule (acceptance.py), the round's record
     model.py       a draft model drafts k tokens, one forward each, on its own KV cache
     early_exit.py  the target's first layers as the draft model (self-speculation)
     lookup.py      prompt lookup (n-grams of the sequence); the target alone (no draft)

@@ -80,7 +80,8 @@ def build(state: gr.State) -> None:
         "(1 − α^(k+1)) / ((1 − α)(k c + v)) for an acceptance rate α and a draft cost c (one draft step / "
         "one target step). Their ideal assumes v = 1 (checking k + 1 tokens costs one target step); after a "
         "run, the dashed curve uses this machine's measured v(k) = V(k + 1) / V(1), drawn below. "
-        "The diamond is your last run."
+        "The diamond is your last run. Each draft token x is kept when u < min(1, q(x)/p(x)): here q is the "
+        "target's probability and p the draft's (Chen et al.'s letters; Leviathan et al. swap them)."
     )
     gr.Markdown(budget_line(), elem_id="theory-budget")
     with gr.Row():

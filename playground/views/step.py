@@ -14,6 +14,11 @@ from typing import TYPE_CHECKING, Sequence
 from playground.records import RoundRecord
 from playground.views.text import escape_text, num, piece_text
 
+# Which letter is which: the page follows Chen et al.; students often read Leviathan et al. first, who swap them.
+LETTERS = (
+    " (q: the target's probability, p: the draft's; Leviathan et al. write p for the target's and q for the draft's)"
+)
+
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
     from transformers import PreTrainedTokenizerBase
 
@@ -66,7 +71,7 @@ def explain_round(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, conte
         "greedy: a draft token is kept when it is the target's most likely token (argmax q)"
         if greedy
         else "sampling: keep draft token x when u < min(1, q(x)/p(x)), u uniform in [0, 1)"
-    )
+    ) + LETTERS
     parts.append(f'<p class="rule">{rule}</p>')
     for i, rows in enumerate(record.alternatives):
         is_bonus = i == k

@@ -68,6 +68,10 @@ def positions(html: str) -> list[str]:
 def test_sampled_verdict_compares_u_with_min_1_q_over_p():
     html = explain_round(SAMPLED, Words(), [], greedy=False)
     assert "sampling: keep draft token x when u < min(1, q(x)/p(x))" in html
+    assert (
+        "q: the target&#x27;s probability, p: the draft&#x27;s" in html
+        or "q: the target's probability, p: the draft's" in html
+    )
     assert "u = 0.300 < min(1, q/p) = 1.000 → accepted" in html
     assert "u = 0.900 ≥ min(1, q/p) = 0.250 → rejected" in html
 

@@ -200,8 +200,11 @@ def describe() -> str:
     name = variant()
     if name is None:
         return f"CPU kernels: torch's (no batch-invariant kernels: {why_not()})"
-    how = "forced by PLAYGROUND_KERNELS" if settings.read().kernels != "auto" else "the best this CPU runs"
-    amx = "; this CPU has AMX, which only the amx variant uses" if "amx_bf16" in cpu_flags() and name != "amx" else ""
+    auto = settings.read().kernels == "auto"
+    how = "the best this CPU runs" if auto else "forced by PLAYGROUND_KERNELS"
+    amx = ""
+    if auto and name != "amx" and "amx_bf16" in cpu_flags():  # auto tried amx first: why it did not load
+        amx = f"; this CPU has AMX, but the amx variant did not load: {reason('amx')}"
     return f"CPU kernels: batch-invariant {name}, {how}{amx}"
 
 

@@ -1,5 +1,5 @@
 """When the tests of the batch-invariant kernels run, skip or fail. Some kernel variant runs on any CPU with a C
-compiler (playground/kernels/build.py: avx512, avx2, portable). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns
+compiler (playground/kernels/build.py: amx, avx512, avx2, portable). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns
 kernels that did not load into a failure where they should have; elsewhere (no compiler, PLAYGROUND_KERNELS=off) the
 tests skip, saying why, and everything else runs on torch's kernels. kernel_variant runs a test on each variant."""
 

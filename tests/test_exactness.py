@@ -21,7 +21,7 @@ from playground.spec import DrafterSpec, PairSpec, RunSpec
 from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)
 
 require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)
-# Each test runs on every kernel variant this CPU executes (avx512, avx2, portable); the others skip, saying why.
+# Each test runs on every kernel variant this CPU executes (amx, avx512, avx2, portable); the others skip, saying why.
 pytestmark = pytest.mark.usefixtures("kernel_variant")
 
 PROMPTS = ["Once upon a time", "def fibonacci(n):", "The quick brown fox", "Question: what is the capital"]

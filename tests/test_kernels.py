@@ -15,7 +15,7 @@ from playground.kernels import model as kernel_model, ops as kernel_ops
 from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)
 
 require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)
-# Each test runs on every kernel variant this CPU executes (avx512, avx2, portable); the others skip, saying why.
+# Each test runs on every kernel variant this CPU executes (amx, avx512, avx2, portable); the others skip, saying why.
 pytestmark = pytest.mark.usefixtures("kernel_variant")
 
 

@@ -75,7 +75,9 @@ def test_without_a_compiler_the_kernel_tests_skip_even_where_required(tmp_path):
 def test_the_switch_is_read_and_checked():
     assert settings.read({}).kernels == "auto" and settings.read({"PLAYGROUND_KERNELS": "OFF"}).kernels == "off"
     assert settings.read({"PLAYGROUND_KERNELS": "AVX2"}).kernels == "avx2"
-    with pytest.raises(PlaygroundError, match="PLAYGROUND_KERNELS must be one of auto, avx512, avx2, portable, off"):
+    with pytest.raises(
+        PlaygroundError, match="PLAYGROUND_KERNELS must be one of auto, amx, avx512, avx2, portable, off"
+    ):
         settings.read({"PLAYGROUND_KERNELS": "maybe"})
 
 

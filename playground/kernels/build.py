@@ -32,8 +32,14 @@ class Variant:
 
 
 # The first variant this CPU runs is the one chosen (PLAYGROUND_KERNELS=auto); PLAYGROUND_KERNELS=<name> forces one.
-# No AMX variant yet: AMX tiles were never run on this project's machines (docs/exactness.md).
+# amx includes avx512.c (its linear on AMX tiles, everything else avx512's); the library hash covers every source.
 VARIANTS = (
+    Variant(
+        "amx",
+        "amx.c",
+        ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-mamx-tile", "-mamx-bf16"),
+        ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16"),
+    ),
     Variant(
         "avx512",
         "avx512.c",
@@ -89,7 +95,7 @@ def runnable() -> list[str]:
 
 def _build_dir(variant: Variant) -> Path:
     """The library's folder in the cache, one per variant, sources and flags."""
-    sources = b"".join((HERE / s).read_bytes() for s in sorted({variant.source, "portable.c"}))
+    sources = b"".join(p.read_bytes() for p in sorted(HERE.glob("*.c")))
     digest = hashlib.sha256(sources + " ".join([*COMMON, *variant.flags]).encode()).hexdigest()[:16]
     return settings.read().cache / "kernels" / f"{variant.name}-{digest}"
 
@@ -127,6 +133,8 @@ def _build(variant: Variant) -> ctypes.CDLL | str:
             return "the kernels did not compile: " + (done.stderr.strip().splitlines() or ["?"])[-1][:200]
         os.replace(tmp, path)
     lib = ctypes.CDLL(str(path))  # after torch: its OpenMP runtime (libgomp) is the one the kernels use
+    if hasattr(lib, "bi_kernel_ready") and not lib.bi_kernel_ready():
+        return "the Linux kernel did not grant this process the AMX tiles (arch_prctl ARCH_REQ_XCOMP_PERM)"
     lib.bi_linear.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr]
     lib.bi_rotary_split.argtypes = [_ptr, _i64, _i64, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _ptr]
     lib.bi_silu_mul.argtypes = [_ptr, _i64, _i64, _ptr]
@@ -192,8 +200,11 @@ def describe() -> str:
     name = variant()
     if name is None:
         return f"CPU kernels: torch's (no batch-invariant kernels: {why_not()})"
-    how = "forced by PLAYGROUND_KERNELS" if settings.read().kernels != "auto" else "the best this CPU runs"
-    amx = "; this CPU has AMX, which no variant uses yet" if "amx_bf16" in cpu_flags() else ""
+    auto = settings.read().kernels == "auto"
+    how = "the best this CPU runs" if auto else "forced by PLAYGROUND_KERNELS"
+    amx = ""
+    if auto and name != "amx" and "amx_bf16" in cpu_flags():  # auto tried amx first: why it did not load
+        amx = f"; this CPU has AMX, but the amx variant did not load: {reason('amx')}"
     return f"CPU kernels: batch-invariant {name}, {how}{amx}"
 
 

@@ -36,6 +36,8 @@ def require_kernels() -> None:
 def _variant_param(name: str):
     why = kernel_ops.unsupported(name)
     marks = [pytest.mark.skip(reason=f"the {name} kernels cannot run on this CPU: {why}")] if why else []
+    if not why and kernel_ops.passed_over(name):
+        marks = [pytest.mark.skip(reason=kernel_ops.passed_over(name))]
     return pytest.param(name, marks=marks, id=name)
 
 

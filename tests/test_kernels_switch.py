@@ -116,3 +116,20 @@ def test_a_variant_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):
     assert kernel_ops.unsupported("avx512").startswith("this CPU lacks avx512f")
     monkeypatch.setenv("PLAYGROUND_KERNELS", "avx2")
     assert kernel_ops.cpu_supported() == "PLAYGROUND_KERNELS=avx2, but this CPU lacks avx2, fma, f16c"
+
+
+def test_auto_passes_the_unproven_amx_variant_over_on_an_amx_cpu_and_says_why(monkeypatch):
+    """amx has run only emulated (tests/test_kernels_amx.py): on a CPU with AMX, auto and the tests pass it over unless
+    PLAYGROUND_KERNELS=amx, and the start-up line says so, where avx512 then runs."""
+    from playground.kernels import build, ops as kernel_ops
+
+    flags = set(build.VARIANTS[0].needs) | {"avx2", "fma", "f16c"}  # an Intel Xeon with AMX
+    monkeypatch.setattr(build, "cpu_flags", lambda: flags)
+    if kernel_ops.unsupported("amx"):
+        pytest.skip(f"not an x86-64 CPU: {kernel_ops.unsupported('amx')}")
+    monkeypatch.delenv("PLAYGROUND_KERNELS", raising=False)
+    assert kernel_ops.passed_over("amx") == build.UNPROVEN
+    assert "amx" not in kernel_ops.runnable() and kernel_ops.runnable()[0] == "avx512"
+    monkeypatch.setenv("PLAYGROUND_KERNELS", "amx")
+    assert kernel_ops.passed_over("amx") is None and kernel_ops.runnable()[0] == "amx"
+    assert kernel_ops.cpu_supported() is None

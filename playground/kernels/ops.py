@@ -14,6 +14,7 @@ from playground.kernels.build import (  # noqa: F401 (the kernels' API, as calle
     describe,
     library,
     load,
+    passed_over,
     reason,
     runnable,
     unsupported,

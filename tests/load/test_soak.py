@@ -109,7 +109,9 @@ def _depart(url: str) -> None:
         f"job = Client({url!r}, verbose=False).submit(*{args(**LONG)!r}, api_name='/generate')\n"
         f"deadline = time.monotonic() + 120\n"
         f"while job.status().code.name not in {QUEUED!r} and time.monotonic() < deadline:\n    time.sleep(0.02)\n"
-        f"print(job.status().code.name, flush=True)\ntime.sleep(0.5)\nos._exit(0)\n"
+        f"code = job.status().code.name\n"
+        f"why = str(job.exception()) if code == 'FINISHED' and job.done() and job.exception() else ''\n"
+        f"print(code, why.replace(chr(10), ' ')[:200], flush=True)\ntime.sleep(0.5)\nos._exit(0)\n"
     )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout.strip()
 
@@ -157,7 +159,11 @@ def _client(url: str, seed: int, until: float, tally: Tally) -> None:
                 tally.add(action)
             else:
                 left = _depart(url)
-                tally.add(action, "" if left in QUEUED or left == "IN_QUEUE" else f"the client saw {left!r}")
+                if "runs waiting or running" in left:  # refused at admission (a cap): it never ran, so never left
+                    tally.add("refused")
+                    continue
+                code = left.split(" ")[0]
+                tally.add(action, "" if code in QUEUED or code == "IN_QUEUE" else f"the client saw {left!r}")
         except Exception as exc:  # noqa: BLE001  counted: the soak asserts there were none
             if "runs waiting or running" in str(exc):  # a cap's answer (jobs.refusal): what the caps are for
                 tally.add("refused")

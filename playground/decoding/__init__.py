@@ -12,6 +12,7 @@ when it is called.
     chain.py       how a chain is verified: one target pass, the chain rule (sampling.py), the round's record
     model.py       a draft model drafts k tokens, one forward each, on its own KV cache
     early_exit.py  the target's first layers as the draft model (self-speculation)
+    self_quant.py  the target's own int4 (or int8) copy as the draft model (quantised self-speculation)
     lookup.py      prompt lookup (n-grams of the sequence); the target alone (no draft)
     cross.py       a draft model with its own tokenizer, translated through text
     staged.py      prompt lookup drafts for the draft model, which drafts for the target

@@ -6,6 +6,7 @@ alone's and HF generate's, for chains and trees. int4 tests skip while kernels.m
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -127,6 +128,21 @@ def test_the_copy_shares_the_targets_storage_and_leaves_the_target_as_it_was(run
     assert all(after[n].dtype is torch.bfloat16 and torch.equal(before[n], after[n]) for n in before)
     assert torch.equal(_logits(target, ids), logits)
     assert not torch.equal(_logits(copied, ids), logits)  # the copy's numbers are cheaper: its logits differ a little
+
+
+def test_making_the_copy_says_what_it_adds(runner, bf16):
+    loaded = runner.load(bf16())
+    outside = replace(loaded, target=self_quant.shared_copy(loaded.target))  # a target the cache does not hold
+    said: list[str] = []
+    copied = self_quant.quantised_copy(outside, 8, progress=lambda message, fraction: said.append(message))
+    need = self_quant.estimate_bytes(loaded.target, 8, 32, True)
+    assert said == [
+        f"Quantising the target's own copy to int8 for self int4 (once per loaded target; it adds about "
+        f"{need / 1e9:.2f} GB, counted in the model cache's budget)"
+    ]
+    assert copied._added_bytes == need + sum(  # the estimate leaves out the biases only
+        p.bias.numel() * 2 for p in loaded.target.modules() if isinstance(p, torch.nn.Linear) and p.bias is not None
+    )
 
 
 def test_the_model_cache_counts_the_copy_and_evicts_it_with_its_target(runner, bf16):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from playground.config import Precision, enum_value
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int, is_real
+from playground.progress import Progress, quiet
 
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
@@ -31,12 +32,14 @@ class Context:
     """What a run adds when a strategy builds its drafter from its options and the loaded pair: the confidence
     threshold (0: off; KPolicy.CONFIDENCE), how the run encodes its prompt for a given tokenizer (a draft with its own
     tokenizer encodes the prompt its own way), the token tree for a strategy that drafts its own (Strategy.own_tree),
-    and the session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
+    and the session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs); progress:
+    where a build that takes a while says so (self int4 making the target's quantised copy, and what it adds)."""
 
     confidence: float = 0.0
     encode: Callable[[object], list[int]] | None = None
     tree: TreeShape | None = None
     kept: Any = None  # the session's state for this kind
+    progress: Progress = quiet
 
 
 @dataclass(frozen=True)

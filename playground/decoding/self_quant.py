@@ -15,6 +15,7 @@ from playground.config import DrafterKind
 from playground.decoding.model import ModelDrafter
 from playground.errors import PlaygroundError
 from playground.kernels import model as kernel_model
+from playground.progress import Progress, quiet
 
 KERNEL_STATE = ("_bi", "forward")  # what the kernels set on a module (kernels/model.py): the target's, not the copy's
 MODEL_STATE = ("_invariant", "_stock_attention", "_int8_bytes", "_int4_bytes")
@@ -85,15 +86,25 @@ def estimate_bytes(model: PreTrainedModel, bits: int, group_size: int, head: boo
     return out
 
 
-def quantised_copy(pair, bits: int, group_size: int = 32, head: bool = True) -> PreTrainedModel:
+def quantised_copy(
+    pair, bits: int, group_size: int = 32, head: bool = True, progress: Progress = quiet
+) -> PreTrainedModel:
     """The pair's target's own copy at `bits` (4: kernels.model.quantize_int4, `group_size` weights a scale, the LM
-    head too where `head`; 8: quantize_int8, a scale per row, the head always), from the model cache when made."""
+    head too where `head`; 8: quantize_int8, a scale per row, the head always), from the model cache when made;
+    progress says when it is made and what it adds."""
     target = pair.target
     why = why_not(target, bits)
     if why:
         raise PlaygroundError(why + ".")
 
+    need = estimate_bytes(target, bits, group_size, head)
+
     def make() -> PreTrainedModel:
+        progress(
+            f"Quantising the target's own copy to int{bits} for self int4 (once per loaded target; it adds about "
+            f"{need / 1e9:.2f} GB, counted in the model cache's budget)",
+            0.0,
+        )
         copied = shared_copy(target)
         if bits == 4:
             kernel_model.quantize_int4(copied, group_size=group_size, head=head)
@@ -103,4 +114,4 @@ def quantised_copy(pair, bits: int, group_size: int = 32, head: bool = True) -> 
         return copied
 
     name = f"self int{bits}" + (f", groups of {group_size}, head {'int4' if head else 'unquantised'}") * (bits == 4)
-    return pair.target_copy(name, make, estimate_bytes(target, bits, group_size, head))
+    return pair.target_copy(name, make, need)

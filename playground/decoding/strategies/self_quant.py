@@ -73,7 +73,8 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     """The target's quantised copy, made once per loaded target (the model cache keeps it), on its own KV cache."""
     from playground.decoding.self_quant import SelfQuantDrafter, quantised_copy
 
-    return SelfQuantDrafter(quantised_copy(pair, o.self_bits, o.self_group_size, o.self_head), run.confidence)
+    copied = quantised_copy(pair, o.self_bits, o.self_group_size, o.self_head, run.progress)
+    return SelfQuantDrafter(copied, run.confidence)
 
 
 STRATEGY = Strategy(

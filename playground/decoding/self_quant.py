@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import itertools
+import types
+from typing import Iterator
 
 import torch
 from transformers import PreTrainedModel
@@ -61,16 +63,26 @@ def shared_copy(model: PreTrainedModel) -> PreTrainedModel:
     return out
 
 
+def _kernel_tensors(module: torch.nn.Module) -> Iterator[torch.Tensor]:
+    """The tensors of the projections the kernels keep on a module (`_bi`: one, or a layer's several), whatever
+    their class (int8's Proj, int4's)."""
+    bi = module.__dict__.get("_bi")
+    procs = list(vars(bi).values()) if isinstance(bi, types.SimpleNamespace) else [bi] if bi is not None else []
+    for proc in procs:
+        yield from (v for v in getattr(proc, "__dict__", {}).values() if isinstance(v, torch.Tensor))
+
+
 def added_bytes(copied: PreTrainedModel, model: PreTrainedModel) -> int:
     """The bytes the copy holds beyond the storage it shares with `model`: its quantised weights (kept outside its
-    parameters by the kernels) and any tensor of its own."""
+    parameters by the kernels) and any tensor of its own, each storage once."""
     shared = {t.untyped_storage().data_ptr() for t in itertools.chain(model.parameters(), model.buffers())}
-    own = sum(
-        t.numel() * t.element_size()
-        for t in itertools.chain(copied.parameters(), copied.buffers())
-        if t.numel() and t.untyped_storage().data_ptr() not in shared
-    )
-    return own + sum(v for k, v in vars(copied).items() if k.startswith("_int") and k.endswith("_bytes"))
+    own: dict[int, int] = {}
+    kernels = (t for m in copied.modules() for t in _kernel_tensors(m))
+    for t in itertools.chain(copied.parameters(), copied.buffers(), kernels):
+        storage = t.untyped_storage()
+        if t.numel() and storage.data_ptr() not in shared:
+            own[storage.data_ptr()] = storage.nbytes()
+    return sum(own.values())
 
 
 def estimate_bytes(model: PreTrainedModel, bits: int, group_size: int, head: bool) -> int:

@@ -39,6 +39,9 @@ class DrafterKind(str, Enum):
     # No draft model: the target's own Jacobi iterations on a window fill an n-gram pool, whose n-grams are
     # verified in the same pass. decoding/lookahead_decoding.py.
     LOOKAHEAD = "lookahead decoding"
+    # No second model: the target's own copy with int4 (or int8) Linears drafts for it, on its own KV cache
+    # (quantised self-speculation). decoding/self_quant.py.
+    SELF_QUANT = "self int4"
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ class Runner:
                 continue
             progress(f"Warming up ({drafter.label}, once per model and drafter)", 0.0)
             warm = RunSpec(spec.pair, drafter, DecodeConfig(max_new_tokens=10, k=3), WARM_PROMPT, spec.chat)
-            rounds = list(self._decoder(warm, pair))
+            rounds = list(self._decoder(warm, pair, progress=progress))
             per_token = [r.draft_s / r.k for r in rounds[1:] if r.k]
             self._draft_s.setdefault(pair.target, {})[key] = statistics.median(per_token) if per_token else 0.0
             done.add(key)
@@ -137,7 +137,9 @@ class Runner:
 
     # ------------------------------------------------------------ running
 
-    def _decoder(self, spec: RunSpec, pair: LoadedPair, kept: Any = None) -> SpeculativeDecoder:
+    def _decoder(
+        self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet
+    ) -> SpeculativeDecoder:
         pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
@@ -148,6 +150,7 @@ class Runner:
             spec.decode.tree,
             lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
             kept,
+            progress,
         )
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
@@ -159,7 +162,7 @@ class Runner:
         when its spec asks; warm-ups never touch it)."""
         if not self.is_warm(spec, pair):
             self.warm_up(spec, pair, progress)
-        return self._decoder(spec, pair, kept)
+        return self._decoder(spec, pair, kept, progress)
 
     def rounds(
         self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None

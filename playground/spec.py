@@ -250,15 +250,20 @@ def parse_drafter(kind: object, precision: object = None, options: dict | None =
 
 
 SHORT_NAMES = {"staged": DrafterKind.STAGED, "suffix": DrafterKind.SUFFIX, "lookahead": DrafterKind.LOOKAHEAD}
+ALIASES = {"self int8": "self int4:bits=8"}  # a name that stands for a kind with an option
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
     """The command line's drafter names: "draft model", "draft model:int8" (",vocab=32768": decoding/vocab.py),
     "early exit:7", "prompt lookup",
     "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too), "suffix" (":factor=2,
-    min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too.
+    min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too,
+    "self int4" (":group=64,head=0"; "self int8" = "self int4:bits=8").
     The options after the colon: a strategy's NAMES ("name=value", a flag alone), a bare precision, a layer."""
     name = str(name)
+    alias, colon, rest = name.partition(":")
+    if alias in ALIASES:
+        name = ALIASES[alias] + ("," + rest if colon and rest else "")
     if name.startswith(DrafterKind.STAGED.value):  # its own name has a colon
         name = "staged" + name[len(DrafterKind.STAGED.value) :]
     kind, _, option = name.partition(":")

@@ -38,7 +38,7 @@ a = [
     "draft model",
     "default",
     0,
-    *[1.0, 0.1, 24, False, 5, 3, 3, False],  # suffix and lookahead decoding's options (unused by the draft model)
+    *[4, 32, True, 1.0, 0.1, 24, False, 5, 3, 3, False],  # self int4's, suffix's and lookahead's options (unused here)
     4,
     "",
     "adaptive (theory)",

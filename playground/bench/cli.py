@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit', 'staged' (prompt "
         "lookup drafts for the draft model), 'suffix' (suffix decoding; 'suffix:factor=2,min-prob=0.05,"
         "depth=32,memory'), 'lookahead' (lookahead decoding; 'lookahead:W=5,N=3,G=3,prompt-pool'); "
-        "'draft model:int8' "
+        "'self int4' (the target's own int4 copy drafts; 'self int4:group=64,head=0', 'self int8'); 'draft model:int8' "
         "(or :fp32/:bf16/:fp16) for a draft precision; 'early exit:L' to exit after layer L. On a "
         "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter",
     )

@@ -150,10 +150,13 @@ def _equality(
 
 
 def _draft_precision(spec: RunSpec, loaded: LoadedPair) -> str:
-    """The precision the draft ran at: the draft model's, the target's for a drafter of the target's layers."""
+    """The precision the draft ran at: the draft model's, the target's for a drafter of the target's layers, the
+    copy's for the target's own quantised copy (self int4)."""
     model = decoding.strategy(spec.drafter.kind).model
     if model == "draft" and loaded.draft_precision:
         return loaded.draft_precision.value
+    if model == "copy":
+        return spec.drafter.options.drafts_in
     return loaded.target_precision.value if model == "target" else ""
 
 

@@ -12,6 +12,7 @@ when it is called.
     chain.py       how a chain is verified: one target pass, the chain rule (acceptance.py), the round's record
     model.py       a draft model drafts k tokens, one forward each, on its own KV cache
     early_exit.py  the target's first layers as the draft model (self-speculation)
+    self_quant.py  the target's own int4 (or int8) copy as the draft model (quantised self-speculation)
     lookup.py      prompt lookup (n-grams of the sequence); the target alone (no draft)
     cross.py       a draft model with its own tokenizer, translated through text
     staged.py      prompt lookup drafts for the draft model, which drafts for the target
@@ -30,6 +31,7 @@ from playground.config import DrafterKind
 from playground.decoding.options import Context, Strategy, Widget
 from playground.decoding.strategies import MODULES
 from playground.errors import PlaygroundError, shown
+from playground.progress import Progress, quiet
 
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
@@ -86,16 +88,18 @@ def make_drafter(
     tree: TreeShape | None = None,
     encode: Callable[[object], list[int]] | None = None,
     kept: Any = None,
+    progress: Progress = quiet,
 ) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
     early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
     token tree instead of a chain (the strategy's own, or a TreeDrafter around its model drafter).
     encode(tokenizer): the run's prompt as that tokenizer's ids, for a draft with its own tokenizer. kept: the
-    session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
+    session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs). progress: where a
+    long build says so."""
     s = REGISTRY[spec.kind]
     if s.draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
-    drafter = s.build(spec.options, pair, Context(confidence, encode, tree if s.own_tree else None, kept))
+    drafter = s.build(spec.options, pair, Context(confidence, encode, tree if s.own_tree else None, kept, progress))
     if tree is None or s.own_tree:
         return drafter
     if not s.tree:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from playground.config import Precision, enum_value
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int, is_real
+from playground.progress import Progress, quiet
 
 if TYPE_CHECKING:
     from playground.decoding.base import Drafter
@@ -31,12 +32,14 @@ class Context:
     """What a run adds when a strategy builds its drafter from its options and the loaded pair: the confidence
     threshold (0: off; KPolicy.CONFIDENCE), how the run encodes its prompt for a given tokenizer (a draft with its own
     tokenizer encodes the prompt its own way), the token tree for a strategy that drafts its own (Strategy.own_tree),
-    and the session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
+    and the session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs); progress:
+    where a build that takes a while says so (self int4 making the target's quantised copy, and what it adds)."""
 
     confidence: float = 0.0
     encode: Callable[[object], list[int]] | None = None
     tree: TreeShape | None = None
     kept: Any = None  # the session's state for this kind
+    progress: Progress = quiet
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,9 @@ class Strategy:
 
     kind: Enum
     build: Callable[[Any, LoadedPair, Context], Drafter]  # build(options, pair, context): the drafter
-    model: str = ""  # the model that drafts: "draft" (the pair's draft model), "target" (its first layers), "" none
+    # the model that drafts: "draft" (the pair's draft model), "target" (its first layers), "copy" (the target's own
+    # quantised copy, made from it: self int4), "" none
+    model: str = ""
     same_tokenizer: bool = False  # the draft's token ids must be the target's (models.check_compatible)
     pair_draft: bool = False  # the pair's draft model on its own: which of these a pair names (models.Pair.drafter)
     tree: bool = False  # can draft a token tree (DecodeConfig.tree)
@@ -124,7 +129,8 @@ def typed(options: Any, **values: Any) -> None:
 
 def parse_named(options_type: type, names: dict[str, str], text: str, name: str, drafter: str) -> dict[str, Any]:
     """The command line's options after the colon, "W=7,N=4,G=7" with names {"w": "lookahead_window", ...} ->
-    {"lookahead_window": 7, ...} (options_type's fields); a bool field ("memory", "prompt-pool") alone means true."""
+    {"lookahead_window": 7, ...} (options_type's fields); a bool field ("memory", "prompt-pool") alone means true, "=0"
+    false (self int4's "head=0")."""
     kinds = {f.name: f for f in fields(options_type)}
     defaults = options_type()
     out: dict[str, Any] = {}
@@ -134,12 +140,15 @@ def parse_named(options_type: type, names: dict[str, str], text: str, name: str,
         if field is None or field not in kinds:
             raise PlaygroundError(
                 f"{shown(name)}: {shown(key)} is not an option of {drafter}; use {', '.join(names)} "
-                f"(e.g. {drafter.split()[0]}:{list(names)[0]}=...)."
+                f"(e.g. {name.partition(':')[0]}:{list(names)[0]}=...)."
             )
         if isinstance(getattr(defaults, field), bool):
-            if eq and value.lower() not in ("1", "true", "yes", "on"):
-                raise PlaygroundError(f"{shown(name)}: {shown(key)} is a flag: write it alone to turn it on.")
-            out[field] = True
+            on, off = value.lower() in ("1", "true", "yes", "on"), value.lower() in ("0", "false", "no", "off")
+            if eq and not (on or off):
+                raise PlaygroundError(
+                    f"{shown(name)}: {shown(key)} is a flag: write it alone to turn it on, or {key}=0 to turn it off."
+                )
+            out[field] = not (eq and off)
             continue
         try:
             out[field] = float(value) if isinstance(getattr(defaults, field), float) else int(value)

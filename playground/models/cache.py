@@ -7,6 +7,7 @@ import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -33,7 +34,8 @@ class ModelCache:
 
     One load per spec even when asked for at once. When a new model does not fit, the least
     recently used models that no generation is using are evicted; a model that cannot fit even
-    then is refused before loading, with a clear message.
+    then is refused before loading, with a clear message. A model made from a loaded one (the self int4
+    drafter's quantised copy of the target: derived()) is kept and counted beside it, and evicted with it.
     """
 
     def __init__(self):
@@ -42,6 +44,7 @@ class ModelCache:
         self._bytes: dict[tuple, int] = {}
         self._busy: dict[tuple, int] = {}
         self._loading: dict[tuple, threading.Lock] = {}
+        self._derived: dict[tuple, PreTrainedModel] = {}  # key + (name,) -> a model made from the key's model
 
     @staticmethod
     def key(spec: str, precision: Precision | None = None) -> tuple:
@@ -74,12 +77,46 @@ class ModelCache:
                 self._loading.pop(key, None)
             return loaded
 
+    def derived(self, model: PreTrainedModel, name: str, make: Callable[[], PreTrainedModel], need: int):
+        """The model `make` builds from a loaded `model` (its own quantised copy), made once per loaded model and
+        name, counted in the budget (`need` bytes before it is made, then its own: make() sets `_added_bytes`,
+        what it holds beyond what it shares with `model`) and evicted with it. A model the cache does not hold:
+        made each time, not kept."""
+        with self._lock:
+            base = next((k for k, (m, _) in self._models.items() if m is model), None)
+            if base is None:
+                return make()
+            key = base + (name,)
+            if key in self._derived:
+                return self._derived[key]
+            gate = self._loading.setdefault(key, threading.Lock())
+            self._busy[base] = self._busy.get(base, 0) + 1  # making room must not evict the model it is made from
+        try:
+            with gate:
+                with self._lock:
+                    if key in self._derived:
+                        return self._derived[key]
+                self._make_room(f"{base[0]} ({name})", need)
+                made = make()
+                with self._lock:
+                    self._derived[key] = made
+                    self._bytes[key] = int(getattr(made, "_added_bytes", need))
+                    self._loading.pop(key, None)
+                return made
+        finally:
+            with self._lock:
+                self._busy[base] -= 1
+
+    def _family(self, key: tuple) -> list[tuple]:
+        """A cached model's key and those of the models made from it (derived())."""
+        return [key] + [d for d in self._derived if d[: len(key)] == key]
+
     def _make_room(self, spec: str, need: int) -> None:
         budget = memory_budget()
         with self._lock:
             used = sum(self._bytes.values())
             idle = [k for k in self._models if not self._busy.get(k)]  # least recently used first
-            freeable = sum(self._bytes[k] for k in idle)
+            freeable = sum(self._bytes[f] for k in idle for f in self._family(k))
             if used - freeable + need > budget:
                 gb = lambda b: f"{b / 2**30:.1f} GB"
                 raise PlaygroundError(
@@ -90,7 +127,9 @@ class ModelCache:
                 if used + need <= budget:
                     break
                 self._models.pop(k)
-                used -= self._bytes.pop(k)
+                for f in self._family(k):
+                    self._derived.pop(f, None)
+                    used -= self._bytes.pop(f)
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -112,6 +151,7 @@ class ModelCache:
     def clear(self) -> None:
         with self._lock:
             self._models.clear()
+            self._derived.clear()
             self._bytes.clear()
 
 
@@ -141,6 +181,11 @@ class LoadedPair:
     target_precision: Precision = Precision.FP32
     draft_precision: Precision | None = None
     draft_tokenizer: PreTrainedTokenizerBase | None = None
+
+    def target_copy(self, name: str, make: Callable[[], PreTrainedModel], need: int) -> PreTrainedModel:
+        """A model made from the target (the self int4 drafter's quantised copy), made once per loaded target and
+        name and kept in the model cache beside it, its bytes counted in the budget (ModelCache.derived)."""
+        return MODELS.derived(self.target, name, make, need)
 
     def in_use(self):
         """`with pair.in_use():` keeps both models from being evicted while a generation runs."""

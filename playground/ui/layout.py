@@ -68,8 +68,8 @@ POLICY_INFO = (
     "draft's top probability falls under the threshold below"
 )
 DRAFTER_INFO = (
-    "prompt lookup copies n-grams from the prompt; early exit drafts with the target's first layers: neither "
-    "needs a draft model; staged: prompt lookup drafts for the draft model, which keeps what it would have "
+    "prompt lookup copies n-grams from the prompt; early exit drafts with the target's first layers; self int4: "
+    "the same model with cheaper numbers (its own int4 copy) drafts for itself: none needs a draft model; staged: prompt lookup drafts for the draft model, which keeps what it would have "
     "drafted itself; suffix decoding drafts what followed the same text before (a suffix tree of the "
     "prompt and the output); lookahead decoding lets the target guess ahead in its own pass (a Jacobi "
     "window) and verifies the n-grams it produced: neither needs a draft model"
@@ -77,7 +77,7 @@ DRAFTER_INFO = (
 TREE_INFO = (
     "draft a tree of continuations instead of a chain; the target scores all its nodes in one pass and keeps "
     "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
-    "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model, early exit and suffix "
+    "'dynamic:16': 16 nodes spent where the draft is most confident. Draft model, early exit, self int4 and suffix "
     "decoding; the tree's depth replaces k"
 )
 INVARIANT_INFO = (
@@ -204,11 +204,11 @@ def _drafter_controls() -> dict:
 
 def _option_controls() -> dict:
     """The strategies' own options, built from their WIDGETS (their Options hold the defaults and check the values):
-    a strategy's widgets in the open, or, where it has a note (Strategy.about: suffix and lookahead decoding), under
+    a strategy's widgets in the open, or, where it has a note (Strategy.about: suffix, lookahead, self int4), under
     that note in the accordion."""
     strategies = [decoding.strategy(kind) for kind in DRAFTERS]
     out = {w.name: _widget(w) for s in strategies if not s.about for w in s.widgets}
-    with gr.Accordion("Suffix and lookahead decoding options", open=False, elem_id="draftfree-options"):
+    with gr.Accordion("Suffix, lookahead decoding and self int4 options", open=False, elem_id="draftfree-options"):
         for s in (s for s in strategies if s.about):
             gr.Markdown(s.about)
             out |= {w.name: _widget(w) for w in s.widgets}

@@ -51,6 +51,8 @@ VLLM_EXPORT = {
 EXPORT_NOTES = {
     DrafterKind.STAGED: "The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
     "equivalent: the draft model alone drafts here.",
+    DrafterKind.SELF_QUANT: "The playground's self int4 (the target's own quantised copy drafts for it) has no {tool} "
+    "equivalent built in: this runs the target alone. A quantised copy of the target can be its draft model.",
 }
 
 

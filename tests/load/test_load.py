@@ -50,7 +50,8 @@ def args(
     invariant=True,
 ):
     """/generate's inputs, in order: the shared controls (playground.ui.common.Controls), then the comparison box."""
-    draftfree = [1.0, 0.1, 24, False, 5, 3, 3, False]  # suffix factor, min prob, depth, memory; lookahead W, N, G, pool
+    # self int4's bits, group size, head; suffix factor, min prob, depth, memory; lookahead W, N, G, pool
+    draftfree = [4, 32, True, 1.0, 0.1, 24, False, 5, 3, 3, False]
     return [
         pair,
         draft_id,

@@ -211,6 +211,18 @@ def test_early_exit_in_the_app_equals_the_target_alone(tiny_catalog, runner):
     )
 
 
+def test_self_int4_in_the_app_equals_the_target_alone(tiny_catalog, runner):
+    """The target's own int8 copy drafts (int4 once its kernels are in); an fp32 target is refused, saying why."""
+    final = call(runner, drafter="self int4", self_bits=8, target_precision="bf16", compare=True, max_new_tokens=24)[-1]
+    if "status-error" in final.status:  # no batch-invariant kernels on this machine
+        assert "cannot run it here" in final.status
+        return
+    assert "status-ok" in final.status and "Identical outputs" in final.compare
+    assert "the target's own quantised copy" in final.summary
+    refused = call(runner, drafter="self int4", self_bits=8, target_precision="fp32")[-1].status
+    assert "the CPU kernels, which cannot run it here: the model is float32" in refused
+
+
 def test_a_tree_run_shows_its_latest_tree_with_the_accepted_path(tiny_catalog, runner):
     state = SessionState()
     final = call(runner, state, compare=True, pair=TWIN, tree="3-2-1", max_new_tokens=16)[-1]

@@ -20,10 +20,11 @@ from playground.decoding.strategies import (
     early_exit,
     lookahead,
     prompt_lookup,
+    self_quant,
     staged,
     suffix,
     target_alone,
 )
 
 # The registry's order: the UI's, the API's and the CLI's order of choices
-MODULES = (draft_model, prompt_lookup, early_exit, cross, staged, suffix, lookahead, target_alone)
+MODULES = (draft_model, prompt_lookup, early_exit, self_quant, cross, staged, suffix, lookahead, target_alone)

@@ -260,6 +260,8 @@ def _quantize(model: torch.nn.Module, layers: Quant, head: Quant) -> torch.nn.Mo
     embedding = model.get_input_embeddings().weight
     for module in list(model.modules()):
         if _fusable(module):
+            if hasattr(module, "_bi"):  # fused in bf16 by make_invariant: its Linears are views of the stacked rows
+                del module._bi
             _fuse_layer(module, layers)
             module.forward = types.MethodType(_layer_forward, module)
             for lin in (

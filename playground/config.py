@@ -84,12 +84,14 @@ DEFAULT_POLICY = KPolicy.CONFIDENCE  # the fastest policy measured here: docs/le
 
 
 class Precision(str, Enum):
-    """A model's numeric precision. int8 (dynamic, per channel) is for a draft on CPU only."""
+    """A model's numeric precision. int8 (per output row) and int4 (groups of 32 along K) are for a draft on CPU only:
+    int4 needs the batch-invariant kernels (playground/kernels), int8 runs on torch's dynamic quantisation without."""
 
     FP32 = "fp32"
     BF16 = "bf16"
     FP16 = "fp16"
     INT8 = "int8"
+    INT4 = "int4"
 
 
 TARGET_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)

@@ -254,7 +254,7 @@ ALIASES = {"self int8": "self int4:bits=8"}  # a name that stands for a kind wit
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
-    """The command line's drafter names: "draft model", "draft model:int8" (",vocab=32768": decoding/vocab.py),
+    """The command line's drafter names: "draft model", "draft model:int8" (or :int4; ",vocab=32768": decoding/vocab.py),
     "early exit:7", "prompt lookup",
     "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too), "suffix" (":factor=2,
     min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too,

@@ -77,6 +77,23 @@ def test_greedy_output_is_exactly_the_targets_with_the_invariant_kernels(runner,
         assert new_tokens(base) == hf_greedy(loaded, prompt, len(new_tokens(base)))
 
 
+@pytest.mark.parametrize("precision", ["int4"])
+@pytest.mark.parametrize("decode", [dict(k=6, policy=KPolicy.CONFIDENCE), dict(tree="dynamic:6")])
+def test_greedy_output_with_a_quantised_draft_is_exactly_the_targets(runner, bf16_spec, precision, decode):
+    """The draft's precision changes which tokens it proposes, never what the bf16 target keeps."""
+    for prompt in PROMPTS:
+        plain = bf16_spec(prompt, **decode)
+        spec = RunSpec(
+            plain.pair, DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision=precision), plain.decode, prompt, chat=False
+        )
+        loaded = runner.load(spec)
+        assert loaded.draft.model.layers[0]._bi.qkv.precision == precision  # the kernels' quantised draft
+        rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
+        verdict = sametext.compare_outputs(rounds, base, "bf16", exact=True)
+        assert verdict["equal"], (prompt, verdict)
+        assert new_tokens(base) == hf_greedy(loaded, prompt, len(new_tokens(base)))
+
+
 def test_the_batched_engine_gives_every_row_its_solo_output(runner, bf16_spec):
     spec = bf16_spec(PROMPTS[0])
     loaded = runner.load(spec)
@@ -124,3 +141,7 @@ def test_the_default_pair_precisions_load_the_kernels(tiny_models):
     )
     assert kernel_model.is_invariant(loaded.target)
     assert all(layer.self_attn.q_proj.weight.numel() == 0 for layer in loaded.draft.model.layers)
+    int4 = models.load_pair(
+        str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="bf16", draft_precision="int4"
+    )
+    assert all(layer._bi.gate_up.precision == "int4" for layer in int4.draft.model.layers)

@@ -67,8 +67,8 @@ def test_unknown_policy_drafter_and_precision_name_the_field():
         parse_policy("magic")
     with pytest.raises(PlaygroundError, match="Unknown drafter 'oracle'"):
         parse_drafter("oracle")
-    with pytest.raises(PlaygroundError, match="Unknown draft precision 'int4'"):
-        DrafterSpec.of(precision="int4")
+    with pytest.raises(PlaygroundError, match="Unknown draft precision 'int2'"):
+        DrafterSpec.of(precision="int2")
     with pytest.raises(PlaygroundError, match="target precision must be one of"):
         PairSpec("p", "t", target_precision="int8")
     with pytest.raises(PlaygroundError, match="early-exit layer"):
@@ -77,6 +77,7 @@ def test_unknown_policy_drafter_and_precision_name_the_field():
 
 def test_command_line_names_become_typed_drafters():
     assert parse_drafter_name("draft model:int8") == DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision="int8")
+    assert parse_drafter_name("draft model:int4").label == "draft model (int4)"
     assert parse_drafter_name("draft model") == DrafterSpec(DrafterKind.DRAFT_MODEL)
     assert parse_drafter_name("early exit:7") == DrafterSpec.of(DrafterKind.EARLY_EXIT, exit_layer=7)
     assert parse_drafter_name("prompt lookup").kind is DrafterKind.PROMPT_LOOKUP

@@ -295,11 +295,14 @@ PRECISION_COLUMNS = [
 
 
 def default_precisions(device: torch.device | None = None) -> tuple[list[str], list[str]]:
-    """(target, draft) precisions of the grid: fp32 and bf16 (and fp16 on a GPU) for both; int8 drafts on CPU."""
+    """(target, draft) precisions of the grid: fp32 and bf16 (and fp16 on a GPU) for both; int8 drafts on CPU, and
+    int4 where the CPU kernels run."""
     device = device or models.choose_device()
     if device.type == "cuda":
         return ["fp32", "bf16", "fp16"], ["fp32", "bf16", "fp16"]
-    return ["fp32", "bf16"], ["fp32", "bf16", "int8"]
+    from playground.kernels import ops as kernel_ops
+
+    return ["fp32", "bf16"], ["fp32", "bf16", "int8"] + (["int4"] if kernel_ops.available() else [])
 
 
 def precision_grid(
@@ -319,8 +322,8 @@ def precision_grid(
     drafts = [Precision(p) for p in dict.fromkeys(draft_precisions)]
     if not targets or not drafts:
         raise PlaygroundError("The precision grid needs at least one target and one draft precision.")
-    if models.choose_device().type != "cpu" and Precision.INT8 in drafts:
-        raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on this device use bf16 or fp16.")
+    if models.choose_device().type != "cpu" and {Precision.INT8, Precision.INT4} & set(drafts):
+        raise PlaygroundError("int8 and int4 are CPU precisions; on this device use bf16 or fp16.")
     pairs = [replace(spec.pair, target_precision=p) for p in targets]  # PairSpec checks each target precision
     drafters = [DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision=p) for p in drafts]
     results = run_grid(

@@ -9,7 +9,7 @@ Examples:
     python -m playground.bench --k 4 theory --temps 0 1 --compare-hf --json out.json
     python -m playground.bench --k 4 --tree 2-1-1-1 dynamic:5 --json trees.json   # chain vs trees of 5 nodes
     python -m playground.bench --k 4 --drafters "draft model" "prompt lookup" staged # staged vs each single drafter
-    python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 bf16 --categories code story
+    python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 int4 --categories code story
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
     python -m playground.bench --k theory --repetitive --drafters suffix lookahead "prompt lookup" "draft model"   # draft-free
     python -m playground.bench --k 4 --temps 0 0.7 --compare-hf --compare-vllm --report docs/vllm.md   # vLLM's rows too
@@ -83,8 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit', 'staged' (prompt "
         "lookup drafts for the draft model), 'suffix' (suffix decoding; 'suffix:factor=2,min-prob=0.05,"
         "depth=32,memory'), 'lookahead' (lookahead decoding; 'lookahead:W=5,N=3,G=3,prompt-pool'); "
-        "'self int4' (the target's own int4 copy drafts; 'self int4:group=64,head=0', 'self int8'); 'draft model:int8' "
-        "(or :fp32/:bf16/:fp16) for a draft precision; 'early exit:L' to exit after layer L. On a "
+        "'self int4' (the target's own int4 copy drafts; 'self int4:group=64,head=0', 'self int8'); 'draft model:int4' "
+        "(or :fp32/:bf16/:fp16/:int8) for a draft precision; 'early exit:L' to exit after layer L. On a "
         "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter",
     )
     p.add_argument(
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--draft-precision",
         nargs="+",
         metavar="P",
-        help="fp32 / bf16 / fp16 / int8 (CPU), one or more, for draft-model drafters without a :precision "
+        help="fp32 / bf16 / fp16 / int8 / int4 (CPU), one or more, for draft-model drafters without a :precision "
         "(default: this device's, models.default_draft_precision)",
     )
     p.add_argument(
@@ -191,10 +191,8 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
         else:
             out.append(d)
     out = list(dict.fromkeys(out))
-    if models.choose_device().type != "cpu" and any(d.precision is Precision.INT8 for d in out):
-        raise PlaygroundError(
-            "draft precision int8 (dynamic quantisation) is CPU only; on this device use bf16 or fp16."
-        )
+    if models.choose_device().type != "cpu" and any(d.precision in (Precision.INT8, Precision.INT4) for d in out):
+        raise PlaygroundError("draft precisions int8 and int4 are CPU only; on this device use bf16 or fp16.")
     return out
 
 

@@ -758,3 +758,140 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
   }
   if (scratch != small) free(scratch);
 }
+
+/* ------------------------------------------------------------------------------------------------
+ * int4 weights for a draft (AVX512-VNNI), groups of G along K (G a multiple of 32 that divides K).
+ * A weight row is Kp / 2 bytes (Kp = K rounded up to 128, padded with the zero point): per chunk of 128 k, byte j
+ * holds k0 + j in its low nibble and k0 + 64 + j in its high one, each w + 8 (0..15; the quantiser writes -7..7).
+ * So a chunk is one 64-byte load, its first 64 weights an AND, its last 64 a shift and an AND. A bf16 scale per
+ * (row, group), rows of ceil(Kp / G) (zeros past K). x is quantised per row to int8 at each call; the group's
+ * zero point costs nothing: a dot product lane starts at -8 (the sum of its 4 x) and vpdpbusd adds w * x, so the
+ * lane's integer sum (4 products, |sum| <= 4064) is exact, and so is its product with the bf16 scale in fp32.
+ * Per output element: 16 fp32 lanes, lane l adding (isum_l * s_group) per 64 k in increasing k, then the fixed
+ * horizontal tree, y = sx * sum (+ bias), rounded (+ resid, rounded). The same sequence for every block shape.
+ */
+
+#define I4_MB 4 /* the most input rows per int4 register block */
+#define I4_NB 8 /* the most weight rows per int4 register block */
+
+/* x: (M, K) bf16 -> xs: (M, Kp) int8 (zeros past K), nc: (M, Kp / 4) int32, -8 times the sum of each 4 x, sx. */
+static void quantize_rows_i4(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, int8_t *xs, int32_t *nc, float *sx) {
+  bi_quantize_rows(x, M, K, Kp, (uint8_t *)xs, sx); /* uint8 with zero point 128: flip the top bit for int8 */
+  const __m512i top = _mm512_set1_epi8((char)0x80), eight = _mm512_set1_epi8(8);
+  for (int64_t i = 0; i < M * Kp; i += 64) {
+    __m512i v = _mm512_xor_si512(_mm512_loadu_si512((const void *)(xs + i)), top);
+    _mm512_storeu_si512((void *)(xs + i), v);
+    __m512i s8 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, v);
+    _mm512_storeu_si512((void *)(nc + i / 4), _mm512_sub_epi32(_mm512_setzero_si512(), s8));
+  }
+}
+
+/* The scales of one chunk as fp32 lanes: lo (k0 .. k0 + 63: lanes 0-7 the group of k0, 8-15 that of k0 + 32)
+ * and hi (k0 + 64 ..). A masked 16-bit permute puts each bf16 in the top half of its 32-bit lane: widened. */
+static inline void scales_i4(const uint16_t *s, int64_t k0, int64_t G, __m512 *lo, __m512 *hi) {
+  __m128i four;
+  if (G == 32)
+    four = _mm_loadl_epi64((const __m128i *)(s + k0 / 32));
+  else
+    four = _mm_setr_epi16((short)s[k0 / G], (short)s[(k0 + 32) / G], (short)s[(k0 + 64) / G], (short)s[(k0 + 96) / G],
+                          0, 0, 0, 0);
+  const __m512i ilo = _mm512_set_epi16(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                       0, 0, 0, 0, 0);
+  const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(2));
+  __m512i v = _mm512_castsi128_si512(four);
+  *lo = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16((__mmask32)0xAAAAAAAAu, ilo, v));
+  *hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16((__mmask32)0xAAAAAAAAu, ihi, v));
+}
+
+/* mb input rows against nb weight rows; acc[i * I4_NB + j]: 16 lanes per element, as the comment above says. */
+static inline __attribute__((always_inline)) void block_i4(const int8_t *xs, const int32_t *nc, int64_t Kp,
+                                                           const uint8_t *w, const uint16_t *s, int64_t S, int64_t G,
+                                                           const uint16_t *bias, const uint16_t *resid, uint16_t *out,
+                                                           int64_t ldo, const float *sx, int mb, int nb) {
+  __m512 acc[I4_MB * I4_NB];
+  for (int i = 0; i < I4_MB * I4_NB; i++) acc[i] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  int64_t ldw = Kp / 2;
+  for (int64_t k0 = 0; k0 < Kp; k0 += 128) {
+    for (int j = 0; j < I4_NB; j++) {
+      if (j >= nb) break;
+      _mm_prefetch((const char *)(w + (j + AHEAD * nb) * ldw + k0 / 2), _MM_HINT_T1);
+      __m512i v = _mm512_loadu_si512((const void *)(w + j * ldw + k0 / 2));
+      __m512i wlo = _mm512_and_si512(v, low), whi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      __m512 slo, shi;
+      scales_i4(s + j * S, k0, G, &slo, &shi);
+      for (int i = 0; i < I4_MB; i++) {
+        if (i >= mb) break;
+        const int8_t *xr = xs + i * Kp + k0;
+        const int32_t *cr = nc + i * (Kp / 4) + k0 / 4;
+        __m512i ilo = _mm512_dpbusd_epi32(_mm512_loadu_si512((const void *)cr), wlo, _mm512_loadu_si512((const void *)xr));
+        __m512i ihi = _mm512_dpbusd_epi32(_mm512_loadu_si512((const void *)(cr + 16)), whi,
+                                          _mm512_loadu_si512((const void *)(xr + 64)));
+        acc[i * I4_NB + j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ilo), slo, acc[i * I4_NB + j]);
+        acc[i * I4_NB + j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ihi), shi, acc[i * I4_NB + j]);
+      }
+    }
+  }
+  __m512 live[I4_MB * I4_NB];
+  int c = 0;
+  for (int i = 0; i < mb; i++)
+    for (int j = 0; j < nb; j++) live[c++] = acc[i * I4_NB + j];
+  float res[I4_MB * I4_NB];
+  reduce_many(live, c, res);
+  __mmask16 cols = (__mmask16)((1u << nb) - 1u);
+  __m512 b = bias ? widen((__m256bh)_mm256_maskz_loadu_epi16(cols, bias)) : _mm512_setzero_ps();
+  for (int i = 0; i < mb; i++) {
+    __m512 y = _mm512_mul_ps(_mm512_set1_ps(sx[i]), _mm512_maskz_loadu_ps(cols, res + i * nb));
+    if (bias) y = _mm512_add_ps(y, b);
+    __m256bh r = _mm512_cvtneps_pbh(y);
+    if (resid) r = _mm512_cvtneps_pbh(_mm512_add_ps(widen(r), widen((__m256bh)_mm256_maskz_loadu_epi16(cols, resid + i * ldo))));
+    _mm256_mask_storeu_epi16(out + i * ldo, cols, (__m256i)r);
+  }
+}
+
+typedef void (*block_i4_fn)(const int8_t *, const int32_t *, int64_t, const uint8_t *, const uint16_t *, int64_t,
+                            int64_t, const uint16_t *, const uint16_t *, uint16_t *, int64_t, const float *);
+#define BLOCK_I4(MBV, NBV)                                                                                        \
+  static void block_i4_##MBV##_##NBV(const int8_t *xs, const int32_t *nc, int64_t Kp, const uint8_t *w,          \
+                                     const uint16_t *s, int64_t S, int64_t G, const uint16_t *bias,               \
+                                     const uint16_t *resid, uint16_t *out, int64_t ldo, const float *sx) {       \
+    block_i4(xs, nc, Kp, w, s, S, G, bias, resid, out, ldo, sx, MBV, NBV);                                      \
+  }
+#define BLOCKS_I4(NBV) BLOCK_I4(1, NBV) BLOCK_I4(2, NBV) BLOCK_I4(3, NBV) BLOCK_I4(4, NBV)
+BLOCKS_I4(1) BLOCKS_I4(2) BLOCKS_I4(3) BLOCKS_I4(4) BLOCKS_I4(5) BLOCKS_I4(6) BLOCKS_I4(7) BLOCKS_I4(8)
+#define ROW_I4(NBV) {0, block_i4_1_##NBV, block_i4_2_##NBV, block_i4_3_##NBV, block_i4_4_##NBV}
+static const block_i4_fn BLOCKS_I4_[I4_NB + 1][I4_MB + 1] = {{0},        ROW_I4(1), ROW_I4(2), ROW_I4(3), ROW_I4(4),
+                                                             ROW_I4(5), ROW_I4(6), ROW_I4(7), ROW_I4(8)};
+
+/* y = x W^T (+ bias) (+ resid) with W int4: x (M, K) bf16; w (N, Kp / 2) uint8 as above; s (N, ceil(Kp / G)) bf16;
+ * bias (N,) bf16 or NULL; resid (M, N) bf16 or NULL; out (M, N) bf16. Register blocks: one row against 8 weight
+ * rows, 2 against 6, 3 or 4 against 4, more rows in near-equal blocks of at most 4; each weight block is read from
+ * memory once per MC rows. Every block computes each element by block_i4's one sequence. */
+void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int64_t N, const uint16_t *s, int64_t G,
+                  const uint16_t *bias, const uint16_t *resid, uint16_t *out) {
+  static const int nb_for_rows[I4_MB + 1] = {0, 8, 6, 4, 4};
+  int64_t Kp = (K + 127) & ~(int64_t)127, S = (Kp + G - 1) / G;
+  int rows = M <= I4_MB ? (int)M : (int)((M + (M + I4_MB - 1) / I4_MB - 1) / ((M + I4_MB - 1) / I4_MB));
+  int nbv = nb_for_rows[rows];
+  size_t bytes = (size_t)M * (size_t)(2 * Kp + 4);
+  uint8_t small[8192], *scratch = bytes <= sizeof small ? small : (uint8_t *)malloc(bytes);
+  int8_t *xs = (int8_t *)scratch;
+  int32_t *nc = (int32_t *)(scratch + M * Kp);
+  float *sx = (float *)(scratch + 2 * M * Kp);
+  quantize_rows_i4(x, M, K, Kp, xs, nc, sx);
+  int64_t nblocks = (N + nbv - 1) / nbv;
+  for (int64_t m0 = 0; m0 < M; m0 += MC) {
+    int64_t mc = M - m0 < MC ? M - m0 : MC;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nblocks; b++) {
+      int64_t n0 = b * nbv;
+      int nb = N - n0 < nbv ? (int)(N - n0) : nbv;
+      for (int64_t m = m0; m < m0 + mc; m += rows) {
+        int mb = m0 + mc - m < rows ? (int)(m0 + mc - m) : rows;
+        BLOCKS_I4_[nb][mb](xs + m * Kp, nc + m * (Kp / 4), Kp, w + n0 * (Kp / 2), s + n0 * S, S, G,
+                           bias ? bias + n0 : NULL, resid ? resid + m * N + n0 : NULL, out + m * N + n0, N, sx + m);
+      }
+    }
+  }
+  if (scratch != small) free(scratch);
+}

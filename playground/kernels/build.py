@@ -152,6 +152,7 @@ def _build(variant: Variant) -> ctypes.CDLL | str:
     lib.bi_attention.argtypes = [*[_ptr] * 9, *[_i64] * 6, ctypes.c_float]
     lib.bi_attention_ref.argtypes = [*lib.bi_attention.argtypes, _ptr]
     lib.bi_linear_i8.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr, _ptr, _ptr]
+    lib.bi_linear_i4.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _i64, _ptr, _ptr, _ptr]
     lib.bi_rmsnorm.argtypes = [_ptr, _i64, _i64, _ptr, ctypes.c_float, _ptr]
     lib.read_sum.argtypes = [_ptr, _i64, ctypes.c_int]
     lib.read_sum.restype = ctypes.c_double

@@ -6,7 +6,7 @@ import types
 
 import torch
 
-from playground.kernels.ops import NAME, Proj, attention, library, linear, rms_norm, why_not
+from playground.kernels.ops import NAME, Proj, attention, can_int4, library, linear, rms_norm, why_not
 
 
 def _linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -24,20 +24,31 @@ def _norm_forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     return rms_norm(x, self.weight, self.variance_epsilon)
 
 
-def _fused(linears: list[torch.nn.Linear], int8: bool) -> Proj:
+Quant = tuple[str, int] | None  # how a Proj stores its weight: None (bf16), ("int8", 0), ("int4", group size)
+
+
+def _proj(weight: torch.Tensor, bias: torch.Tensor | None, quant: Quant) -> Proj:
+    if quant is None:
+        return Proj(weight, bias)
+    if quant[0] == "int4":
+        return Proj(weight, bias, int4=True, group_size=quant[1])
+    return Proj(weight, bias, int8=True)
+
+
+def _fused(linears: list[torch.nn.Linear], quant: Quant) -> Proj:
     """One Proj for several Linears that read the same input (q, k, v; gate, up): their rows stacked. In bf16
     the Linears keep views of the stacked weight (no second copy); every element is computed as before."""
     parts = [(l.weight, l.bias) for l in linears]
     weight = torch.cat([w.detach() for w, _ in parts]) if len(parts) > 1 else parts[0][0].detach()
     bias = None if parts[0][1] is None else torch.cat([b.detach() for _, b in parts])
-    if not int8 and len(parts) > 1:
+    if quant is None and len(parts) > 1:
         start = 0
         for l, (w, b) in zip(linears, parts):
             l.weight.data = weight[start : start + w.shape[0]]
             if b is not None:
                 l.bias.data = bias[start : start + w.shape[0]]
             start += w.shape[0]
-    return Proj(weight, bias, int8)
+    return _proj(weight, bias, quant)
 
 
 # ---------------------------------------------------------------- a whole decoder layer
@@ -62,7 +73,7 @@ def _fusable(layer: torch.nn.Module) -> bool:
     )
 
 
-def _fuse_layer(layer: torch.nn.Module, int8: bool = False) -> None:
+def _fuse_layer(layer: torch.nn.Module, quant: Quant = None) -> None:
     """The layer's projections as Procs (kept on the layer): q/k/v stacked, o, gate/up stacked, down."""
     if hasattr(layer, "_bi"):
         return
@@ -72,10 +83,10 @@ def _fuse_layer(layer: torch.nn.Module, int8: bool = False) -> None:
         heads=a.q_proj.weight.shape[0] // D,
         kv_heads=a.k_proj.weight.shape[0] // D,
         head_dim=D,
-        qkv=_fused([a.q_proj, a.k_proj, a.v_proj], int8),
-        o=_fused([a.o_proj], int8),
-        gate_up=_fused([m.gate_proj, m.up_proj], int8),
-        down=_fused([m.down_proj], int8),
+        qkv=_fused([a.q_proj, a.k_proj, a.v_proj], quant),
+        o=_fused([a.o_proj], quant),
+        gate_up=_fused([m.gate_proj, m.up_proj], quant),
+        down=_fused([m.down_proj], quant),
     )
 
 
@@ -210,32 +221,65 @@ def can_quantize_int8(model: torch.nn.Module) -> str | None:
     return why
 
 
+def can_quantize_int4(model: torch.nn.Module, group_size: int = 32) -> str | None:
+    """None when quantize_int4 applies (as quantize_int8, and group_size divides every Linear's input size), else
+    why not."""
+    why = can_quantize_int8(model)
+    for module in model.modules() if why is None else ():
+        if isinstance(module, torch.nn.Linear):
+            why = why or can_int4(module.in_features, group_size)
+    return why
+
+
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
     """A draft's weights in int8 (one scale per output row), in place: every Linear and the LM head (a tied head
     gets an int8 copy; the embedding stays bf16), the decoder layers fused. The bf16 weights of the Linears are
     freed. Only the draft proposes, so its precision changes how often drafts are accepted, never the output."""
-    if can_quantize_int8(model):
-        raise RuntimeError(can_quantize_int8(model))
+    why = can_quantize_int8(model)
+    if why:
+        raise RuntimeError(why)
+    return _quantize(model, ("int8", 0), ("int8", 0))
+
+
+def quantize_int4(model: torch.nn.Module, group_size: int = 32, head: bool = True) -> torch.nn.Module:
+    """A draft's weights in int4 (symmetric groups of group_size along K, a bf16 scale per group: ops.quantize_i4),
+    in place, as quantize_int8 does it: every Linear, the decoder layers fused, their bf16 weights freed. head: the LM
+    head in int4 too (a tied head gets an int4 copy; the embedding stays bf16); head=False keeps the head in bf16 on
+    the batch-invariant bf16 kernel (no copy: a tied head stays the embedding itself)."""
+    why = can_quantize_int4(model, group_size)
+    if why:
+        raise RuntimeError(why)
+    int4 = ("int4", group_size)
+    return _quantize(model, int4, int4 if head else None)
+
+
+def _quantize(model: torch.nn.Module, layers: Quant, head: Quant) -> torch.nn.Module:
+    """The layers' projections (fused) in `layers`, every other Linear (the LM head) in `head` (None: bf16)."""
     _register()
     model.set_attn_implementation(NAME)
     embedding = model.get_input_embeddings().weight
     for module in list(model.modules()):
         if _fusable(module):
-            _fuse_layer(module, int8=True)
+            if hasattr(module, "_bi"):  # fused in bf16 by make_invariant: its Linears are views of the stacked rows
+                del module._bi
+            _fuse_layer(module, layers)
             module.forward = types.MethodType(_layer_forward, module)
             for lin in (
                 *(getattr(module.self_attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")),
                 *(getattr(module.mlp, n) for n in ("gate_proj", "up_proj", "down_proj")),
             ):
-                lin.weight.data = lin.weight.data.new_empty(0)  # the int8 copy in module._bi replaces it
+                lin.weight.data = lin.weight.data.new_empty(0)  # the quantised copy in module._bi replaces it
         elif isinstance(module, torch.nn.Linear) and module.weight.dtype is torch.bfloat16 and module.weight.numel():
-            module._bi = Proj(module.weight, module.bias, int8=True)
+            if head is None:
+                module.forward = types.MethodType(_linear_forward, module)
+                continue
+            module._bi = _proj(module.weight, module.bias, head)
             module.forward = types.MethodType(_head_forward, module)
             if module.weight is not embedding:
                 module.weight.data = module.weight.data.new_empty(0)
         elif type(module).__name__ in NORMS:
             module.forward = types.MethodType(_norm_forward, module)
-    model._int8_bytes = sum(p.nbytes() for m in model.modules() for p in _procs(m))
+    setattr(model, f"_{layers[0]}_bytes", sum(p.nbytes() for m in model.modules() for p in _procs(m)))
     return model
 
 

@@ -145,65 +145,144 @@ def attention(
     return out, None
 
 
-# ---------------------------------------------------------------- projections: bf16 or int8 weights
+# ---------------------------------------------------------------- projections: bf16, int8 or int4 weights
+
+CHUNK_I4 = 128  # an int4 row is stored in chunks of 128 k (kernels/*.c: bi_linear_i4), K padded to a multiple
+
+
+def can_int4(k: int, group_size: int) -> str | None:
+    """None when a (N, k) weight can be quantised to int4 in groups of group_size, else why not."""
+    if group_size <= 0 or group_size % 32:
+        return f"the int4 group size must be a positive multiple of 32, not {group_size}"
+    if k % group_size:
+        return f"the int4 group size {group_size} does not divide the layer's input size {k}"
+    return None
+
+
+def quantize_i4(weight: torch.Tensor, group_size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (N, K) weight as the int4 kernels take it: symmetric groups of group_size along K, scale = amax / 7 rounded
+    to bf16, q = round(w / scale) clamped to -7..7, stored as q + 8 in nibbles (per 128 k, byte j: k0 + j low,
+    k0 + 64 + j high; K padded to Kp, a multiple of 128, with q = 0). Returns (packed (N, Kp / 2) uint8, scales
+    (N, ceil(Kp / group_size)) bf16, zeros past K)."""
+    why = can_int4(weight.shape[1], group_size)
+    if why:
+        raise ValueError(why)
+    n, k = weight.shape
+    kp = -(-k // CHUNK_I4) * CHUNK_I4
+    groups = weight.detach().float().view(n, k // group_size, group_size)
+    scale = (groups.abs().amax(-1) / 7).to(torch.bfloat16)
+    s = scale.float()[..., None]
+    q = torch.where(s > 0, (groups / torch.where(s > 0, s, 1)).round().clamp(-7, 7), 0).view(n, k)
+    u = torch.full((n, kp), 8, dtype=torch.uint8)
+    u[:, :k] = (q + 8).to(torch.uint8)
+    u = u.view(n, kp // CHUNK_I4, 2, CHUNK_I4 // 2)
+    packed = (u[:, :, 0] | (u[:, :, 1] << 4)).reshape(n, kp // 2).contiguous()
+    scales = torch.zeros((n, -(-kp // group_size)), dtype=torch.bfloat16)
+    scales[:, : k // group_size] = scale
+    return packed, scales
+
+
+def dequantize_i4(packed: torch.Tensor, scales: torch.Tensor, k: int, group_size: int) -> torch.Tensor:
+    """quantize_i4's weight back in fp32: (q - 8) * scale, the first k columns."""
+    n = packed.shape[0]
+    b = packed.view(n, -1, CHUNK_I4 // 2)
+    u = torch.stack([b & 15, b >> 4], dim=2).reshape(n, -1)[:, :k]
+    return (u.float() - 8) * scales.float().repeat_interleave(group_size, dim=1)[:, :k]
 
 
 class Proj:
-    """One projection a kernel computes: a bf16 weight (N, K), or its int8 form (int8 rows, a scale per row, the
-    rows' sums), and a bf16 bias or None. Called on x (..., K), with an optional residual to add."""
+    """One projection a kernel computes: a bf16 weight (N, K); or its int8 form (int8 rows, a scale per row, the
+    rows' sums); or its int4 form (quantize_i4: packed nibbles, a bf16 scale per group of `group` along K); and a
+    bf16 bias or None. Called on x (..., K), with an optional residual to add."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, int8: bool = False):
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None = None,
+        int8: bool = False,
+        int4: bool = False,
+        group_size: int = 32,
+    ):
         self.n, self.k = weight.shape
         self.bias = bias
-        if int8:
+        self.weight = self.q = self.q4 = None
+        if int4:
+            self.group = group_size
+            self.q4, self.scale4 = quantize_i4(weight, group_size)
+        elif int8:
             w = weight.detach().float()
             self.scale = (w.abs().amax(1) / 127).clamp_min(1e-12)
             self.q = (w / self.scale[:, None]).round().clamp(-127, 127).to(torch.int8)
             self.rowsum = self.q.sum(1, dtype=torch.int32)
-            self.weight = None
         else:
-            self.weight, self.q = weight.detach(), None
+            self.weight = weight.detach()
+
+    @property
+    def precision(self) -> str:
+        return "int4" if self.q4 is not None else "int8" if self.q is not None else "bf16"
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-        if self.q is None:
+        if self.weight is not None:
             return linear(x, self.weight, self.bias, residual)
         flat = _rows(x)
         M = flat.shape[0]
         out = torch.empty((M, self.n), dtype=torch.bfloat16)
-        resid = _rows(residual) if residual is not None else None
-        library().bi_linear_i8(
-            flat.data_ptr(),
-            M,
-            self.k,
-            self.q.data_ptr(),
-            self.n,
-            self.scale.data_ptr(),
-            self.rowsum.data_ptr(),
-            self.bias.data_ptr() if self.bias is not None else None,
-            resid.data_ptr() if resid is not None else None,
-            out.data_ptr(),
-        )
+        bias = self.bias.data_ptr() if self.bias is not None else None
+        held = _rows(residual) if residual is not None else None  # held: a contiguous copy lives through the call
+        resid = held.data_ptr() if held is not None else None
+        if self.q4 is not None:
+            library().bi_linear_i4(
+                flat.data_ptr(),
+                M,
+                self.k,
+                self.q4.data_ptr(),
+                self.n,
+                self.scale4.data_ptr(),
+                self.group,
+                bias,
+                resid,
+                out.data_ptr(),
+            )
+        else:
+            library().bi_linear_i8(
+                flat.data_ptr(),
+                M,
+                self.k,
+                self.q.data_ptr(),
+                self.n,
+                self.scale.data_ptr(),
+                self.rowsum.data_ptr(),
+                bias,
+                resid,
+                out.data_ptr(),
+            )
         return out.view(*x.shape[:-1], self.n)
 
     def rows(self, n: int) -> "Proj":
         """The first n output rows, as views of this one's storage (no copy)."""
         part = Proj.__new__(Proj)
-        part.n, part.k = n, self.k
-        part.bias = None if self.bias is None else self.bias[:n]
-        part.weight = None if self.weight is None else self.weight[:n]
-        part.q = None if self.q is None else self.q[:n]
-        if self.q is not None:
-            part.scale, part.rowsum = self.scale[:n], self.rowsum[:n]
+        part.__dict__.update(self.__dict__)
+        part.n = n
+        for name in ("bias", "weight", "q", "scale", "rowsum", "q4", "scale4"):
+            value = getattr(self, name, None)
+            if value is not None:
+                setattr(part, name, value[:n])
         return part
 
     def dequantized(self, ids: torch.Tensor) -> torch.Tensor:
-        """The weight's rows `ids` in fp32 (the int8 rows times their scales)."""
+        """The weight's rows `ids` in fp32 (the int8 rows times their scales; the int4 groups times theirs)."""
+        if self.q4 is not None:
+            return dequantize_i4(self.q4[ids], self.scale4[ids], self.k, self.group)
         if self.q is None:
             return self.weight[ids].float()
         return self.q[ids].float() * self.scale[ids, None]
 
     def nbytes(self) -> int:
-        parts = [self.weight, self.bias] if self.q is None else [self.q, self.scale, self.rowsum, self.bias]
+        parts = {
+            "bf16": [self.weight, self.bias],
+            "int8": [self.q, getattr(self, "scale", None), getattr(self, "rowsum", None), self.bias],
+            "int4": [self.q4, getattr(self, "scale4", None), self.bias],
+        }[self.precision]
         return sum(t.numel() * t.element_size() for t in parts if t is not None)
 
 

@@ -169,6 +169,86 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
 }
 #endif
 
+/* ------------------------------------------------------------------------------------------------
+ * int4 weights for a draft, groups of G along K (G a multiple of 32 that divides K). A weight row is Kp / 2 bytes
+ * (Kp = K rounded up to 128, padded with the zero point): per chunk of 128 k, byte j holds k0 + j in its low nibble
+ * and k0 + 64 + j in its high one, each w + 8 (0..15). A bf16 scale per (row, group), rows of ceil(Kp / G) (zeros
+ * past K). x is quantised per row to int8 at each call (bi_quantize_rows, less the zero point 128).
+ * Per output element, 8 fp32 lanes; per 32 k in increasing order (one group or part of one), lane l takes the exact
+ * integer sum of its 4 products (w - 8) x (|sum| <= 4064) times the group's scale (exact in fp32: a multiply and an
+ * add give a fused multiply-add's bits), then reduce8, y = sx * sum (+ bias), rounded (+ resid, rounded). Integer
+ * sums are exact in any order and the float part has one order, so every blocking is batch-invariant.
+ */
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+
+/* x: (M, K) bf16 -> xs: (M, Kp) int8 (zeros past K), nc: (M, Kp / 4), -8 times the sum of each 4 x, sx: (M,). */
+static void quantize_rows_i4(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, int8_t *xs, int32_t *nc, float *sx) {
+  uint8_t *u = (uint8_t *)xs;
+  bi_quantize_rows(x, M, K, Kp, u, sx);
+  for (int64_t i = 0; i < M * Kp; i++) xs[i] = (int8_t)((int)u[i] - 128);
+  for (int64_t i = 0; i < M * Kp / 4; i++)
+    nc[i] = -8 * ((int32_t)xs[4 * i] + xs[4 * i + 1] + xs[4 * i + 2] + xs[4 * i + 3]);
+}
+
+/* The scale of the 32 k from k (a bf16 as fp32). */
+static inline float scale_i4(const uint16_t *s, int64_t k, int64_t G) { return from_bf16(s[k / G]); }
+
+/* One element's epilogue: sx times the lanes' sum (+ bias), rounded; + the residual, rounded again. */
+static inline uint16_t finish_i4(const float *lanes, float sx, const uint16_t *bias, const uint16_t *resid) {
+  float y = sx * reduce8(lanes);
+  if (bias) y += from_bf16(*bias);
+  uint16_t r = to_bf16(y);
+  if (resid) r = to_bf16(from_bf16(r) + from_bf16(*resid));
+  return r;
+}
+
+#ifndef BI_OWN_LINEARS
+/* The 8 lanes' integer sums of 32 k: the nibbles of bytes wb[0..31] (shift 0: low, 4: high) against x[0..31]. */
+static inline i32x8 dot_i4(const uint8_t *wb, int shift, const int8_t *x, const int32_t *nc) {
+  i32x8 sum;
+  memcpy(&sum, nc, sizeof sum);
+  for (int u = 0; u < 4; u++) {
+    i32x8 wv, xv;
+    for (int l = 0; l < 8; l++) {
+      wv[l] = (wb[4 * l + u] >> shift) & 15;
+      xv[l] = x[4 * l + u];
+    }
+    sum += wv * xv;
+  }
+  return sum;
+}
+
+/* x (M, K) bf16; w (N, Kp / 2) uint8; s (N, ceil(Kp / G)) bf16; bias (N,) or NULL; resid (M, N) or NULL; out (M, N). */
+void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int64_t N, const uint16_t *s, int64_t G,
+                  const uint16_t *bias, const uint16_t *resid, uint16_t *out) {
+  int64_t Kp = (K + 127) & ~(int64_t)127, S = (Kp + G - 1) / G;
+  int8_t *xs = (int8_t *)malloc((size_t)(M * Kp));
+  int32_t *nc = (int32_t *)malloc(sizeof(int32_t) * (size_t)(M * Kp / 4));
+  float *sx = (float *)malloc(sizeof(float) * (size_t)M);
+  quantize_rows_i4(x, M, K, Kp, xs, nc, sx);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t m = 0; m < M; m++) {
+      f32x8 acc = {0};
+      const uint8_t *wr = w + n * (Kp / 2);
+      for (int64_t k0 = 0; k0 < Kp; k0 += 128)
+        for (int t = 0; t < 4; t++) {
+          int64_t k = k0 + 32 * t;
+          i32x8 sum = dot_i4(wr + k0 / 2 + 32 * (t & 1), 4 * (t >> 1), xs + m * Kp + k, nc + (m * Kp + k) / 4);
+          float sc = scale_i4(s + n * S, k, G);
+          f32x8 scv = {sc, sc, sc, sc, sc, sc, sc, sc};
+          acc = acc + __builtin_convertvector(sum, f32x8) * scv;
+        }
+      float lanes[LANES];
+      memcpy(lanes, &acc, sizeof acc);
+      out[m * N + n] = finish_i4(lanes, sx[m], bias ? bias + n : NULL, resid ? resid + m * N + n : NULL);
+    }
+  free(xs);
+  free(nc);
+  free(sx);
+}
+#endif
+
 /* Read bandwidth: sum a buffer of n floats with every thread, reps times. */
 double read_sum(const float *buf, int64_t n, int reps) {
   double total = 0;

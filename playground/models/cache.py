@@ -159,10 +159,10 @@ MODELS = ModelCache()
 
 
 def model_bytes(model: PreTrainedModel) -> int:
-    """Bytes of a loaded model's weights (int8-packed Linear weights counted at one byte each; the int8 draft's
-    kernel copies, kernels.model.quantize_int8, held outside its parameters)."""
+    """Bytes of a loaded model's weights (int8-packed Linear weights counted at one byte each; the int8 and int4
+    drafts' kernel copies, kernels.model.quantize_int8 / quantize_int4, held outside its parameters)."""
     total = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
-    total += getattr(model, "_int8_bytes", 0)
+    total += getattr(model, "_int8_bytes", 0) + getattr(model, "_int4_bytes", 0)
     for module in model.modules():
         weight = getattr(module, "weight", None)
         if callable(weight):  # a dynamically quantised Linear keeps its weight packed

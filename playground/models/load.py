@@ -66,21 +66,24 @@ def _precision(name: str, where: str) -> Precision:
     try:
         return Precision(_ALIASES.get(name.strip(), name.strip()))
     except ValueError:
-        raise PlaygroundError(f"{where} must be one of fp32, bf16, fp16, int8; got {shown(name)}.") from None
+        raise PlaygroundError(f"{where} must be one of fp32, bf16, fp16, int8, int4; got {shown(name)}.") from None
 
 
 def load_dtype(precision: Precision, device: torch.device | None = None) -> torch.dtype:
-    """The dtype weights load in: the precision's, but int8 loads bf16 where the kernels quantise it (AVX512-VNNI)
-    and fp32 where torch's dynamic quantisation does."""
+    """The dtype weights load in: the precision's, but int8 loads bf16 where the kernels quantise it and fp32 where
+    torch's dynamic quantisation does; int4 loads bf16 (only the kernels quantise it)."""
     device = device or choose_device()
+    if Precision(precision) is Precision.INT4:
+        return torch.bfloat16
     if Precision(precision) is Precision.INT8 and device.type == "cpu" and kernel_ops.available():
         return torch.bfloat16
     return torch_dtype(precision)
 
 
 def torch_dtype(precision: Precision) -> torch.dtype:
-    """The dtype weights load in (int8 loads fp32 and is quantised after)."""
-    return {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16}.get(Precision(precision), torch.float32)
+    """The dtype weights load in (int8 loads fp32 and is quantised after; int4 loads bf16)."""
+    table = {Precision.BF16: torch.bfloat16, Precision.FP16: torch.float16, Precision.INT4: torch.bfloat16}
+    return table.get(Precision(precision), torch.float32)
 
 
 def model_roots() -> list[Path]:
@@ -133,6 +136,8 @@ def load_model(
     # quantisation of the fp32 weights (kernel_model.quantize_int8 / speed.quantize_int8).
     dtype = load_dtype(precision, device)
     vnni = precision is Precision.INT8 and dtype is torch.bfloat16
+    if precision is Precision.INT4:  # kernel_model.quantize_int4 of the bf16 load; nothing else runs int4 here
+        int4_unavailable(device)
     source = resolve(spec)
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
         source = convert_pack(PACKS[source[len(PACK_PREFIX) :]], progress)
@@ -156,12 +161,29 @@ def load_model(
             from playground.speed import quantize_int8
 
             model = quantize_int8(model.float())  # the fp32 load is dropped: only the int8 copy stays in memory
+    elif precision is Precision.INT4:
+        why = kernel_model.can_quantize_int4(model)
+        if why:
+            raise PlaygroundError(f"An int4 draft needs the batch-invariant CPU kernels' int4 linears, but {why}.")
+        kernel_model.quantize_int4(model)  # the bf16 weights of its Linears are freed: only the int4 copy stays
     elif kernel_model.can_make_invariant(model) is None:
         kernel_model.make_invariant(model)  # bf16 on this CPU: the kernels, until a run asks for torch's (runner)
     if device.type == "cpu":
         torch.set_num_threads(max(1, os.cpu_count() or 1))
     release_memory()
     return model, tokenizer
+
+
+def int4_unavailable(device: torch.device | None = None) -> None:
+    """Raise PlaygroundError when an int4 draft cannot run here: int4 runs only on the CPU kernels."""
+    device = device or choose_device()
+    if device.type != "cpu":
+        raise PlaygroundError(
+            f"int4 is a CPU precision (the batch-invariant kernels); on {device.type} use bf16 or fp16."
+        )
+    why = kernel_ops.why_not()
+    if why:
+        raise PlaygroundError(f"An int4 draft needs the batch-invariant CPU kernels, which do not run here: {why}.")
 
 
 def own_weights(model: PreTrainedModel) -> None:
@@ -257,7 +279,7 @@ def memory_budget() -> int:
 
 
 def estimate_bytes(spec: str, precision: Precision | None = None) -> int | None:
-    """Peak bytes a model takes while it loads (int8 loads in bf16 or fp32 first: load_dtype), from its config and
+    """Peak bytes a model takes while it loads (int8 and int4 load in bf16 or fp32 first: load_dtype), from its config and
     what is on disk, whichever is larger; None when unknown (a Hub id whose config is not in the local cache). The config
     is sized on the meta device (models.size), so every architecture counts, and an absurd or non-finite size is
     refused naming its field."""

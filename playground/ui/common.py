@@ -72,7 +72,7 @@ class Controls:
     target_precision: Any  # "default", "fp32", "bf16", "fp16"
     invariant: Any  # the target's batch-invariant kernels (exact greedy output in bf16) or torch's stock ones
     drafter: Any  # a DrafterKind value
-    draft_precision: Any  # "default", "fp32", "bf16", "int8" (the drafters that run the draft model)
+    draft_precision: Any  # "default", "fp32", "bf16", "int8", "int4" (the drafters that run the draft model)
     options: dict[str, Any]  # the strategies' own options (OPTION_DEFAULTS' names, in order): early exit's layer,
     # suffix decoding's, lookahead decoding's
     k: Any

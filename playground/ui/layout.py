@@ -54,7 +54,7 @@ from playground.ui.state import SessionState
 
 CSS_FILE = ASSETS / "style.css"
 MAX_FILE_SIZE = uploads.MAX_FILE_SIZE  # Gradio's own size check, which never refuses first (the app's message)
-DRAFT_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.INT8)
+DRAFT_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.INT8, Precision.INT4)
 
 INTRO = """# Speculative Decoding Playground
 A small **draft** proposes *k* tokens; the large **target** checks them all in one forward pass and keeps the
@@ -197,7 +197,7 @@ def _drafter_controls() -> dict:
         value=DEFAULT_PRECISION,
         label="Draft precision",
         elem_id="draft-precision",
-        info="draft model drafter only",
+        info="draft model drafter only; int8 and int4 on CPU",
     )
     return dict(drafter=drafter, draft_precision=draft_precision) | _option_controls()
 

@@ -23,7 +23,7 @@ from playground.treeshape import parse_tree
 from playground.ui.common import NAMES, OPTION_DEFAULTS, Controls, load_examples
 
 TARGET_CHOICES = ("default", "fp32", "bf16", "fp16")
-DRAFT_CHOICES = ("default", "fp32", "bf16", "int8")
+DRAFT_CHOICES = ("default", "fp32", "bf16", "int8", "int4")
 MAX_LINK_PROMPT = 2_000  # characters of a prompt a link may carry
 MAX_PARAMS = 40  # a link with more parameters than this is read no further
 

@@ -87,6 +87,12 @@ def _draft_lines(spec: RunSpec, draft_id: str, schedule: str) -> list[str]:
             "assistant.model = quantize_dynamic(assistant.model, {torch.nn.Linear: per_channel_dynamic_qconfig},",
             "                                   dtype=torch.qint8)",
         ]
+    elif precision is Precision.INT4:  # the playground's own kernels: transformers has no such CPU draft
+        lines += [
+            "# The run drafted in int4 (groups of 32, the playground's CPU kernels), which transformers has no",
+            "# equivalent of: this draft runs in bf16. The output is the target's either way; only acceptance differs.",
+            f"assistant = AutoModelForCausalLM.from_pretrained({draft_id!r}, dtype=torch.bfloat16).to(device)",
+        ]
     else:
         if precision is not None:
             lines.append(f"# The run drafted in {precision.value}.")

@@ -218,7 +218,7 @@ def test_record_overhead_runs_both_ways_through_the_runner(catalog, tmp_path, ca
         (["--temps", "3"], "--temps"),
         (["--temps", "warm"], "--temps"),
         (["--drafters", "early exit:seven"], "layer"),
-        (["--drafters", "draft model:int4"], "draft precision"),
+        (["--drafters", "draft model:int2"], "draft precision"),
         (["--drafters", "beam search"], "Unknown drafter"),
         (["--target-precision", "int8"], "target precision"),
         (["--target-precision", "fp8"], "target precision"),

@@ -331,6 +331,12 @@ def test_an_int8_draft_is_quantised_per_channel_on_the_cpu_and_says_so(execute):
     assert "# The run drafted in int8" in code
 
 
+def test_an_int4_draft_says_transformers_has_none_and_drafts_in_bf16(execute):
+    code = hf_generate_code(make(precision="int4", target_precision="bf16"))
+    assert execute(code).loaded == {TARGET: "bfloat16", DRAFT: "bfloat16"}
+    assert "# The run drafted in int4" in code and "equivalent" in code
+
+
 def test_the_chat_template_is_applied_when_the_run_used_it(execute):
     assert execute(hf_generate_code(make(prompt="Hi there"))).asked == ["chat:Hi there"]
     assert execute(hf_generate_code(make(prompt="Hi there", chat=False))).asked == ["raw:Hi there"]

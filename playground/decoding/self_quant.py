@@ -29,7 +29,7 @@ class SelfQuantDrafter(ModelDrafter):
     name = DrafterKind.SELF_QUANT.value
 
 
-def why_not(target: PreTrainedModel, bits: int) -> str | None:
+def why_not(target: PreTrainedModel, bits: int, group_size: int = 32) -> str | None:
     """None when the target's quantised copy can be made here, else why not (a sentence)."""
     why = kernel_model.can_quantize_int8(target)
     if why:
@@ -37,8 +37,9 @@ def why_not(target: PreTrainedModel, bits: int) -> str | None:
             f"self int4 drafts with the target's own copy on the CPU kernels, which cannot run it here: {why}. "
             "Choose another drafter, or a bf16 target on a CPU"
         )
-    if bits == 4 and not hasattr(kernel_model, "quantize_int4"):
-        return "int4 kernels are not available in this build: choose 8 bits (self int4:bits=8)"
+    why = kernel_model.can_quantize_int4(target, group_size) if bits == 4 else None
+    if why:
+        return f"self int4 cannot quantise this target in groups of {group_size}: {why}. Choose another group size"
     return None
 
 
@@ -105,7 +106,7 @@ def quantised_copy(
     head too where `head`; 8: quantize_int8, a scale per row, the head always), from the model cache when made;
     progress says when it is made and what it adds."""
     target = pair.target
-    why = why_not(target, bits)
+    why = why_not(target, bits, group_size)
     if why:
         raise PlaygroundError(why + ".")
 

@@ -311,7 +311,7 @@ def _rounds(items: Any, key: str) -> list[RoundRecord]:
                 f"and its 'total_new' {total}, the tokens of the rounds so far)."
             )
         rows.append(row)
-    used = [cls for cls in EXTRAS if any(extra(row, cls) != cls() for row in rows)]  # the strategy that ran
+    used = [c for c in EXTRAS[::-1] if any(extra(row, c) != c() for row in rows)]  # what ran, a subtype first
     return [_record(row, used[0] if used else None) for row in rows]
 
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from playground.models import LoadedPair
     from playground.spec import DrafterSpec
     from playground.treeshape import TreeShape
+    from playground.treesize import TreeCosts
 
 __all__ = ["Context", "Strategy", "Widget", "REGISTRY", "DRAFTERS", "kind_of", "strategy", "register", "make_drafter"]
 
@@ -86,12 +87,14 @@ def make_drafter(
     tree: TreeShape | None = None,
     encode: Callable[[object], list[int]] | None = None,
     kept: Any = None,
+    costs: TreeCosts | None = None,
 ) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
     early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
     token tree instead of a chain (the strategy's own, or a TreeDrafter around its model drafter).
     encode(tokenizer): the run's prompt as that tokenizer's ids, for a draft with its own tokenizer. kept: the
-    session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs)."""
+    session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs). costs: what a
+    sized tree plans with (treesize.TreeCosts: the target's and the draft's measured passes)."""
     s = REGISTRY[spec.kind]
     if s.draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
@@ -104,4 +107,4 @@ def make_drafter(
         raise PlaygroundError(spec.options.why_no_tree)
     from playground.decoding.tree import TreeDrafter
 
-    return TreeDrafter(drafter, tree, pair.target)
+    return TreeDrafter(drafter, tree, pair.target, costs)

@@ -148,6 +148,17 @@ def counts(extras: Extras | None) -> dict:
     return {key: value for key, value in flat_extras(extras).items() if key in summed}
 
 
+def columns(cls: type) -> dict[str, str]:
+    """An extras type's fields -> their flat column names (flat_extras: a field it inherits, under its base's prefix)."""
+    return {name: base.PREFIX + name for base in cls.__mro__[::-1] if base in EXTRAS for name in _own_fields(base)}
+
+
+def stated(row: dict, cls: type) -> bool:
+    """Whether a flat row (as_dict) holds other than the default in one of the extras type's own fields."""
+    default = cls()
+    return any(row.get(cls.PREFIX + n, getattr(default, n)) != getattr(default, n) for n in _own_fields(cls))
+
+
 def _own_fields(cls: type) -> list[str]:
     """A dataclass's fields less those of the extras type it extends (their columns are its base's)."""
     inherited = {f.name for base in cls.__mro__[1:] if base in EXTRAS for f in fields(base)}

@@ -4,15 +4,18 @@ learnt from the rounds, and the shape's parsing."""
 
 from __future__ import annotations
 
+import json
+import math
 import random
 from functools import lru_cache
 
 import pytest
 
-from playground import treesize
+from playground import recorded, trace, tracefile, treesize
 from playground.errors import PlaygroundError
 from playground.records import SizedExtras
 from playground.treeshape import SIZED_NODES, TreeShape, parse_tree
+from tests.helpers import run_all
 from playground.treesize import PositionalAcceptance, TreeCosts, best_values, build, expected_tokens, plan, visits
 
 MAX = 6  # the brute force enumerates every tree of at most this many nodes
@@ -162,3 +165,22 @@ def test_a_sized_tree_is_parsed_and_validated_like_the_others():
             parse_tree(bad)
     with pytest.raises(PlaygroundError, match="node cap"):
         TreeShape((2, 1), sized=True)
+
+
+def test_a_sized_run_plans_from_measured_costs_and_records_its_plans(runner, tiny_spec):
+    spec = tiny_spec("def fibonacci(n):", tree="sized:8", max_new_tokens=30)
+    with runner.session(spec) as session:
+        rounds = list(session.rounds())
+        costs = runner.tree_costs(spec, session.pair)
+    assert costs is not None and set(costs.draft_s) == set(costs.verify_s)  # the draft's passes, measured too
+    trees = [r for r in rounds if r.is_tree]
+    assert trees and all(isinstance(r.extras, SizedExtras) for r in trees)
+    for r in trees:
+        x = r.extras
+        assert r.k <= sum(x.widths) <= 8 and x.steps > 0 and x.expected >= 1 and len(x.acceptance) >= 1
+        assert x.steps == pytest.approx(costs.steps(x.widths))
+    s = trace.summarize(rounds)
+    assert s["planned_tokens_per_round"] == pytest.approx(sum(r.extras.expected for r in trees[1:]) / len(trees[1:]))
+    again = recorded._rounds(json.loads(tracefile.to_json(rounds))["rounds"], "rounds")  # read back: its own extras
+    assert [r.extras for r in again] == [r.extras for r in rounds]
+    assert math.isnan(trace.summarize(run_all(runner, tiny_spec(tree="dynamic:8")))["planned_steps"])

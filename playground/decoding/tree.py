@@ -344,20 +344,15 @@ class TreeDrafter(Drafter):
             self.sizer = Sizer(self.shape.nodes, self.costs)
 
     def depth(self, k: int) -> int:
-        """The tree's shape sets the depth, whatever the k policy says; a sized shape plans this round's tree."""
-        if self.sizer is None:
-            return self.shape.depth
-        self.plan = self.sizer.plan()
-        return self.plan.depth
+        """The tree's shape sets the depth, whatever the k policy says (a sized tree's plan, within it)."""
+        return self.shape.depth
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         if k == 0:
             self.last = None
             return self.drafter.propose(ids, 0, params, generator)
-        plan = self.plan if self.sizer is not None else None
-        if self.sizer is not None and plan is None:  # propose() without depth(): plan now
-            plan = self.plan = self.sizer.plan()
-        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator, plan)
+        self.plan = self.sizer.plan() if self.sizer is not None else None  # on the round's clock, as drafting is
+        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator, self.plan)
         self.last = TreeDraft(torch.tensor(tree.tokens, dtype=torch.long, device=ids.device), None, tree, ids.shape[1])
         return self.last
 

@@ -278,6 +278,10 @@ class Sizer:
     def observe(self, visits: Sequence[tuple[int, int]]) -> None:
         self.acceptance.update(visits)
 
+    def reset(self) -> None:
+        """A new run: the prior again (the plans stay: the same p and costs give the same tree)."""
+        self.acceptance = PositionalAcceptance()
+
 
 def visits(children: Sequence[Sequence[int]], parents: Sequence[int], path: Sequence[int]) -> list[tuple[int, int]]:
     """A drafted tree's round as the acceptance counts it: per node of the accepted path, its parent's children

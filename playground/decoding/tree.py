@@ -327,7 +327,6 @@ class TreeDrafter(Drafter):
         check_tree_model(target)
         check_tree_model(drafter.model, "draft")
         self.drafter, self.shape, self.name = drafter, shape, drafter.name
-        self.costs = costs
         self.sizer = Sizer(shape.nodes, costs) if shape.sized else None
         self.plan: Plan | None = None  # this round's (a sized shape)
         self.last: TreeDraft | None = None
@@ -341,7 +340,7 @@ class TreeDrafter(Drafter):
         self.drafter.reset()
         self.last = None
         if self.sizer is not None:
-            self.sizer = Sizer(self.shape.nodes, self.costs)
+            self.sizer.reset()
 
     def depth(self, k: int) -> int:
         """The tree's shape sets the depth, whatever the k policy says (a sized tree's plan, within it)."""

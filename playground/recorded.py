@@ -17,7 +17,7 @@ from typing import Any
 
 from playground import theory
 from playground.errors import PlaygroundError, shown
-from playground.records import EXTRAS, RoundRecord
+from playground.records import EXTRAS, RoundRecord, columns, stated
 from playground.config import DecodeConfig, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.treeshape import parse_tree
@@ -311,7 +311,7 @@ def _rounds(items: Any, key: str) -> list[RoundRecord]:
                 f"and its 'total_new' {total}, the tokens of the rounds so far)."
             )
         rows.append(row)
-    used = [cls for cls in EXTRAS if any(extra(row, cls) != cls() for row in rows)]  # the strategy that ran
+    used = [c for c in EXTRAS[::-1] if any(stated(row, c) for row in rows)]  # the strategy's own, a subtype first
     return [_record(row, used[0] if used else None) for row in rows]
 
 
@@ -392,7 +392,7 @@ def _plain(value: Any, depth: int = 0) -> bool:
 
 
 def extra(row: dict, cls: type) -> Any:
-    return cls(**{f.name: row[cls.PREFIX + f.name] for f in fields(cls)})
+    return cls(**{name: row[column] for name, column in columns(cls).items()})
 
 
 def _record(row: dict, cls: type | None) -> RoundRecord:

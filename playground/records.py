@@ -40,6 +40,27 @@ class TreeExtras:
 
 
 @dataclass
+class SizedExtras(TreeExtras):
+    """A round of a tree sized by the measured costs (DecodeConfig.tree "sized:N", playground/treesize.py): the
+    plan it drafted and why. expected: the tokens per round the plan expected (the target's own included); steps:
+    its expected time in target steps (the draft's passes and the target's, from the measured costs); widths: its
+    planned nodes per depth (the drafted tree may hold fewer: a node has no more children than tokens of p > 0);
+    acceptance: p_1, p_2, ..., the acceptance by rank it was planned with; chain_k, chain_expected, chain_steps: the
+    best chain under the same model, for comparison."""
+
+    PREFIX: ClassVar[str] = "sized_"
+    ALWAYS: ClassVar[bool] = False
+    STATES: ClassVar[tuple[str, ...]] = ("chain_k",)
+    expected: float = 0.0
+    steps: float = 0.0
+    widths: list[int] = field(default_factory=list)
+    acceptance: list[float] = field(default_factory=list)
+    chain_k: int = 0
+    chain_expected: float = 0.0
+    chain_steps: float = 0.0
+
+
+@dataclass
 class StagedExtras:
     """Staged drafting (decoding/staged.py), its first level: tokens prompt lookup proposed to the draft model
     this round, how many of them the draft model kept, and the draft model's forward passes."""
@@ -100,8 +121,8 @@ class LookaheadExtras(TreeExtras):
         return list(self.source[:accepted])
 
 
-Extras = Union[CrossExtras, TreeExtras, StagedExtras, SuffixExtras, LookaheadExtras]
-EXTRAS = (CrossExtras, TreeExtras, StagedExtras, SuffixExtras, LookaheadExtras)
+Extras = Union[CrossExtras, TreeExtras, SizedExtras, StagedExtras, SuffixExtras, LookaheadExtras]
+EXTRAS = (CrossExtras, TreeExtras, SizedExtras, StagedExtras, SuffixExtras, LookaheadExtras)
 
 
 def flat_extras(extras: Extras | None, every: bool = True) -> dict:
@@ -125,6 +146,17 @@ def counts(extras: Extras | None) -> dict:
     states = {cls.PREFIX + name for cls in EXTRAS for name in getattr(cls, "STATES", ())}
     summed = {key for key, value in flat_extras(None).items() if type(value) is int and key not in states}
     return {key: value for key, value in flat_extras(extras).items() if key in summed}
+
+
+def columns(cls: type) -> dict[str, str]:
+    """An extras type's fields -> their flat column names (flat_extras: a field it inherits, under its base's prefix)."""
+    return {name: base.PREFIX + name for base in cls.__mro__[::-1] if base in EXTRAS for name in _own_fields(base)}
+
+
+def stated(row: dict, cls: type) -> bool:
+    """Whether a flat row (as_dict) holds other than the default in one of the extras type's own fields."""
+    default = cls()
+    return any(row.get(cls.PREFIX + n, getattr(default, n)) != getattr(default, n) for n in _own_fields(cls))
 
 
 def _own_fields(cls: type) -> list[str]:

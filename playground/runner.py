@@ -34,6 +34,7 @@ from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, RunSpec, check_prompt
+from playground.treesize import TreeCosts
 
 WARM_PROMPT = "Hello"
 PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)
@@ -71,6 +72,7 @@ class Runner:
         self._warm: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key}
         self._verify: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {invariant: {n: V(n) s}}
         self._draft_s: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key: s/token}
+        self._draft_passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {key: {n: Vd(n) s}}
 
     # ------------------------------------------------------------ loading
 
@@ -96,14 +98,14 @@ class Runner:
 
     def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
         invariant = pair.kernels_for(spec.pair.invariant)
-        return self._key(spec.drafter, pair, invariant) in self._warm.get(
-            pair.target, set()
-        ) and invariant in self._verify.get(pair.target, {})
+        key = self._key(spec.drafter, pair, invariant)
+        sized = not _sized(spec) or key in self._draft_passes.get(pair.target, {})
+        return key in self._warm.get(pair.target, set()) and invariant in self._verify.get(pair.target, {}) and sized
 
     def warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> None:
         """Pay the first-run costs (kernel selection, allocator growth) on a few tokens outside any
         timed run, measure the target's V(n) once (per kernels: batch-invariant or stock) and the drafter's cost
-        per drafted token."""
+        per drafted token; for a sized token tree, the draft's passes over n rows too (its Vd(n))."""
         invariant = pair.use_kernels(spec.pair.invariant)
         done = self._warm.setdefault(pair.target, set())
         for drafter in (DrafterSpec(DrafterKind.TARGET_ALONE), spec.drafter):
@@ -120,6 +122,19 @@ class Runner:
         if invariant not in profiles:
             pair.use_kernels(spec.pair.invariant)  # the warm-up runs set it too
             profiles[invariant] = speed.verify_profile(pair.target, PROFILE_NS, progress=progress)
+        passes = self._draft_passes.setdefault(pair.target, {})
+        key = self._key(spec.drafter, pair, invariant)
+        if _sized(spec) and key not in passes:
+            model = decoding.make_drafter(spec.drafter, pair).model  # a tree's drafter is a model drafter
+            progress("Measuring the draft's passes over n rows (a sized token tree)", 0.0)
+            passes[key] = speed.verify_profile(model, PROFILE_NS)
+
+    def tree_costs(self, spec: RunSpec, pair: LoadedPair) -> TreeCosts | None:
+        """What a sized token tree plans with: the target's V(n) and the draft's Vd(n) (None before warm_up)."""
+        invariant = pair.kernels_for(spec.pair.invariant)
+        verify = self._verify.get(pair.target, {}).get(invariant)
+        draft = self._draft_passes.get(pair.target, {}).get(self._key(spec.drafter, pair, invariant))
+        return TreeCosts(dict(verify), dict(draft)) if verify and draft else None
 
     def profile(self, spec: RunSpec, pair: LoadedPair) -> theory.CostProfile | None:
         """The measured costs of this target and drafter (None before warm_up)."""
@@ -151,6 +166,7 @@ class Runner:
             lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
             kept,
             progress,
+            self.tree_costs(spec, pair) if _sized(spec) else None,
         )
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
 
@@ -319,6 +335,13 @@ class _Checked:
         for record in self._decoder:
             self._check()
             yield record
+
+
+def _sized(spec: RunSpec) -> bool:
+    """Whether the spec drafts a token tree sized by the measured costs (treesize.py) around a model drafter (a
+    strategy that grows its own tree, suffix decoding, takes a sized tree's cap as a dynamic tree's budget)."""
+    s = decoding.strategy(spec.drafter.kind)
+    return spec.decode.tree is not None and spec.decode.tree.sized and s.tree and not s.own_tree
 
 
 def new_tokens(rounds: list[RoundRecord]) -> list[int]:

@@ -8,7 +8,7 @@ import statistics
 import pandas as pd
 
 from playground import theory
-from playground.records import COLUMNS, RoundRecord, counts
+from playground.records import COLUMNS, RoundRecord, SizedExtras, counts
 
 NAN = float("nan")
 
@@ -137,7 +137,7 @@ def summarize(
       speedup; their min and max, and step_spread, how much the target alone's mean step varied between
       segments (max / min - 1): the machine's load changing during the run shows there.
     - a strategy's own counts, summed over the run (staged drafting's stage_proposed, stage_accepted,
-      stage_passes: extras_totals).
+      stage_passes: extras_totals); a sized tree's plans: what they expected per round (planned).
     """
     summary = _totals(rounds)
     run_step = _baseline_step(baseline) if segments and baseline else NAN
@@ -151,6 +151,7 @@ def summarize(
     summary["position_acceptance"] = depth_acceptance(rounds)  # a chain's draft positions are its depths
     summary |= extras_totals(rounds)
     summary |= _predictions(rounds, summary, profile)
+    summary |= planned(rounds)
     base = summarize(baseline) if baseline else None
     summary["baseline_tokens_per_s"] = base["tokens_per_s"] if base else NAN
     summary["speedup"] = speedup(summary["tokens_per_s"], base["tokens_per_s"]) if base else NAN
@@ -249,7 +250,18 @@ SUMMARY_KEYS = (
     "segment_speedup_min",
     "segment_speedup_max",
     "step_spread",
+    "planned_tokens_per_round",
+    "planned_steps",
 )
+
+
+def planned(rounds: list[RoundRecord]) -> dict:
+    """A sized tree's plans (records.SizedExtras), averaged over its rounds after the first: the tokens per round
+    they expected and their expected time per round in target steps (set against tokens_per_round and the
+    measured rounds); nan for every other run."""
+    plans = [r.extras for r in rounds[1:] if isinstance(r.extras, SizedExtras) and r.extras.steps]
+    mean = lambda name: sum(getattr(x, name) for x in plans) / len(plans) if plans else NAN
+    return {"planned_tokens_per_round": mean("expected"), "planned_steps": mean("steps")}
 
 
 def _totals(rounds: list[RoundRecord]) -> dict:

@@ -1,5 +1,9 @@
 """The shape of a token tree (DecodeConfig.tree): typed and validated here, parsed from text by
-parse_tree (part of the run description: config.DecodeConfig holds one). Pure: no torch."""
+parse_tree (part of the run description: config.DecodeConfig holds one). Pure: no torch.
+
+Three kinds: static ("3-2-1-1"), dynamic ("dynamic:16", EAGLE-2 style) and sized ("sized:16", Sequoia style: a
+new tree every round, the one with the most expected tokens per unit of time under the measured costs and the
+run's acceptance by rank, at most N nodes; playground/treesize.py)."""
 
 from __future__ import annotations
 
@@ -13,16 +17,19 @@ from playground.numbers import is_int
 MAX_TREE_NODES = 64  # the most draft tokens a token tree may hold (the target scores them in one pass)
 MAX_TREE_WIDTH = 8  # the most children a tree node may have
 MAX_TREE_DEPTH = 16  # the longest path (spec.K_MAX)
+SIZED_NODES = 16  # "sized" alone: at most this many nodes (the runner's V(n) profile is measured up to 17 rows)
 
 
 @dataclass(frozen=True)
 class TreeShape:
     """A token tree to draft instead of a chain (playground/tree.py); built by parse_tree. Static
     ("3-2-1-1"): branching[d] children for every node at depth d (the root: the sequence's last token);
-    dynamic ("dynamic:16"): a node budget spent on the nodes of highest cumulative draft p (EAGLE-2 style)."""
+    dynamic ("dynamic:16"): a node budget spent on the nodes of highest cumulative draft p (EAGLE-2 style);
+    sized ("sized:16"): a budget too (so `dynamic` holds), the tree chosen each round by treesize.py."""
 
     branching: tuple[int, ...] = ()
-    budget: int = 0  # > 0: dynamic
+    budget: int = 0  # > 0: dynamic (or sized)
+    sized: bool = False  # the budget is a cap: treesize.py picks the tree each round (Sequoia)
 
     def __post_init__(self) -> None:
         b = tuple(self.branching)
@@ -33,12 +40,15 @@ class TreeShape:
         ):
             raise PlaygroundError(
                 f"tree: each depth takes 1 to {MAX_TREE_WIDTH} children, at most {MAX_TREE_DEPTH} depths "
-                f"(or 'dynamic:N'), got {shown('-'.join(map(str, b)) or self.budget)}."
+                f"(or 'dynamic:N' / 'sized:N'), got {shown('-'.join(map(str, b)) or self.budget)}."
             )
         if self.budget and (not is_int(self.budget) or not 2 <= self.budget <= MAX_TREE_NODES):
             raise PlaygroundError(
-                f"tree: a dynamic tree's node budget must be from 2 to {MAX_TREE_NODES}, got {shown(self.budget)}."
+                f"tree: a {'sized' if self.sized else 'dynamic'} tree's node "
+                f"{'cap' if self.sized else 'budget'} must be from 2 to {MAX_TREE_NODES}, got {shown(self.budget)}."
             )
+        if self.sized is not bool(self.sized) or (self.sized and not self.budget):
+            raise PlaygroundError(f"tree: a sized tree takes a node cap ('sized:N'), got {shown(self.sized)}.")
         object.__setattr__(self, "branching", tuple(int(x) for x in b))
         object.__setattr__(self, "budget", int(self.budget))
         if self.nodes > MAX_TREE_NODES:
@@ -62,36 +72,43 @@ class TreeShape:
 
     @property
     def label(self) -> str:
+        if self.sized:
+            return f"sized:{self.budget}"
         return f"dynamic:{self.budget}" if self.dynamic else "-".join(map(str, self.branching))
 
 
 MAX_TREE_CHARS = 100  # a tree box longer than this is refused before it is read
 
-# children per depth ("3-2-1-1") or a node budget ("dynamic:16"), in the ASCII digits 0-9 only: str.isdigit() also
-# takes "²" and "①" (which int() refuses) and int() takes other scripts' digits ("٣")
+# children per depth ("3-2-1-1") or a node budget ("dynamic:16", "sized:16"), in the ASCII digits 0-9 only:
+# str.isdigit() also takes "²" and "①" (which int() refuses) and int() takes other scripts' digits ("٣")
 _STATIC = re.compile(r"[0-9]{1,3}(?:-[0-9]{1,3})*", re.ASCII)
-_DYNAMIC = re.compile(r"dynamic:([0-9]{1,3})", re.ASCII)
+_DYNAMIC = re.compile(r"(dynamic|sized):([0-9]{1,3})", re.ASCII)
+EXAMPLES = "'3-2-1-1', 'dynamic:16' or 'sized:16'"
 
 
 def parse_tree(value: object) -> TreeShape | None:
-    """A token tree: "" / "chain" / None -> none; "3-2-1-1" -> static (children per depth); "dynamic:16" -> dynamic."""
+    """A token tree: "" / "chain" / None -> none; "3-2-1-1" -> static (children per depth); "dynamic:16" -> dynamic;
+    "sized:16" -> sized by the measured costs, at most 16 nodes ("sized" alone: SIZED_NODES)."""
     if value is None or isinstance(value, TreeShape):
         return value
     if not isinstance(value, str):
-        raise PlaygroundError(f"tree: give the tree as text, e.g. '3-2-1-1' or 'dynamic:16', got {shown(value)}.")
+        raise PlaygroundError(f"tree: give the tree as text, e.g. {EXAMPLES}, got {shown(value)}.")
     if len(value) > MAX_TREE_CHARS:
         raise PlaygroundError(
             f"tree: too long ({len(value):,} characters; at most {MAX_TREE_CHARS}): write children "
-            f"per depth, e.g. '3-2-1-1', or 'dynamic:N'."
+            f"per depth, e.g. '3-2-1-1', or 'dynamic:N' or 'sized:N'."
         )
     text = value.strip().lower().replace(" ", "")
     if text in ("", "chain", "none"):
         return None
-    if dynamic := _DYNAMIC.fullmatch(text):
-        return TreeShape(budget=int(dynamic.group(1)))
+    if text == "sized":
+        return TreeShape(budget=SIZED_NODES, sized=True)
+    if budgeted := _DYNAMIC.fullmatch(text):
+        return TreeShape(budget=int(budgeted.group(2)), sized=budgeted.group(1) == "sized")
     if not _STATIC.fullmatch(text):
         raise PlaygroundError(
             f"tree: write children per depth in the digits 0-9 (1 to {MAX_TREE_WIDTH} each), e.g. "
-            f"'3-2-1-1', or 'dynamic:N' with N from 2 to {MAX_TREE_NODES}; got {shown(value)}."
+            f"'3-2-1-1', or 'dynamic:N' / 'sized:N' with N from 2 to {MAX_TREE_NODES} ('sized' alone: at most "
+            f"{SIZED_NODES} nodes, the tree that the measured costs favour); got {shown(value)}."
         )
     return TreeShape(tuple(int(x) for x in text.split("-")))

@@ -58,6 +58,8 @@ def hf_greedy(loaded, prompt: str, n: int) -> list[int]:
         (DrafterKind.DRAFT_MODEL, dict(k=6, policy=KPolicy.CONFIDENCE)),
         (DrafterKind.DRAFT_MODEL, dict(tree="dynamic:6")),
         (DrafterKind.DRAFT_MODEL, dict(tree="3-2-1-1")),
+        (DrafterKind.DRAFT_MODEL, dict(tree="sized:8")),
+        (DrafterKind.EARLY_EXIT, dict(tree="sized")),
         (DrafterKind.PROMPT_LOOKUP, dict(k=3)),
         (DrafterKind.SUFFIX, dict(k=6)),
         (DrafterKind.SUFFIX, dict(tree="dynamic:6")),

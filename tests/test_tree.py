@@ -23,7 +23,7 @@ from playground.spec import DrafterSpec
 from playground.treeshape import parse_tree
 from tests.helpers import CHI2_999, PROMPTS, decode, fit, random_dists, target_greedy, two_token_test
 
-SHAPES = ["3-2-1-1", "2-2", "1-1-1-1", "4", "dynamic:12", "dynamic:3"]
+SHAPES = ["3-2-1-1", "2-2", "1-1-1-1", "4", "dynamic:12", "dynamic:3", "sized:12", "sized:3"]
 
 
 def trees(pair, shape: str, drafter=None) -> TreeDrafter:
@@ -74,7 +74,7 @@ def _check_caches(dec: SpeculativeDecoder) -> None:
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-@pytest.mark.parametrize("shape", ["3-2-1-1", "dynamic:10"])
+@pytest.mark.parametrize("shape", ["3-2-1-1", "dynamic:10", "sized:10"])
 def test_tree_caches_keep_exactly_the_accepted_path(tiny_pair, temperature, shape):
     ids = encode_prompt(tiny_pair.tokenizer, PROMPTS[3])
     dec = SpeculativeDecoder(
@@ -230,7 +230,7 @@ def test_a_broken_tree_rule_is_caught_by_the_same_test(broken):
     assert good < critical < stat, (good, stat, critical)
 
 
-@pytest.mark.parametrize("shape", ["2-2", "dynamic:4"])
+@pytest.mark.parametrize("shape", ["2-2", "dynamic:4", "sized:4"])
 def test_engine_tree_two_token_distribution_equals_target(tiny_pair, shape):
     """End to end through the real loop: the joint law of the first two tokens of a tree decoding,
     over 1,500 seeds, equals the target's (temperature 1.5 and top-k 4: both models leave room to differ)."""

@@ -8,6 +8,7 @@ Examples:
     python -m playground.bench                                  # default pair, k 2 4 6 adaptive, greedy
     python -m playground.bench --k 4 theory --temps 0 1 --compare-hf --json out.json
     python -m playground.bench --k 4 --tree 2-1-1-1 dynamic:5 --json trees.json   # chain vs trees of 5 nodes
+    python -m playground.bench --k confidence --tree dynamic:10 sized --temps 0   # the chain vs trees, sized too
     python -m playground.bench --k 4 --drafters "draft model" "prompt lookup" staged # staged vs each single drafter
     python -m playground.bench --target-precision fp32 bf16 --draft-precision int8 int4 --categories code story
     python -m playground.bench --pairs "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)" --compare-hf
@@ -66,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="SHAPE",
-        help="token trees next to the --k configs: children per depth ('3-2-1-1') or a node budget "
-        "('dynamic:12'); each runs with the draft model drafter (or early exit, when listed)",
+        help="token trees next to the --k configs: children per depth ('3-2-1-1'), a node budget "
+        "('dynamic:12') or a tree sized by the measured costs ('sized:16', 'sized'); each runs with the draft "
+        "model drafter (or early exit, when listed)",
     )
     p.add_argument(
         "--confidence",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from playground.models import LoadedPair
     from playground.spec import DrafterSpec
     from playground.treeshape import TreeShape
+    from playground.treesize import TreeCosts
 
 __all__ = ["Context", "Strategy", "Widget", "REGISTRY", "DRAFTERS", "kind_of", "strategy", "register", "make_drafter"]
 
@@ -89,13 +90,15 @@ def make_drafter(
     encode: Callable[[object], list[int]] | None = None,
     kept: Any = None,
     progress: Progress = quiet,
+    costs: TreeCosts | None = None,
 ) -> Drafter:
     """The drafter a DrafterSpec describes, on a loaded pair. confidence > 0: a model drafter (draft model,
     early exit) stops a draft when its top probability falls under it (KPolicy.CONFIDENCE). tree: draft this
     token tree instead of a chain (the strategy's own, or a TreeDrafter around its model drafter).
     encode(tokenizer): the run's prompt as that tokenizer's ids, for a draft with its own tokenizer. kept: the
     session's state for this kind (Strategy.session: suffix decoding's memory of earlier runs). progress: where a
-    long build says so."""
+    long build says so. costs: what a sized tree plans with (treesize.TreeCosts: the target's and the draft's
+    measured passes)."""
     s = REGISTRY[spec.kind]
     if s.draft_model and pair.draft is None:
         raise PlaygroundError(f"The '{spec.kind.value}' drafter needs a pair with a draft model.")
@@ -108,4 +111,4 @@ def make_drafter(
         raise PlaygroundError(spec.options.why_no_tree)
     from playground.decoding.tree import TreeDrafter
 
-    return TreeDrafter(drafter, tree, pair.target)
+    return TreeDrafter(drafter, tree, pair.target, costs)

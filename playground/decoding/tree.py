@@ -7,7 +7,10 @@ over the new nodes (tree attention on top of the draft's KV cache):
 - dynamic (a node budget N): at each depth, the children "slots" of the frontier nodes compete on the
   score cum(v) * j-th largest p(. | v), cum(v) being v's cumulative draft probability along its path;
   the best min(remaining budget, layer_width(N)) slots are taken (EAGLE-2's expansion by cumulative
-  probability, depth by depth, without its final re-ranking).
+  probability, depth by depth, without its final re-ranking);
+- sized (a node cap N, playground/treesize.py): a tree planned before the round from the run's acceptance by
+  rank and the measured costs (Sequoia); every planned node gets its planned children, the j-th planned child
+  being the j-th most likely (or j-th drawn) token.
 Children are the top-c tokens of p when greedy, and c draws WITHOUT replacement from p (Gumbel top-c)
 when sampling. How many children a node gets is fixed before they are drawn (from the node's own
 distribution and from nodes no deeper than it), which is what the sampling rule below needs.
@@ -52,6 +55,7 @@ from playground.records import RoundRecord, TreeExtras
 from playground.acceptance import accept_tree
 from playground.sampling import logits_to_probs
 from playground.treeshape import MAX_TREE_WIDTH, TreeShape
+from playground.treesize import Plan, Sizer, TreeCosts, sized_extras, visits
 from playground.config import DecodeConfig, SamplingParams
 
 
@@ -155,9 +159,10 @@ def draft_tree(
     max_depth: int,
     params: SamplingParams,
     generator: torch.Generator | None,
+    plan: Plan | None = None,
 ) -> Tree:
-    """A tree of at most max_depth levels from a ModelDrafter (its model and KV cache) after ids (1, L).
-    Leaves the draft's cache holding the sequence and the first `tree.fed` nodes."""
+    """A tree of at most max_depth levels from a ModelDrafter (its model and KV cache) after ids (1, L); a sized
+    shape's from its plan. Leaves the draft's cache holding the sequence and the first `tree.fed` nodes."""
     model, cache = drafter.model, drafter.cache
     length = ids.shape[1]
     out = model(input_ids=ids[:, drafter.cached :], cache=cache, use_cache=True, logits_to_keep=1)
@@ -167,8 +172,14 @@ def draft_tree(
     depths: list[int] = []
     p_rows, cum, frontier, fed = [rows], [1.0], [-1], 0
     budget = shape.nodes
+    slots = [-1]  # a sized tree: the plan's node of each frontier node (-1: the plan's root)
     for depth in range(1, max_depth + 1):
-        counts = _counts(shape, depth, rows, cum, budget - len(tokens))
+        if plan is None:
+            counts = _counts(shape, depth, rows, cum, budget - len(tokens))
+        else:
+            width = min(MAX_TREE_WIDTH, rows.shape[-1])
+            support = (torch.topk(rows, width, dim=-1).values > 0).sum(-1).tolist()
+            counts = [min(len(plan.children(v)), s) for v, s in zip(slots, support)]
         picked = _children(rows, counts, params.greedy, generator)
         first = len(tokens)
         for v, kids in zip(frontier, picked):
@@ -181,6 +192,10 @@ def draft_tree(
             own = torch.cat([row[kids] for row, kids in zip(rows, picked) if kids]).tolist()
             cum = [c * p for c, p in zip([c for c, kids in zip(cum, picked) for _ in kids], own)]
         frontier = list(range(first, len(tokens)))
+        if plan is not None:  # the j-th child drafted is the plan's j-th
+            slots = [plan.children(v)[j] for v, kids in zip(slots, picked) for j in range(len(kids))]
+            if not any(plan.children(v) for v in slots):
+                break  # no planned children under this depth: no draft pass over it
         if depth == max_depth or len(tokens) >= budget:
             break
         # the new nodes through the draft, on top of the sequence and the nodes fed so far: their children's p
@@ -303,14 +318,17 @@ class TreeDraft(Draft):
 class TreeDrafter(Drafter):
     """A token tree of DecodeConfig.tree's shape from a model drafter (its model and its KV cache, which this
     strategy keeps to the accepted path); a round whose budget leaves no room for a tree is the drafter's
-    own (empty) chain."""
+    own (empty) chain. A sized shape plans each round's tree (treesize.Sizer) from `costs` (the runner's
+    measurements; assumed ones without) and the acceptance by rank of the rounds so far."""
 
-    def __init__(self, drafter: Drafter, shape: TreeShape, target: PreTrainedModel):
+    def __init__(self, drafter: Drafter, shape: TreeShape, target: PreTrainedModel, costs: TreeCosts | None = None):
         if not isinstance(drafter, ModelDrafter):
             raise PlaygroundError(f"A token tree needs a model drafter; '{drafter.name}' drafts a chain only.")
         check_tree_model(target)
         check_tree_model(drafter.model, "draft")
         self.drafter, self.shape, self.name = drafter, shape, drafter.name
+        self.sizer = Sizer(shape.nodes, costs) if shape.sized else None
+        self.plan: Plan | None = None  # this round's (a sized shape)
         self.last: TreeDraft | None = None
 
     @property
@@ -321,15 +339,19 @@ class TreeDrafter(Drafter):
     def reset(self) -> None:
         self.drafter.reset()
         self.last = None
+        if self.sizer is not None:
+            self.sizer.reset()
 
     def depth(self, k: int) -> int:
-        return self.shape.depth  # the tree's shape sets the depth, whatever the k policy says
+        """The tree's shape sets the depth, whatever the k policy says (a sized tree's plan, within it)."""
+        return self.shape.depth
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         if k == 0:
             self.last = None
             return self.drafter.propose(ids, 0, params, generator)
-        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator)
+        self.plan = self.sizer.plan() if self.sizer is not None else None  # on the round's clock, as drafting is
+        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator, self.plan)
         self.last = TreeDraft(torch.tensor(tree.tokens, dtype=torch.long, device=ids.device), None, tree, ids.shape[1])
         return self.last
 
@@ -337,8 +359,16 @@ class TreeDrafter(Drafter):
         if self.last is None:
             self.drafter.observe(num_accepted)
             return
+        if self.sizer is not None:  # the acceptance by rank learns from the round
+            self.sizer.observe(visits(self.last.tree.children, self.last.tree.parents, self.last.path))
         # The draft's cache keeps exactly the accepted path's nodes it has run: gathered into place, the rest cropped.
         length = self.last.length
         fed = [length + i for i in self.last.path if i < self.last.tree.fed]
         keep_path(self.drafter.cache, length, fed)
         self.drafter.cached = length + len(fed)
+
+    def annotate(self, record: RoundRecord) -> None:
+        """A sized tree's round says what was planned and why (records.SizedExtras)."""
+        if self.sizer is not None and self.last is not None and self.plan is not None and record.is_tree:
+            record.extras = sized_extras(record.tree.parents, record.tree.path, self.plan)
+        self.plan = None

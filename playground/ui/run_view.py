@@ -132,6 +132,16 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
                 " · ".join(f"{draftfree.SOURCES.get(k, ('', k))[1]}: {n}" for k, n in by_source.items()),
             ),
         )
+    if s["planned_steps"] == s["planned_steps"]:  # a sized tree: what its plans expected, against what happened
+        measured = s["mean_k"] * s["c"] + s["v"]
+        rows.insert(
+            6,
+            (
+                "sized tree: tokens per round and target steps per round, planned · measured",
+                f"{fmt(s['planned_tokens_per_round'], 2)} in {fmt(s['planned_steps'], 2)} · "
+                f"{fmt(s['tokens_per_round'], 2)} in {fmt(measured, 2)}",
+            ),
+        )
     own = decoding.strategy(run.spec.drafter.kind).summary  # the strategy's own rows (staged drafting's first level)
     rows[5:5] = own(s) if own is not None and run.rounds else []
     if s["segments"]:  # right under tokens/s: how far the measured speedup can be trusted

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Sequence
 
-from playground.records import RoundRecord
+from playground.records import RoundRecord, SizedExtras
 from playground.views import tokens
 from playground.views.text import escape_text, num, piece_text
 
@@ -100,4 +100,23 @@ def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: 
         f"<h4>Round {record.round + 1}: a tree of {T} draft token{'s' if T != 1 else ''}, scored in one target "
         f"pass; the target kept a path of {n} and added a {html.escape(record.token_kind)} token</h4>"
     )
-    return f'<div class="tree-view">{STYLE}{head}<ul class="tree"><li>{root}{branch(-1, ctx)}</li></ul></div>'
+    body = f'<ul class="tree"><li>{root}{branch(-1, ctx)}</li></ul>'
+    return f'<div class="tree-view">{STYLE}{head}{sized_html(record)}{body}</div>'
+
+
+def sized_html(record: RoundRecord) -> str:
+    """Why a sized tree's round drafted this tree (records.SizedExtras, playground/treesize.py); "" otherwise."""
+    x = record.extras
+    if not isinstance(x, SizedExtras) or not x.steps:
+        return ""
+    widths = " · ".join(map(str, x.widths))
+    ranks = " · ".join(f"{p:.2f}" for p in x.acceptance[:4])
+    chain = x.chain_expected / x.chain_steps if x.chain_steps else float("nan")
+    return (
+        f'<p class="tree-sized">Sized tree (Sequoia): the draft\'s children of rank 1, 2, 3, … were accepted with '
+        f"p = {ranks} so far; under those and the measured pass costs, the tree with the most expected tokens per "
+        f"target step has {sum(x.widths)} nodes, {widths} per depth: <b>{x.expected:.2f} tokens</b> expected "
+        f"for <b>{x.steps:.2f} target steps</b> (the draft's passes and the target's), {x.expected / x.steps:.2f} "
+        f"per step; the best chain, k = {x.chain_k}, would expect {x.chain_expected:.2f} for {x.chain_steps:.2f} "
+        f"({chain:.2f} per step). This round kept {record.accepted} + 1.</p>"
+    )

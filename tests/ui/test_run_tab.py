@@ -449,3 +449,14 @@ def test_a_lookahead_run_shows_its_window(tiny_catalog, runner):
     )[-1]
     assert "status-ok" in final.status and "Identical outputs" in final.compare
     assert "Lookahead decoding, one target pass" in final.tree and "level 1" in final.tree
+
+
+def test_a_sized_tree_run_shows_its_plan_in_the_tree_panel_and_the_summary(tiny_catalog, runner):
+    final = call(runner, SessionState(), tree="sized:6", max_new_tokens=24)[-1]
+    assert "Sized tree (Sequoia)" in final.tree and "target steps" in final.tree
+    row = re.search(
+        r"\| sized tree: tokens per round and target steps per round, planned · measured \| \*\*(.+?)\*\*",
+        final.summary,
+    )
+    assert row and re.fullmatch(r"[\d.]+ in [\d.]+ · [\d.]+ in [\d.]+", row.group(1)), final.summary
+    assert "sized tree" not in call(runner, SessionState(), tree="dynamic:6", max_new_tokens=24)[-1].summary

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from playground.records import RoundRecord, TreeExtras
+from playground.records import RoundRecord, SizedExtras, TreeExtras
 from playground.views.tree import node_kinds, tree_html
 from tests.helpers import Hostile, Words
 
@@ -83,3 +83,22 @@ def test_the_token_view_shows_a_tree_round_as_its_path_and_the_candidates_reject
 
     kinds = re.findall(r'data-kind="(\w+)"', round_spans(TREE, Words(), [5]))
     assert kinds == ["accepted", "accepted", "rejected", "correction"]  # " sat", on another branch, is not text
+
+
+def test_a_sized_round_says_which_tree_was_planned_and_why():
+    sized = SizedExtras(
+        parents=[-1, 0, 1, -1],
+        path=[0, 1],
+        expected=2.41,
+        steps=1.5,
+        widths=[2, 1, 1],
+        acceptance=[0.72, 0.1, 0.04],
+        chain_k=4,
+        chain_expected=2.88,
+        chain_steps=1.86,
+    )
+    page = tree_html(replace(TREE, extras=sized), Words(), [5])
+    assert "Sized tree (Sequoia)" in page and "p = 0.72 · 0.10 · 0.04" in page
+    assert "4 nodes, 2 · 1 · 1 per depth" in page and "2.41 tokens" in page and "1.50 target steps" in page
+    assert "k = 4" in page and "(1.55 per step)" in page and spans(page) == spans(tree_html(TREE, Words(), [5]))
+    assert "Sized tree" not in tree_html(TREE, Words(), [5])  # a static or dynamic tree: no plan to explain

@@ -758,3 +758,5 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
   }
   if (scratch != small) free(scratch);
 }
+
+#include "step.c" /* a whole forward in one call (kernels/step.py) */

@@ -89,7 +89,7 @@ def runnable() -> list[str]:
 
 def _build_dir(variant: Variant) -> Path:
     """The library's folder in the cache, one per variant, sources and flags."""
-    sources = b"".join((HERE / s).read_bytes() for s in sorted({variant.source, "portable.c"}))
+    sources = b"".join((HERE / s).read_bytes() for s in sorted({variant.source, "portable.c", "step.c"}))
     digest = hashlib.sha256(sources + " ".join([*COMMON, *variant.flags]).encode()).hexdigest()[:16]
     return settings.read().cache / "kernels" / f"{variant.name}-{digest}"
 
@@ -137,6 +137,8 @@ def _build(variant: Variant) -> ctypes.CDLL | str:
     lib.bi_rmsnorm.argtypes = [_ptr, _i64, _i64, _ptr, ctypes.c_float, _ptr]
     lib.read_sum.argtypes = [_ptr, _i64, ctypes.c_int]
     lib.read_sum.restype = ctypes.c_double
+    lib.bi_model_step.argtypes = [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _ptr]  # kernels/step.py
+    lib.bi_model_step.restype = ctypes.c_int
     return lib
 
 

@@ -9,6 +9,7 @@ from playground.config import DrafterKind
 from playground.decoding.base import Draft, Drafter
 from playground.decoding.cache import crop_cache, draft_cache
 from playground.decoding.vocab import SubsetHead
+from playground.kernels.step import LeanForward, why_not as lean_why_not
 from playground.config import SamplingParams
 from playground.sampling import choose
 
@@ -19,6 +20,7 @@ class ModelDrafter(Drafter):
     `vocab` most frequent tokens and the sequence's own (decoding/vocab.py; lossless, a cheaper head)."""
 
     name = DrafterKind.DRAFT_MODEL.value
+    lean = True  # chains on the lean forward (kernels/step.py) where it applies; HF's path otherwise
 
     def __init__(self, model: PreTrainedModel, confidence: float = 0.0, vocab: int = 0):
         self.model = model
@@ -29,7 +31,14 @@ class ModelDrafter(Drafter):
     def reset(self) -> None:
         if self.head is not None:
             self.head.reset()
-        self.cache = draft_cache(self.model)
+        self._cache, self._lean = None, None
+        if self.lean and lean_why_not(self.model) is None:  # asked each time: a run may switch the kernels
+            if getattr(self, "_forward", None) is None:
+                self._forward = LeanForward(self.model)  # its buffers, kept across resets
+            self._lean = self._forward
+            self._lean.reset()
+        else:
+            self._cache = draft_cache(self.model)
         self.cached = 0  # positions of the sequence held in the cache
         self.proposal_start = 0
 
@@ -58,8 +67,24 @@ class ModelDrafter(Drafter):
         self.proposal_start = length
         return Draft(torch.stack(tokens), torch.stack(logits))
 
+    @property
+    def cache(self):
+        """The draft's KV cache as HF's DynamicCache. A drafter on the lean forward hands its keys and values over
+        and goes on along HF's path until reset (trees and staged drafts use the cache with HF's model)."""
+        if self._cache is None:
+            self._cache, self._lean = self._lean.to_dynamic(), None
+        return self._cache
+
+    @cache.setter
+    def cache(self, cache) -> None:
+        self._cache, self._lean = cache, None
+
     def _logits(self, feed: torch.Tensor) -> torch.Tensor:
         """The draft's logits after `feed` (its cache extended by it): the whole head's, or the subset's."""
+        if self._lean is not None and feed.shape[0] == 1:
+            if self.head is None:
+                return self._lean(feed)
+            return self.head.full_logits(self._lean(feed, logits=False))
         if self.head is None:
             return self.model(input_ids=feed, cache=self.cache, use_cache=True, logits_to_keep=1).logits[0, -1]
         hidden = self.model.model(input_ids=feed, cache=self.cache, use_cache=True).last_hidden_state[0, -1]
@@ -67,5 +92,8 @@ class ModelDrafter(Drafter):
 
     def observe(self, num_accepted: int) -> None:
         keep = min(self.cached, self.proposal_start + num_accepted)
-        crop_cache(self.cache, keep)
+        if self._lean is not None:
+            self._lean.crop(keep)
+        else:
+            crop_cache(self.cache, keep)
         self.cached = keep

@@ -895,3 +895,5 @@ void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int
   }
   if (scratch != small) free(scratch);
 }
+
+#include "step.c" /* a whole forward in one call (kernels/step.py) */

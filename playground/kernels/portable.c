@@ -551,3 +551,5 @@ void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
       out[m * I + i] = to_bf16((g / (1.0f + exp_clamped(-g))) * u);
     }
 }
+
+#include "step.c" /* a whole forward in one call (kernels/step.py); avx2.c gets it through this file */

@@ -1,0 +1,127 @@
+"""The lean forward (playground/kernels/step.py): one C call per pass computes what HF's wrapper around the fused
+layers computes, bitwise, on every kernel variant; the drafter uses it for chains and hands its cache to HF's path
+where a tree or a staged draft needs it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from playground import tiny
+from playground.config import SamplingParams
+from playground.decoding.cache import crop_cache
+from playground.decoding.model import ModelDrafter
+from playground.kernels import model as kernel_model
+from playground.kernels.step import LeanForward, why_not
+from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)
+
+require_kernels()
+pytestmark = pytest.mark.usefixtures("kernel_variant")
+
+
+def _qwen2() -> torch.nn.Module:
+    """A tiny random Qwen2 (q/k/v biases, a tied head), the default draft's family."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(5)
+    config = Qwen2Config(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        initializer_range=0.3,
+    )
+    return Qwen2ForCausalLM(config)
+
+
+@pytest.fixture(
+    scope="module", params=["llama-int8", "llama-bf16", "qwen2-int8", "qwen2-bf16", "llama-int4", "qwen2-int4"]
+)
+def draft(request, tmp_path_factory):
+    """A tiny Llama (untied head) or Qwen2 (biases, tied head), in int8, int4 or on the bf16 kernels."""
+    family, precision = request.param.split("-")
+    if family == "llama":
+        model = tiny.build_model(tmp_path_factory.mktemp("lean"), vocab_size=300, eos=1, seed=7, layers=3, save=False)
+    else:
+        model = _qwen2()
+    model = model.to(torch.bfloat16).eval()
+    if precision == "int8":
+        kernel_model.quantize_int8(model)
+    elif precision == "int4":
+        kernel_model.quantize_int4(model, group_size=32)
+    else:
+        assert kernel_model.make_invariant(model)
+    return model
+
+
+def _hf(model, cache, feed, logits=True) -> torch.Tensor:
+    if logits:
+        return model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+    return model.model(input_ids=feed, cache=cache, use_cache=True).last_hidden_state[0, -1]
+
+
+@torch.inference_mode()
+def test_the_lean_forward_is_hfs_forward_bitwise_through_steps_crops_and_growth(draft):
+    """A prompt, single-token steps, multi-token passes, crops back (as after rejections) and the buffers'
+    growth past their capacity: every pass's logits and hidden state equal HF's, bit for bit."""
+    assert why_not(draft) is None
+    lean, cache = LeanForward(draft, capacity=8), DynamicCache()
+    g = torch.Generator().manual_seed(0)
+    feeds = [torch.randint(0, 300, (1, n), generator=g) for n in (7, 1, 1, 1, 3, 1, 1, 5, 1, 1, 1, 1, 9, 1)]
+    for i, feed in enumerate(feeds):
+        ours, theirs = lean(feed, logits=i % 3 != 2), _hf(draft, cache, feed, logits=i % 3 != 2)
+        assert ours.dtype == theirs.dtype and torch.equal(ours, theirs), i
+        assert lean.length == cache.get_seq_length()
+        if i % 4 == 3:  # a rejection: back two positions
+            lean.crop(lean.length - 2)
+            crop_cache(cache, cache.get_seq_length() - 2)
+    assert lean.capacity > 8
+
+
+@torch.inference_mode()
+def test_the_handed_over_cache_goes_on_as_hfs_own(draft):
+    lean, cache = LeanForward(draft), DynamicCache()
+    prompt = torch.arange(3, 15)[None]
+    lean(prompt)
+    _hf(draft, cache, prompt)
+    handed = lean.to_dynamic()
+    step = torch.tensor([[42]])
+    assert torch.equal(_hf(draft, handed, step), _hf(draft, cache, step))
+
+
+@torch.inference_mode()
+def test_a_chain_drafter_proposes_the_same_on_the_lean_forward_as_on_hfs_path(draft):
+    """The same draft model and prompt, rounds of proposals and partial acceptances: the lean drafter's tokens and
+    logits equal those of a drafter kept on HF's path, bitwise."""
+    lean = ModelDrafter(draft, confidence=0.3)
+    slow = copy.copy(lean)
+    slow.lean = False
+    slow.reset()
+    assert lean._lean is not None and slow._lean is None
+    ids = torch.arange(5, 25)[None]
+    greedy = SamplingParams(temperature=0.0)
+    for accepted in (2, 0, 4, 1, 3):
+        a, b = lean.propose(ids, 4, greedy, None), slow.propose(ids, 4, greedy, None)
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.logits, b.logits)
+        lean.observe(accepted)
+        slow.observe(accepted)
+        ids = torch.cat([ids, a.tokens[:accepted].view(1, -1), torch.tensor([[accepted + 7]])], 1)
+    # a tree or a staged draft asks for the cache: the lean drafter goes on along HF's path, with the same cache
+    assert lean.cache.get_seq_length() == slow.cache.get_seq_length() and lean._lean is None
+    a, b = lean.propose(ids, 3, greedy, None), slow.propose(ids, 3, greedy, None)
+    assert torch.equal(a.logits, b.logits)
+    lean.reset()
+    assert lean._lean is not None  # back on the lean forward for the next run
+
+
+def test_models_the_lean_forward_does_not_compute_keep_hfs_path(tiny_pair):
+    assert why_not(tiny_pair.draft)  # fp32: not on the fused kernels
+    drafter = ModelDrafter(tiny_pair.draft)
+    assert drafter._lean is None and isinstance(drafter.cache, DynamicCache)

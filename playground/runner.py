@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from playground import decoding, models, speed, theory
+from playground import decoding, models, speed, theory, threads
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
@@ -71,6 +71,7 @@ class Runner:
         self._warm: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key}
         self._verify: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {invariant: {n: V(n) s}}
         self._draft_s: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key: s/token}
+        self.threads = threads.Fit()  # every round's thread count, fitted to the cores other processes leave
 
     # ------------------------------------------------------------ loading
 
@@ -138,7 +139,7 @@ class Runner:
     # ------------------------------------------------------------ running
 
     def _decoder(self, spec: RunSpec, pair: LoadedPair, kept: Any = None) -> SpeculativeDecoder:
-        pair.use_kernels(spec.pair.invariant)
+        kernels = pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
         drafter = decoding.make_drafter(
@@ -149,7 +150,9 @@ class Runner:
             lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
             kept,
         )
-        return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
+        # fitted threads only where every model runs the kernels: there the thread count changes no bit
+        fit = self.threads if kernels and threads.exact_on_any_threads(pair.draft) else None
+        return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile, fit)
 
     def decoder(
         self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None
@@ -213,6 +216,7 @@ class Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.runner.threads.release()
         while self._held:
             self._held.pop().__exit__(None, None, None)
         models.trim_heap()  # the run's freed caches and activations back to the system (glibc), not kept resident

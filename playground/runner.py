@@ -120,6 +120,7 @@ class Runner:
         profiles = self._verify.setdefault(pair.target, {})
         if invariant not in profiles:
             pair.use_kernels(spec.pair.invariant)  # the warm-up runs set it too
+            self.threads.release()  # V(n) on every core, whatever the warm-up's rounds were fitted to
             profiles[invariant] = speed.verify_profile(pair.target, PROFILE_NS, progress=progress)
 
     def profile(self, spec: RunSpec, pair: LoadedPair) -> theory.CostProfile | None:

@@ -51,6 +51,7 @@ class Startup:
         self._snapshot = Snapshot("off", "")
         self._began = 0.0
         self.packs = ""  # where the default pair's offline packs come from, for the start-up line (offer_packs)
+        self._step = ""  # the step the log last told
 
     def spec(self) -> RunSpec:
         """The run the page starts with: the default pair, its drafter, the default precisions."""
@@ -126,6 +127,12 @@ class Startup:
     def _set(self, phase: str, message: str, fraction: float = 0.0) -> None:
         with self._lock:
             self._snapshot = Snapshot(phase, message, fraction, time.monotonic() - self._began)
+            step = message.split(":")[0]  # a step's later lines differ after the colon (its time, its time left)
+            if step == self._step or phase in ("ready", "failed"):  # the last line is logged once, by _work
+                return
+            self._step = step
+        if self.log is not None:  # each step as it begins, with its time since start-up (a Space's Logs tab)
+            self.log(f"{self._snapshot.seconds:.0f} s: {message}")
 
     def _progress(self, phase: str):
         def report(message: str, fraction: float) -> None:

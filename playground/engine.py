@@ -10,7 +10,7 @@ plans the next k.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -115,8 +115,10 @@ class SpeculativeDecoder:
         config: DecodeConfig,
         eos_token_ids: set[int] | None = None,
         profile: theory.CostProfile | None = None,
+        threads: Callable[[], int] | None = None,
     ):
-        """profile: the costs the THEORY k policy plans with (fixed for the run; see KSchedule)."""
+        """profile: the costs the THEORY k policy plans with (fixed for the run; see KSchedule). threads: called
+        before each round to fit the thread count to the cores other processes leave (playground/threads.py)."""
         if input_ids.ndim != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] == 0:
             raise PlaygroundError("The prompt is empty: type something to continue.")
         window = getattr(target.config, "max_position_embeddings", None)
@@ -140,6 +142,7 @@ class SpeculativeDecoder:
         self.cached = 0
         self.rounds: list[RoundRecord] = []
         self.done = False
+        self.threads = threads
         drafter.reset()
 
     @property
@@ -157,6 +160,8 @@ class SpeculativeDecoder:
         length = self.ids.shape[1]
         budget = self.config.max_new_tokens - (length - self.prompt_len)  # >= 1
         k = min(self.drafter.depth(self.schedule.k), budget - 1)  # a round yields at most k + 1 tokens
+        if self.threads is not None:
+            self.threads()
 
         t0 = clock(self.device)
         draft = self.drafter.propose(self.ids, k, self.params, self.generator)

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from playground import decoding, models, speed, theory
+from playground import decoding, models, speed, theory, threads
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
@@ -73,6 +73,7 @@ class Runner:
         self._verify: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {invariant: {n: V(n) s}}
         self._draft_s: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key: s/token}
         self._draft_passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {key: {n: Vd(n) s}}
+        self.threads = threads.Fit()  # every round's thread count, fitted to the cores other processes leave
 
     # ------------------------------------------------------------ loading
 
@@ -121,6 +122,7 @@ class Runner:
         profiles = self._verify.setdefault(pair.target, {})
         if invariant not in profiles:
             pair.use_kernels(spec.pair.invariant)  # the warm-up runs set it too
+            self.threads.release()  # V(n) on every core, whatever the warm-up's rounds were fitted to
             profiles[invariant] = speed.verify_profile(pair.target, PROFILE_NS, progress=progress)
         passes = self._draft_passes.setdefault(pair.target, {})
         key = self._key(spec.drafter, pair, invariant)
@@ -155,7 +157,7 @@ class Runner:
     def _decoder(
         self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet
     ) -> SpeculativeDecoder:
-        pair.use_kernels(spec.pair.invariant)
+        kernels = pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
         drafter = decoding.make_drafter(
@@ -168,7 +170,9 @@ class Runner:
             progress,
             self.tree_costs(spec, pair) if _sized(spec) else None,
         )
-        return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile)
+        # fitted threads only where every model runs the kernels: there the thread count changes no bit
+        fit = self.threads if kernels and threads.exact_on_any_threads(pair.draft) else None
+        return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile, fit)
 
     def decoder(
         self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None
@@ -232,6 +236,7 @@ class Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.runner.threads.release()
         while self._held:
             self._held.pop().__exit__(None, None, None)
         models.trim_heap()  # the run's freed caches and activations back to the system (glibc), not kept resident

@@ -51,6 +51,7 @@ class Startup:
         self._snapshot = Snapshot("off", "")
         self._began = 0.0
         self.packs = ""  # where the default pair's offline packs come from, for the start-up line (offer_packs)
+        self._step = ""  # the step the log last told
 
     def spec(self) -> RunSpec:
         """The run the page starts with: the default pair, its drafter, the default precisions."""
@@ -97,6 +98,8 @@ class Startup:
         note = f" ({self.packs})" if self.packs else ""
         self._set("preparing", f"Preparing the default pair ({self.pair_name}{note}) …")
         threading.Thread(target=self._work, name="playground-startup", daemon=True).start()
+        if models.choose_device().type == "cpu":  # the kernels' first build (a C compiler, seconds) beside the packs'
+            threading.Thread(target=_build_kernels, name="playground-kernels", daemon=True).start()
 
     # ------------------------------------------------------------ what the page reads
 
@@ -124,6 +127,12 @@ class Startup:
     def _set(self, phase: str, message: str, fraction: float = 0.0) -> None:
         with self._lock:
             self._snapshot = Snapshot(phase, message, fraction, time.monotonic() - self._began)
+            step = message.split(":")[0]  # a step's later lines differ after the colon (its time, its time left)
+            if step == self._step or phase in ("ready", "failed"):  # the last line is logged once, by _work
+                return
+            self._step = step
+        if self.log is not None:  # each step as it begins, with its time since start-up (a Space's Logs tab)
+            self.log(f"{self._snapshot.seconds:.0f} s: {message}")
 
     def _progress(self, phase: str):
         def report(message: str, fraction: float) -> None:
@@ -134,9 +143,15 @@ class Startup:
     def _work(self) -> None:
         try:
             spec = self.spec()
-            for model in (spec.pair.draft, spec.pair.target):
+            # the target first: the draft's dtype (int8 loads bf16 where the kernels quantise it) needs the kernels,
+            # which build meanwhile (begin)
+            for model, precision in (
+                (spec.pair.target, spec.pair.target_precision or models.default_target_precision()),
+                (spec.pair.draft, spec.drafter.precision or models.default_draft_precision()),
+            ):
                 if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX) :] in models.PACKS:
-                    models.convert_pack(models.PACKS[model[len(PACK_PREFIX) :]], self._progress("preparing"))
+                    pack = models.PACKS[model[len(PACK_PREFIX) :]]
+                    models.convert_pack(pack, self._progress("preparing"), models.load_dtype(precision))
             self._set("loading", "Loading the default pair …", 0.85)
             with self.runner.session(spec, self._progress("loading")) as session:
                 session.ready()
@@ -168,3 +183,12 @@ class Startup:
 
         why = ops.why_not()
         return f"torch's kernels ({without_paths(why)})" if why else "torch's kernels (Exact numerics off)"
+
+
+def _build_kernels() -> None:
+    """Build (once, into the cache) and load the kernels this CPU runs, while the packs install and convert; a
+    failure is the session's to report (ops.why_not), not this thread's."""
+    try:
+        kernel_ops.variant()
+    except Exception:  # noqa: BLE001 (reported when the pair loads)
+        pass

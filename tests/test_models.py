@@ -465,7 +465,7 @@ def test_a_pack_asked_for_twice_at_once_is_prepared_once(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path))
     calls, started = [], threading.Event()
 
-    def slow_convert(pack, folder, progress):
+    def slow_convert(pack, folder, progress, dtype=None):
         calls.append(pack.name)
         started.set()
         time.sleep(0.5)

@@ -20,6 +20,7 @@ from playground.models.load import (
     default_target_precision,
     eos_ids,
     estimate_bytes,
+    load_dtype,
     load_model,
     memory_budget,
     model_roots,

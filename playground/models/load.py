@@ -140,7 +140,7 @@ def load_model(
         int4_unavailable(device)
     source = resolve(spec)
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
-        source = convert_pack(PACKS[source[len(PACK_PREFIX) :]], progress)
+        source = convert_pack(PACKS[source[len(PACK_PREFIX) :]], progress, dtype)
     progress(f"Loading {spec}", 0.9)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)

@@ -186,16 +186,30 @@ _PREPARING: dict[str, threading.Lock] = {}  # pack name -> held while one reques
 _PREPARING_LOCK = threading.Lock()
 
 
-def _converted(folder: Path) -> bool:
-    return (folder / "config.json").is_file() and (folder / "complete").is_file()
+def _stored(folder: Path) -> str:
+    """The dtype a converted folder holds ("float32" for a folder converted before the dtype was recorded)."""
+    try:
+        return json.loads((folder / "complete").read_text()).get("dtype", "float32")
+    except (OSError, ValueError, AttributeError):
+        return "float32"
 
 
-def convert_pack(pack: Pack, progress: Progress = quiet) -> Path:
+def _converted(folder: Path, dtype: torch.dtype | None = None) -> bool:
+    """Converted, at a dtype that serves `dtype` (None: any): fp32 weights serve every dtype, bf16 only bf16."""
+    if not ((folder / "config.json").is_file() and (folder / "complete").is_file()):
+        return False
+    return dtype is None or _stored(folder) in ("float32", str(dtype).removeprefix("torch."))
+
+
+def convert_pack(pack: Pack, progress: Progress = quiet, dtype: torch.dtype = torch.float32) -> Path:
     """GGUF -> dequantised safetensors folder in the cache, done once; later loads take seconds. One request
     prepares a pack at a time (the app's start-up and a tab may ask at once): the others wait, saying so, and
-    then find it done."""
+    then find it done. dtype: what the load will ask for. bf16 is written straight from the GGUF's dequantised
+    values (bitwise what fp32 weights rounded at load give, so the int8 draft quantised from them is the same),
+    half the bytes of fp32; any other dtype is written as fp32, which serves every dtype (a bf16 folder is converted
+    again when a run asks for fp32 or fp16)."""
     folder = cache_dir() / "converted" / pack.name
-    if _converted(folder):
+    if _converted(folder, dtype):
         return folder
     with _PREPARING_LOCK:
         gate = _PREPARING.setdefault(pack.name, threading.Lock())
@@ -206,7 +220,9 @@ def convert_pack(pack: Pack, progress: Progress = quiet) -> Path:
         )
         gate.acquire()
     try:
-        return folder if _converted(folder) else _convert(pack, folder, progress)
+        if _converted(folder, dtype):
+            return folder
+        return _convert(pack, folder, progress, dtype if dtype is torch.bfloat16 else torch.float32)
     finally:
         gate.release()
 
@@ -279,10 +295,11 @@ def install_in_background(requirements: Path, log: Path) -> None:
     pid.write_text(str(proc.pid))
 
 
-def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:
+def _convert(pack: Pack, folder: Path, progress: Progress, dtype: torch.dtype = torch.float32) -> Path:
     wait_for_install(progress)
     gguf = assemble_pack(pack, progress)
-    where = f"{_shown(folder)}, about {pack.params * 4 / 1e9:.1f} GB"
+    size = torch.empty(0, dtype=dtype).element_size()
+    where = f"{_shown(folder)}, about {pack.params * size / 1e9:.1f} GB"
     try:
         with ticking(
             progress,
@@ -291,7 +308,7 @@ def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:
             0.8,
             CONVERT_S_PER_BPARAM * pack.params / 1e9,
         ):
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except Exception as exc:  # a truncated or foreign file: say so, keep serving
         raise PlaygroundError(f"Model pack '{pack.name}' could not be read as GGUF: {exc}") from exc
@@ -305,7 +322,7 @@ def _convert(pack: Pack, folder: Path, progress: Progress) -> Path:
         del model.config.quantization_config
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    (tmp / "complete").write_text(json.dumps({"from": str(gguf)}))
+    (tmp / "complete").write_text(json.dumps({"from": str(gguf), "dtype": str(dtype).removeprefix("torch.")}))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.replace(folder)
     del model

@@ -48,10 +48,11 @@ def args(
     tree="",
     confidence=0.4,
     invariant=True,
+    suffix_memory=False,
 ):
     """/generate's inputs, in order: the shared controls (playground.ui.common.Controls), then the comparison box."""
     # self int4's bits, group size, head; suffix factor, min prob, depth, memory; lookahead W, N, G, pool
-    draftfree = [4, 32, True, 1.0, 0.1, 24, False, 5, 3, 3, False]
+    draftfree = [4, 32, True, 1.0, 0.1, 24, suffix_memory, 5, 3, 3, False]
     return [
         pair,
         draft_id,

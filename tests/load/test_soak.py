@@ -137,9 +137,12 @@ def _client(url: str, seed: int, until: float, tally: Tally) -> None:
         try:
             if action in ("run", "suffix"):
                 drafter = "suffix decoding" if action == "suffix" else rng.choice(["draft model", "prompt lookup"])
-                a = args(drafter=drafter, max_new=rng.choice([16, 32, 64]), seed=rng.randrange(100))
-                if action == "suffix":
-                    a[11] = True  # the suffix memory (args' draft-free options: factor, min prob, depth, memory)
+                a = args(
+                    drafter=drafter,
+                    max_new=rng.choice([16, 32, 64]),
+                    seed=rng.randrange(100),
+                    suffix_memory=action == "suffix",  # suffix decoding's memory of earlier runs
+                )
                 status = me.predict(*a, api_name="/generate")[0]
                 tally.add(action, "" if "Done" in status else status)
             elif action == "upload":

@@ -1,9 +1,9 @@
 """The lean forward: a Llama-family model whose layers kernels/model.py fused, for one sequence, in one C call per
 pass (kernels/step.c: embedding rows, every layer, final norm, head), with its KV cache in buffers it owns.
 
-Why: a draft step of the int8 0.5B draft streams its weights in about 12 ms, and HF's wrapper around the fused
-layers (about 220 ctypes calls, the DynamicCache's torch.cat per layer, masks and rotary embedding per pass) added
-2-7 ms to it (issue 43). The C step calls the same kernels in the same order as the fused layers do, so its
+Why: HF's wrapper around the fused layers (a ctypes call per kernel, the DynamicCache's torch.cat per layer, masks
+and rotary embedding per pass) added time beyond the draft's weight stream (measured: docs/levers.md, "The draft
+step without per-layer Python"). The C step calls the same kernels in the same order as the fused layers do, so its
 outputs are bitwise those of `model(input_ids, cache, logits_to_keep=1)` (tests/test_step.py); a crop is a length
 change. It takes causal passes of one sequence (a chain's tokens, a prompt); trees (a tree mask), batches and
 any model it does not apply to keep HF's path (`why_not`).

@@ -30,13 +30,14 @@ from pathlib import Path
 
 
 from playground import models
-from playground.bench import challenges_cli, likelihood, load, report, targets, ttft, variants, vllm_models, vllm_peer
+from playground.bench import challenges_cli, likelihood, load, report, targets, ttft, variants
+from playground.vllm import models as vllm_models, peer as vllm_peer
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.machine import environment
 from playground.bench.overhead import record_overhead
 from playground.bench.results import grid_frame
 from playground.bench.prompts import load_prompts
-from playground.bench.vllm import VLLMRequest, run_worker
+from playground.vllm.engine import VLLMRequest, run_worker
 from playground.errors import PlaygroundError
 from playground.numbers import json_safe
 from playground.progress import printer, quiet

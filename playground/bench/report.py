@@ -11,7 +11,8 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from playground import numbers
-from playground.bench import hf, likelihood, targets as targets_mod, vllm_report
+from playground.bench import hf, likelihood, targets as targets_mod
+from playground.vllm import report as vllm_report
 from playground.bench.results import Result, grid_frame
 from playground.bench.targets import geomean
 from playground.views.grid import BASELINE

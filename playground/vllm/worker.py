@@ -2,9 +2,9 @@
 
 This file runs INSIDE vLLM's own environment (scripts/install_vllm.sh), never in the playground's:
 it imports only the standard library, vllm and transformers (vLLM pins a transformers of its own).
-The playground drives it through playground/bench/vllm.py:
+The playground drives it through playground/vllm/engine.py:
 
-    VENV/bin/python playground/vllm_worker.py REQUEST.json RESULT.json
+    VENV/bin/python playground/vllm/worker.py REQUEST.json RESULT.json
 
 REQUEST (JSON):
     action           "run" (default) or "probe" (versions and speculative features, no model loaded)
@@ -44,8 +44,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as a script, this file's folder (playground/) would come first on sys.path, and the playground's
-# modules would shadow the standard library's (playground/numbers.py for `numbers`): drop it. The
+# Run as a script, this file's folder (playground/vllm/) would come first on sys.path, and the package's
+# modules would shadow other packages' top-level names (models.py, metrics.py, server.py): drop it. The
 # client also starts python with -P, which leaves it out.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
@@ -342,7 +342,7 @@ def write(path: str, payload: dict) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python vllm_worker.py REQUEST.json RESULT.json", file=sys.stderr)
+        print("usage: python worker.py REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     request_path, result_path = argv[1], argv[2]
     try:

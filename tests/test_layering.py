@@ -29,6 +29,7 @@ STRATEGIES = sorted(
 PURE = VIEWS + [
     "playground.trace",
     "playground.recorded",
+    "playground.replay",
     "playground.theory",
     "playground.records",
     "playground.spec",

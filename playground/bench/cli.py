@@ -36,7 +36,7 @@ from playground.bench.flags import OPTIONS
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.machine import environment
 from playground.bench.overhead import record_overhead
-from playground.bench.results import grid_frame
+from playground.bench.results import columns, grid_frame
 from playground.bench.prompts import load_prompts
 from playground.vllm.engine import VLLMRequest, run_worker
 from playground.errors import PlaygroundError
@@ -97,26 +97,7 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
     return out
 
 
-STDOUT_COLUMNS = [
-    "pair",
-    "category",
-    "method",
-    "k",
-    "temperature",
-    "target_precision",
-    "draft_precision",
-    "tokens",
-    "tokens_per_s",
-    "speedup",
-    "vs_best_hf",
-    "alpha",
-    "nodes",
-    "mean_accepted",
-    "c",
-    "v",
-    "calibrated_speedup",
-    "greedy",
-]
+STDOUT_COLUMNS = columns("cli")
 
 
 def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress) -> int:

@@ -233,8 +233,8 @@ def tiny_catalog(tiny_models, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def vllm_pair(tiny_models) -> dict:
-    """The vLLM-loadable tiny pair (playground.tiny_vllm: head_dim 32), inside the tiny models' root."""
-    from playground import tiny_vllm
+    """The vLLM-loadable tiny pair (playground.vllm.tiny: head_dim 32), inside the tiny models' root."""
+    from playground.vllm import tiny as tiny_vllm
 
     return tiny_vllm.build_pair(tiny_models["target"].parent)
 
@@ -244,7 +244,7 @@ def vllm_server(vllm_pair, vllm_port):
     """vLLM's OpenAI-compatible server on the tiny vLLM pair with draft-model speculation (k = 3), served as
     "tiny" on localhost (vllm_port): one for the whole session (the bench, UI and load tests share it). A test that
     reaches it by URL allow-lists it (allow_vllm; app_process does)."""
-    from playground.bench import vllm_serve as server_module
+    from playground.vllm import serve as server_module
     from tests.vllm_support import fast_request, require_vllm
 
     require_vllm()

@@ -29,6 +29,7 @@ STRATEGIES = sorted(
 PURE = VIEWS + [
     "playground.trace",
     "playground.recorded",
+    "playground.replay",
     "playground.theory",
     "playground.records",
     "playground.spec",
@@ -132,7 +133,7 @@ def test_the_engine_names_no_strategy():
 
 def test_only_the_spec_and_the_registry_branch_on_a_drafter_kind():
     """...and the adapters: the export's and the bench's own tables from our kinds to their peers' words."""
-    adapters = {PACKAGE / "views" / "export_code.py", PACKAGE / "bench" / "hf.py", PACKAGE / "bench" / "vllm_peer.py"}
+    adapters = {PACKAGE / "views" / "export_code.py", PACKAGE / "bench" / "hf.py", PACKAGE / "vllm" / "peer.py"}
     allowed = {PACKAGE / "spec.py", PACKAGE / "decoding" / "__init__.py"} | adapters
     offenders = [
         f"{p.relative_to(ROOT)}:{i}"

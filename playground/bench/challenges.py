@@ -23,7 +23,7 @@ import torch
 from playground import decoding, models, sametext, trace
 from playground.batch import BatchedDecoder, BatchResult
 from playground.decoding.cache import cache_bytes
-from playground.bench.results import grid_frame
+from playground.bench.results import columns, grid_frame
 from playground.bench.grid import run_grid
 from playground.bench.memory import check_memory, check_window, kv_bytes_per_token, memory_left, memory_need
 from playground.bench.prompts import PROMPTS
@@ -273,25 +273,7 @@ def _context_row(
 
 # ---------------------------------------------------------------- precision
 
-PRECISION_COLUMNS = [
-    "method",
-    "target_precision",
-    "draft_precision",
-    "tokens",
-    "tokens_per_s",
-    "speedup",
-    "alpha",
-    "mean_accepted",
-    "c",
-    "v",
-    "theory_speedup",
-    "calibrated_speedup",
-    "greedy_equal",
-    "near_tie",
-    "diff_position",
-    "gap_spec",
-    "gap_base",
-]
+PRECISION_COLUMNS = columns("precision")
 
 
 def default_precisions(device: torch.device | None = None) -> tuple[list[str], list[str]]:

@@ -19,7 +19,7 @@ from typing import Sequence
 from playground import decoding, models, sametext, speed, trace
 from playground.bench import hf
 from playground.bench.results import Result, nan
-from playground.bench.vllm_metrics import SpecCounters
+from playground.vllm.metrics import SpecCounters
 from playground.engine import clock
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair

@@ -91,7 +91,7 @@ def stock_model(pair_spec: PairSpec, pair: LoadedPair) -> torch.nn.Module:
     """A fresh load of the target's folder at the target's precision, on torch's kernels (transformers' defaults)."""
     from transformers import AutoModelForCausalLM
 
-    from playground.bench.vllm_peer import model_folder
+    from playground.vllm.peer import model_folder
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pair.target_precision.value, torch.float32)
     return (

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from playground import trace
-from playground.recorded import RecordingTokenizer
+from playground.replay import RecordingTokenizer
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.runner import Runner, Session

@@ -1,6 +1,6 @@
-"""vLLM as a peer and as an engine (playground/bench/vllm.py, vllm_server.py, vllm_worker.py).
+"""vLLM as a peer and as an engine (playground/vllm/engine.py, server.py, worker.py).
 
-On a tiny random pair that vLLM's CPU build loads (playground/tiny_vllm.py), fp32 on both sides:
+On a tiny random pair that vLLM's CPU build loads (playground/vllm/tiny.py), fp32 on both sides:
 vLLM's greedy output for the target alone, for draft-model and for ngram speculation equals our
 engine's target alone, token for token; its spec-decode counters parse and add up; an OpenAI-compatible
 server started here on localhost gives the same tokens and counters through its completions and
@@ -22,9 +22,9 @@ import pytest
 
 from tests.helpers import run_all
 from playground import trace
-from playground.bench import vllm_serve, vllm_server
-from playground.bench.vllm_metrics import SpecCounters, parse_prometheus
-from playground.bench.vllm import Stopped, VLLMRequest, run_worker, vllm_python
+from playground.vllm import serve as vllm_serve, server as vllm_server
+from playground.vllm.metrics import SpecCounters, parse_prometheus
+from playground.vllm.engine import Stopped, VLLMRequest, run_worker, vllm_python
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt, new_tokens
 from playground.config import DecodeConfig, DrafterKind

@@ -1,4 +1,4 @@
-"""vLLM's rows beside ours (playground/bench/vllm_peer.py, vllm_report.py, `--compare-vllm`).
+"""vLLM's rows beside ours (playground/vllm/peer.py, report.py, `--compare-vllm`).
 
 The command line end to end on the tiny vLLM pair (fp32, vLLM started fast: no torch.compile, one process):
 vLLM's target alone, draft model at our k and ngram with our max_ngram, greedy and T = 0.7, on our prompt
@@ -16,10 +16,11 @@ import time
 import pytest
 
 from playground import bench
-from playground.bench import report, vllm_peer, vllm_report
+from playground.bench import report
+from playground.vllm import peer as vllm_peer, report as vllm_report
 from playground.bench.results import Result
-from playground.bench.vllm_peer import VLLMEngine, engine_choice, methods_for, vllm_ks
-from playground.bench.vllm_report import positions_frame
+from playground.vllm.peer import VLLMEngine, engine_choice, methods_for, vllm_ks
+from playground.vllm.report import positions_frame
 from playground.errors import PlaygroundError
 from playground.runner import Runner
 from playground.config import DecodeConfig, DrafterKind, KPolicy

@@ -1,6 +1,6 @@
 """The Export tab's vLLM snippets run (playground/views/export_code.py: vllm_code).
 
-Each snippet, as the Export tab writes it for a run on the tiny vLLM pair (playground/tiny_vllm.py, fp32,
+Each snippet, as the Export tab writes it for a run on the tiny vLLM pair (playground/vllm/tiny.py, fp32,
 greedy), is saved as a script and run as is with the python of vLLM's own environment, in vLLM's default
 process layout (so the `if __name__ == "__main__":` guard is exercised: vLLM's workers import the script
 again). What it prints is our engine's greedy output for the same run, decoded: the draft-model snippet and
@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 from tests.helpers import run_all
-from playground.bench.vllm import stop_group, vllm_env, vllm_python
+from playground.vllm.engine import stop_group, vllm_env, vllm_python
 from playground.runner import new_tokens
 from playground.config import DecodeConfig, DrafterKind, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec

@@ -86,6 +86,7 @@ def start_server(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=vllm_env(env),
+            cwd=tempfile.gettempdir(),  # `-m` puts the folder first on the path: never one with this vllm/ package
             start_new_session=True,
         )
     try:

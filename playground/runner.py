@@ -114,7 +114,9 @@ class Runner:
             if key in done:
                 continue
             progress(f"Warming up ({drafter.label}, once per model and drafter)", 0.0)
-            warm = RunSpec(spec.pair, drafter, DecodeConfig(max_new_tokens=10, k=3), WARM_PROMPT, spec.chat)
+            warm = RunSpec(
+                spec.pair, drafter, DecodeConfig(max_new_tokens=10, k=3, policy=KPolicy.FIXED), WARM_PROMPT, spec.chat
+            )
             rounds = list(self._decoder(warm, pair, progress=progress))
             per_token = [r.draft_s / r.k for r in rounds[1:] if r.k]
             self._draft_s.setdefault(pair.target, {})[key] = statistics.median(per_token) if per_token else 0.0

@@ -58,7 +58,10 @@ class Startup:
         """The run the page starts with: the default pair, its drafter, the default precisions."""
         pair = models.get_pair(self.pair_name)
         return RunSpec(
-            PairSpec(pair.name, pair.target, pair.draft), DrafterSpec(pair.drafter), DecodeConfig(), "warm-up"
+            PairSpec(pair.name, pair.target, pair.draft),
+            DrafterSpec(pair.drafter),
+            DecodeConfig.within_limit(),
+            "warm-up",
         )
 
     def offer_packs(self, requirements: Path) -> str:

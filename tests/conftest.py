@@ -19,6 +19,7 @@ import torch
 from playground import models, tiny
 from playground.runner import Runner
 from playground.config import DecodeConfig, DrafterKind
+from tests.helpers import FIXED_64
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -66,14 +67,15 @@ def runner() -> Runner:
 
 @pytest.fixture(scope="session")
 def tiny_spec(tiny_models):
-    """make(prompt="Once upon a time", drafter="draft model", **decode) -> a RunSpec on the tiny pair."""
+    """make(prompt="Once upon a time", drafter="draft model", **decode) -> a RunSpec on the tiny pair (64 tokens, a
+    fixed k unless told: tests.helpers.FIXED_64)."""
     pair = PairSpec("tiny (test)", str(tiny_models["target"]), str(tiny_models["draft"]))
 
     def make(
         prompt: str = "Once upon a time", drafter: DrafterKind | str | DrafterSpec = DrafterKind.DRAFT_MODEL, **decode
     ) -> RunSpec:
         d = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(DrafterKind(drafter))
-        return RunSpec(pair, d, DecodeConfig(**decode), prompt)
+        return RunSpec(pair, d, DecodeConfig(**(FIXED_64 | decode)), prompt)
 
     return make
 

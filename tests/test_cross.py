@@ -22,7 +22,7 @@ from playground.runner import Runner, encode_prompt, new_tokens
 from playground.decoding import DRAFTERS
 from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter, parse_drafter_name
-from tests.helpers import run_all, CHI2_999, two_token_test
+from tests.helpers import FIXED_64, run_all, CHI2_999, two_token_test
 
 CROSS = DrafterKind.CROSS_TOKENIZER
 
@@ -42,7 +42,7 @@ def spec(draft: str, target: str, prompt: str, drafter: DrafterSpec | None = Non
     return RunSpec(
         PairSpec("cross (test)", target, draft),
         drafter or DrafterSpec.of(CROSS, precision="fp32"),
-        DecodeConfig(**decode),
+        DecodeConfig(**(FIXED_64 | decode)),
         prompt,
     )
 
@@ -302,7 +302,7 @@ def test_the_benchmark_runs_hf_universal_assisted_as_the_peer(cross_models):
         Runner(),
         [pair],
         {"story": "Once upon a time", "code": "def fibonacci(n):"},
-        [DecodeConfig(max_new_tokens=16, k=3)],
+        [DecodeConfig(max_new_tokens=16, k=3, policy=KPolicy.FIXED)],
         [DrafterSpec.of(CROSS, precision="fp32")],
         compare_hf=True,
     )

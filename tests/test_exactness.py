@@ -37,7 +37,9 @@ def bf16_spec(tiny_models):
             if DrafterSpec(drafter).needs_draft_model
             else DrafterSpec(drafter)
         )
-        return RunSpec(pair, d, DecodeConfig(max_new_tokens=40, **decode), prompt, chat=False)
+        return RunSpec(
+            pair, d, DecodeConfig(**{"max_new_tokens": 40, "policy": KPolicy.FIXED, **decode}), prompt, chat=False
+        )
 
     return make
 

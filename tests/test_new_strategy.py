@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from playground import decoding
-from playground.config import DecodeConfig, SamplingParams
+from playground.config import DecodeConfig, SamplingParams, KPolicy
 from playground.decoding.base import Draft, Drafter
 from playground.decoding.options import typed, whole
 from playground.errors import PlaygroundError
@@ -68,7 +68,7 @@ def test_a_registered_strategy_runs_through_the_runner_and_the_engine(registered
     spec = RunSpec(
         pair,
         DrafterSpec(Kind.REPEAT_NGRAM.value),
-        DecodeConfig(max_new_tokens=24, k=3, temperature=temperature),
+        DecodeConfig(max_new_tokens=24, k=3, policy=KPolicy.FIXED, temperature=temperature),
         REPEAT,
     )
     assert spec.drafter.kind is Kind.REPEAT_NGRAM and spec.drafter.label == "repeat the last n-gram"

@@ -39,7 +39,7 @@ def real():
     catalog = models.get_pair(models.DEFAULT_PAIR)
     pair = PairSpec(catalog.name, catalog.target, catalog.draft, target_precision=hardware_precision())
     runner = Runner()
-    spec = RunSpec(pair, DrafterSpec(), DecodeConfig(max_new_tokens=24, k=4), PROMPT)
+    spec = RunSpec(pair, DrafterSpec(), DecodeConfig(max_new_tokens=24, k=4, policy=KPolicy.FIXED), PROMPT)
     loaded = runner.load(spec, printer())
     return runner, spec, loaded
 

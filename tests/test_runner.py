@@ -64,7 +64,12 @@ def test_theory_policy_with_a_fixed_profile_is_reproducible_for_a_seed(runner, t
 
 def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
     pair = PairSpec("tiny", str(tiny_models["target"]), str(tiny_models["draft"]), target_precision="bf16")
-    spec = RunSpec(pair, DrafterSpec.of(precision="bf16"), DecodeConfig(max_new_tokens=24, k=4), "Once upon a time")
+    spec = RunSpec(
+        pair,
+        DrafterSpec.of(precision="bf16"),
+        DecodeConfig(max_new_tokens=24, k=4, policy=KPolicy.FIXED),
+        "Once upon a time",
+    )
     loaded = runner.load(spec)
     assert loaded.target.dtype == torch.bfloat16 and loaded.draft.dtype == torch.bfloat16
     assert runner.load(spec.baseline()).target is loaded.target  # the same bf16 model object

@@ -76,7 +76,7 @@ def test_no_peer_has_it_so_the_bench_runs_none_and_the_export_says_so():
     spec = RunSpec(
         PairSpec("p", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
         DrafterSpec(DrafterKind.SELF_QUANT),
-        DecodeConfig(k=4),
+        DecodeConfig(k=4, policy=KPolicy.FIXED),
         "Hello",
     )
     assert configs_for(spec.drafter, spec.decode) == []
@@ -96,7 +96,9 @@ def bf16(tiny_models):
 
     def make(prompt: str = PROMPTS[0], drafter: DrafterSpec | None = None, **decode) -> RunSpec:
         d = drafter or DrafterSpec.of("self int4", self_bits=8)
-        return RunSpec(pair, d, DecodeConfig(max_new_tokens=32, **decode), prompt, chat=False)
+        return RunSpec(
+            pair, d, DecodeConfig(**{"max_new_tokens": 32, "policy": KPolicy.FIXED, **decode}), prompt, chat=False
+        )
 
     return make
 
@@ -154,7 +156,7 @@ def test_without_the_kernels_it_says_why(tiny_models, runner):
     fp32 = RunSpec(
         PairSpec("tiny fp32", str(tiny_models["target"]), None, target_precision="fp32"),
         DrafterSpec.of("self int4", self_bits=8),
-        DecodeConfig(max_new_tokens=8),
+        DecodeConfig(max_new_tokens=8, policy=KPolicy.FIXED),
         PROMPTS[0],
         chat=False,
     )

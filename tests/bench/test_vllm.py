@@ -27,7 +27,7 @@ from playground.vllm.metrics import SpecCounters, parse_prometheus
 from playground.vllm.engine import Stopped, VLLMRequest, run_worker, vllm_python
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt, new_tokens
-from playground.config import DecodeConfig, DrafterKind
+from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from tests.vllm_support import K, MAX_TOKENS, fast_request as request, not_vllm_server, require_vllm
 
@@ -41,7 +41,10 @@ def ours(vllm_pair, runner) -> dict[str, tuple[list[int], list[int]]]:
     out = {}
     for name, text in TEXTS.items():
         spec = RunSpec(
-            pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=MAX_TOKENS, k=K), text
+            pair,
+            DrafterSpec(DrafterKind.DRAFT_MODEL),
+            DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, policy=KPolicy.FIXED),
+            text,
         ).baseline()
         loaded = runner.load(spec)
         out[name] = (encode_prompt(loaded.tokenizer, text)[0].tolist(), new_tokens(run_all(runner, spec)))

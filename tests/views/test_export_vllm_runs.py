@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import run_all
 from playground.vllm.engine import stop_group, vllm_env, vllm_python
 from playground.runner import new_tokens
-from playground.config import DecodeConfig, DrafterKind, Precision
+from playground.config import DecodeConfig, DrafterKind, Precision, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.export_code import vllm_code, vllm_config
 from tests.vllm_support import K, MAX_TOKENS, require_vllm
@@ -35,7 +35,9 @@ def exported_run(vllm_pair, kind: DrafterKind) -> RunSpec:
         "tiny vllm (test)", str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision=Precision.FP32
     )
     drafter = DrafterSpec.of(kind, precision=Precision.FP32) if kind is DrafterKind.DRAFT_MODEL else DrafterSpec(kind)
-    return RunSpec(pair, drafter, DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, temperature=0.0), PROMPT)
+    return RunSpec(
+        pair, drafter, DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, policy=KPolicy.FIXED, temperature=0.0), PROMPT
+    )
 
 
 @pytest.mark.parametrize("kind", [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP], ids=["draft model", "ngram"])

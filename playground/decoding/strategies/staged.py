@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
 from playground.decoding.options import Context, Strategy, precision_of, typed, whole
-from playground.decoding.strategies.prompt_lookup import MAX_NGRAM
+from playground.decoding.strategies import prompt_lookup
 from playground.numbers import fmt
 
 if TYPE_CHECKING:
@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Options:
     precision: Precision | None = None  # the draft model's; None = the device default
-    max_ngram: int = 3  # the lookup's longest n-gram
+    max_ngram: int = prompt_lookup.Options.max_ngram  # the lookup's longest n-gram: prompt lookup's default
 
     def __post_init__(self) -> None:
         precision_of(self)
-        typed(self, max_ngram=whole(self.max_ngram, *MAX_NGRAM, "The prompt-lookup n-gram size"))
+        typed(self, max_ngram=whole(self.max_ngram, *prompt_lookup.MAX_NGRAM, "The prompt-lookup n-gram size"))
 
     @property
     def label(self) -> str:

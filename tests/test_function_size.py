@@ -8,13 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 80
-# TEMPORARY: functions another branch of issue 45 splits (bench/cli.py's parser becomes a table; the vLLM worker
-# moves to playground/vllm/). Remove each entry when that branch merges: the test then holds them too.
-NOT_YET = {
-    "playground/bench/cli.py::build_parser",
-    "playground/bench/cli.py::main",
-    "playground/vllm_worker.py::run",
-}
+NOT_YET: set[str] = set()  # functions still to split (none: bench/cli.py and the vLLM worker were split)
 
 
 def functions() -> dict[str, int]:

@@ -15,8 +15,9 @@ kept are cropped from the end. Each token's position id is its row's count of re
 (not its column), and the attention mask (built here, 4D: column-causal AND real) lets a query see
 only its own row's real tokens. So each row computes exactly what it would compute alone: the same
 tokens at the same positions attend to the same keys; a masked key's softmax weight is exp(min - max),
-which is 0 in floating point. Greedy acceptance keeps a draft token only where it equals the target's
-argmax at that position, so each row's output is the target's own greedy output. Lossless up to
+which is 0 in floating point. Greedy acceptance (acceptance.batch_greedy, the chain rule row by row) keeps a
+draft token only where it equals the target's argmax at that position, so each row's output is the target's
+own greedy output. Lossless up to
 rounding: a batched matrix product may sum in another order than a single row's; at a near-tie (top-2
 logits closer than that rounding, mostly in bf16) the argmax can flip, and the margins recorded per
 token (the target's top-1 minus top-2 logit) show where (sametext.compare_outputs tells a near-tie from a
@@ -36,6 +37,7 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
+from playground.acceptance import batch_greedy
 from playground.decoding.cache import cache_bytes, crop_cache, draft_cache
 from playground.engine import clock, cut
 from playground.errors import PlaygroundError
@@ -215,12 +217,11 @@ class BatchedDecoder:
         ids, real = left_pad([self.pending[i] for i in rows], self.pad, self.device)
         ids, real = torch.cat([ids, drafts], 1), torch.cat([real, torch.ones_like(drafts, dtype=torch.bool)], 1)
         logits = self.target_kv.forward(ids, real, keep=k + 1).float()  # (B, k + 1, V)
-        choice = logits.argmax(-1)
-        accepted = (drafts == choice[:, :k]).long().cumprod(1).sum(1) if k else torch.zeros_like(choice[:, 0])
+        verdict = batch_greedy(drafts, logits)  # each row's kept prefix and the target's token after it
         top2 = torch.topk(logits, 2, dim=-1).values
-        n_list, choice_list, gaps, draft_list = (
-            accepted.tolist(),
-            choice.tolist(),
+        n_list, token_list, gaps, draft_list = (
+            verdict.num_accepted.tolist(),
+            verdict.next_token.tolist(),
             (top2[..., 0] - top2[..., 1]).tolist(),
             drafts.tolist(),
         )  # the host sync
@@ -229,8 +230,7 @@ class BatchedDecoder:
         record = BatchRound(len(self.result.rounds), k, rows, n_list, [], t1 - t0, t2 - t1)
         finished = []
         for b, i in enumerate(rows):
-            n = n_list[b]
-            token = choice_list[b][n]
+            n, token = n_list[b], token_list[b]
             new, stop = cut(draft_list[b][:n] + [token], self.eos, self.max_new - len(self.result.outputs[i]))
             self.result.outputs[i] += new
             self.result.margins[i] += gaps[b][: len(new)]

@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from playground.decoding.base import Drafter
+from playground.draft import Drafter
 from playground.engine import SpeculativeDecoder
 from playground.records import RoundRecord
 from playground.config import SamplingParams

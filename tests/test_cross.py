@@ -13,7 +13,7 @@ import torch
 
 from playground import models, tiny
 from playground.decoding import make_drafter
-from playground.decoding.base import Draft
+from playground.decoding.chain import ChainDraft
 from playground.decoding.cross import CrossTokenizerDrafter, continuation, to_target
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
@@ -190,7 +190,7 @@ class TranslatedPDrafter(CrossTokenizerDrafter):
         logits[0] = params.temperature * torch.log(p / p.sum()).float()  # logits_to_probs divides by T again
         for i, token in enumerate(draft.tokens.tolist()[1:], 1):  # later positions (none at k = 1): one-hot
             logits[i, token] = 0.0
-        return Draft(draft.tokens, logits)
+        return ChainDraft(draft.tokens, logits)
 
 
 def two_token_test_of(pair, drafter_class, runs: int = 2000) -> tuple[float, int, float]:

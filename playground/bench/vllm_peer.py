@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 
-from playground import models, outbound, sametext, settings, trace
+from playground import decoding, models, outbound, sametext, settings, trace
 from playground.bench.results import Result
 from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.bench.vllm_models import max_model_len, model_folder
@@ -313,7 +313,9 @@ def _run_here(
     if precision not in VLLM_DTYPES:
         raise PlaygroundError(f"vLLM has no {precision.value} target precision.")
     catalog = models.pairs().get(pair.name)
-    if "draft_model" in methods and (not pair.draft or (catalog is not None and catalog.cross_tokenizer)):
+    if "draft_model" in methods and (
+        not pair.draft or (catalog is not None and decoding.two_tokenizers(catalog.drafter))
+    ):
         methods = [m for m in methods if m != "draft_model"]  # vLLM's draft model needs the target's vocabulary
     target = model_folder(pair.target)
     draft = model_folder(pair.draft) if "draft_model" in methods else None

@@ -12,7 +12,7 @@ from playground.decoding.strategies.prompt_lookup import MAX_NGRAM
 from playground.numbers import fmt
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 

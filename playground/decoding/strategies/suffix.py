@@ -10,7 +10,7 @@ from playground.config import DrafterKind
 from playground.decoding.options import Context, Strategy, Widget, flag, real, typed, whole
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 DEFAULTS = dict(suffix_memory=False, suffix_factor=1.0, suffix_min_prob=0.1, suffix_depth=24)  # vLLM's defaults

@@ -66,7 +66,8 @@ def drafter_confidence(decode: DecodeConfig) -> float:
 
 class Runner:
     """Loads, warms up, profiles and runs. One per app (or benchmark, or test session); what it
-    remembers is keyed by the loaded model objects, weakly, so an evicted model is forgotten."""
+    remembers is keyed by the loaded model objects, weakly, so an evicted model is forgotten. The way in is
+    session(); loading, warming up and building a decoder are its steps (private here)."""
 
     def __init__(self) -> None:
         self._warm: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key}
@@ -78,7 +79,7 @@ class Runner:
     # ------------------------------------------------------------ loading
 
     @staticmethod
-    def load(spec: RunSpec, progress: Progress = quiet) -> LoadedPair:
+    def _load(spec: RunSpec, progress: Progress = quiet) -> LoadedPair:
         draft = spec.pair.draft if spec.drafter.needs_draft_model else None
         return models.load_pair(
             draft,
@@ -103,7 +104,7 @@ class Runner:
         sized = not _sized(spec) or key in self._draft_passes.get(pair.target, {})
         return key in self._warm.get(pair.target, set()) and invariant in self._verify.get(pair.target, {}) and sized
 
-    def warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> None:
+    def _warm_up(self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet) -> None:
         """Pay the first-run costs (kernel selection, allocator growth) on a few tokens outside any
         timed run, measure the target's V(n) once (per kernels: batch-invariant or stock) and the drafter's cost
         per drafted token; for a sized token tree, the draft's passes over n rows too (its Vd(n))."""
@@ -115,7 +116,7 @@ class Runner:
                 continue
             progress(f"Warming up ({drafter.label}, once per model and drafter)", 0.0)
             warm = RunSpec(spec.pair, drafter, DecodeConfig(max_new_tokens=10, k=3), WARM_PROMPT, spec.chat)
-            rounds = list(self._decoder(warm, pair, progress=progress))
+            rounds = list(self._build(warm, pair, progress=progress))
             per_token = [r.draft_s / r.k for r in rounds[1:] if r.k]
             self._draft_s.setdefault(pair.target, {})[key] = statistics.median(per_token) if per_token else 0.0
             done.add(key)
@@ -154,9 +155,8 @@ class Runner:
 
     # ------------------------------------------------------------ running
 
-    def _decoder(
-        self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet
-    ) -> SpeculativeDecoder:
+    def _build(self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet) -> SpeculativeDecoder:
+        """A decoder of the spec on the pair as it is (warm or not)."""
         kernels = pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
@@ -174,21 +174,15 @@ class Runner:
         fit = self.threads if kernels and threads.exact_on_any_threads(pair.draft) else None
         return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile, fit)
 
-    def decoder(
+    def _decoder(
         self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None
     ) -> SpeculativeDecoder:
-        """A ready decoder, warm: call step() for one round, or iterate it. kept: the browser session's state for
-        the spec's drafter kind (Strategy.session; suffix decoding reads and extends its memory of earlier runs
-        when its spec asks; warm-ups never touch it)."""
+        """A ready decoder, warm (Session.decoder, Session.rounds): call step() for one round, or iterate it. kept:
+        the browser session's state for the spec's drafter kind (Strategy.session; suffix decoding reads and
+        extends its memory of earlier runs when its spec asks; warm-ups never touch it)."""
         if not self.is_warm(spec, pair):
-            self.warm_up(spec, pair, progress)
-        return self._decoder(spec, pair, kept, progress)
-
-    def rounds(
-        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None
-    ) -> Iterator[RoundRecord]:
-        """Run one spec on a loaded pair, round by round (the caller keeps the pair in use)."""
-        return iter(self.decoder(spec, pair, progress, kept))
+            self._warm_up(spec, pair, progress)
+        return self._build(spec, pair, kept, progress)
 
     def session(
         self,
@@ -251,7 +245,7 @@ class Session:
                 if m
             ]
             yield Event("load", "Loading " + " and ".join(names))
-            pair = self.runner.load(spec, self.progress)
+            pair = self.runner._load(spec, self.progress)
             held = pair.in_use()  # the model cache never evicts a pair while a session holds it
             held.__enter__()
             self._held.append(held)
@@ -261,7 +255,7 @@ class Session:
             self.invariant = pair.use_kernels(spec.pair.invariant)
         if self.warm and not self.runner.is_warm(spec, self.pair):  # warms the target alone too
             yield Event("warm-up", "Warming up and measuring this machine's V(n) (once per model and drafter)")
-            self.runner.warm_up(spec, self.pair, self.progress)
+            self.runner._warm_up(spec, self.pair, self.progress)
 
     def load(self) -> LoadedPair:
         """The pair loaded and on its kernels, not warm yet (a caller that checks sizes before paying the warm-up)."""
@@ -282,18 +276,12 @@ class Session:
     def decoder(self, spec: RunSpec | None = None) -> SpeculativeDecoder:
         """A decoder of the session's spec (or another spec on the same pair), for one round at a time."""
         spec = spec or self.spec
-        decoder = self.runner.decoder(spec, self.ready().pair, self.progress, self.kept if spec is self.spec else None)
+        decoder = self.runner._decoder(spec, self.ready().pair, self.progress, self.kept if spec is self.spec else None)
         return _Checked(decoder, self.check) if self.check is not None else decoder
 
     def rounds(self, spec: RunSpec | None = None) -> Iterator[RoundRecord]:
         """The rounds of the session's spec (or of another spec on the same pair: its baseline, a variant)."""
-        spec = spec or self.spec
-        kept = self.kept if spec is self.spec else None
-        rounds = self.runner.rounds(spec, self.ready().pair, self.progress, kept)
-        for record in rounds:
-            if self.check is not None:
-                self.check()
-            yield record
+        yield from self.decoder(spec)  # built when the first round is asked for
 
     def compare(
         self, spec: RunSpec | None = None, segment_tokens: int = SEGMENT_TOKENS

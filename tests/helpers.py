@@ -31,6 +31,13 @@ REPEAT = (
 )
 
 
+def load_pair(runner, spec, progress=None, warm=False):
+    """A spec's pair through runner.session: loaded and on the spec's kernels (and warm when asked); the session ends
+    here, so the pair is not held in use."""
+    with runner.session(spec, *([progress] if progress is not None else []), warm=warm) as session:
+        return session.ready().pair
+
+
 def run_all(runner, spec, progress=None, kept=None) -> list[RoundRecord]:
     """A spec's rounds through runner.session, the one way anything decodes."""
     with runner.session(spec, *([progress] if progress is not None else []), kept=kept) as session:

@@ -62,7 +62,8 @@ def test_prompt_plus_budget_beyond_context_is_refused(tiny_pair):
             DecodeConfig(max_new_tokens=200),
             prompt,
         )
-        Runner().decoder(spec, tiny_pair)
+        with Runner().session(spec) as session:
+            session.decoder()
 
 
 def test_unknown_pair_and_drafter_are_refused(tiny_pair):

@@ -258,9 +258,9 @@ def run_peer(
     rows: list[Result] = []
     engines: list[dict] = []
     for pair in pairs if engine.url is None else pairs[:1]:
-        loaded = runner.load(
-            RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0], next(iter(prompts.values())), chat)
-        )
+        spec = RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0], next(iter(prompts.values())), chat)
+        with runner.session(spec, warm=False) as session:  # the tokenizer and the target's precision
+            loaded = session.load()
         ids = {
             category: encode_prompt(loaded.tokenizer, prompt, chat)[0].tolist() for category, prompt in prompts.items()
         }

@@ -7,6 +7,7 @@ and the tests all decode through a session:
         for event in s:          # load, kernels, warm-up: a status line before each step that takes time
             show(event)
         rounds = list(s.rounds())  # or s.decoder() for one round at a time; s.rounds(other_spec) on the same pair
+        batch = s.batch(prompt_ids).run()  # or B prompts at once, on the batched engine (batch.py)
         for baseline, record in s.compare():  # or the run and its target alone, interleaved (s.segments)
             ...
 
@@ -27,6 +28,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from playground import decoding, models, speed, theory, threads
+from playground.batch import BatchedDecoder
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
@@ -74,6 +76,7 @@ class Runner:
         self._verify: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {invariant: {n: V(n) s}}
         self._draft_s: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {drafter key: s/token}
         self._draft_passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {key: {n: Vd(n) s}}
+        self._warm_batch: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {(draft, k, invariant)}
         self.threads = threads.Fit()  # every round's thread count, fitted to the cores other processes leave
 
     # ------------------------------------------------------------ loading
@@ -132,6 +135,17 @@ class Runner:
             progress("Measuring the draft's passes over n rows (a sized token tree)", 0.0)
             passes[key] = speed.verify_profile(model, PROFILE_NS)
 
+    def _warm_up_batch(self, pair: LoadedPair, prompts: list[list[int]], k: int, progress: Progress = quiet) -> None:
+        """The batched engine's first-run costs (its padded caches and masks), paid on two rows and a few tokens
+        once per model, k and kernels, for the target alone (k = 0) and for k."""
+        done = self._warm_batch.setdefault(pair.target, set())
+        for warm_k in (0, k):
+            key = (id(pair.draft) if warm_k else None, warm_k, pair.invariant)
+            if key not in done:
+                progress("Warming up the batched engine", 0.0)
+                BatchedDecoder(pair.target, pair.draft, (prompts * 2)[:2], warm_k, 4, pair.eos).run()
+                done.add(key)
+
     def tree_costs(self, spec: RunSpec, pair: LoadedPair) -> TreeCosts | None:
         """What a sized token tree plans with: the target's V(n) and the draft's Vd(n) (None before warm_up)."""
         invariant = pair.kernels_for(spec.pair.invariant)
@@ -155,7 +169,9 @@ class Runner:
 
     # ------------------------------------------------------------ running
 
-    def _build(self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet) -> SpeculativeDecoder:
+    def _build(
+        self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet
+    ) -> SpeculativeDecoder:
         """A decoder of the spec on the pair as it is (warm or not)."""
         kernels = pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
@@ -283,6 +299,18 @@ class Session:
         """The rounds of the session's spec (or of another spec on the same pair: its baseline, a variant)."""
         yield from self.decoder(spec)  # built when the first round is asked for
 
+    def batch(
+        self, prompts: list[list[int]], k: int | None = None, max_new_tokens: int | None = None
+    ) -> BatchedDecoder:
+        """B prompts (token ids) decoded together on the session's pair (batch.py: greedy, fixed k; k = 0: the target
+        alone), warm; k and max_new_tokens default to the spec's. Iterating it calls the session's check."""
+        decode, pair = self.spec.decode, self.ready().pair
+        k = decode.k if k is None else k
+        self.runner._warm_up_batch(pair, prompts, k, self.progress)
+        new = decode.max_new_tokens if max_new_tokens is None else max_new_tokens
+        decoder = BatchedDecoder(pair.target, pair.draft, prompts, k, new, pair.eos)
+        return _Checked(decoder, self.check) if self.check is not None else decoder
+
     def compare(
         self, spec: RunSpec | None = None, segment_tokens: int = SEGMENT_TOKENS
     ) -> Iterator[tuple[bool, RoundRecord]]:
@@ -316,9 +344,10 @@ def _length(decoder: SpeculativeDecoder | _Checked) -> int:
 
 
 class _Checked:
-    """A decoder whose iteration calls `check` after every round; the rest is the decoder's own."""
+    """A decoder (one prompt's or a batch's) whose iteration calls `check` after every round; the rest is the
+    decoder's own. The one per-round check wrapper: a session's check (a job nobody listens to ends there)."""
 
-    def __init__(self, decoder: SpeculativeDecoder, check: Callable[[], None]) -> None:
+    def __init__(self, decoder: SpeculativeDecoder | BatchedDecoder, check: Callable[[], None]) -> None:
         self._decoder, self._check = decoder, check
 
     def __getattr__(self, name: str) -> object:

@@ -1,10 +1,10 @@
 """Speculative decoding for B prompts at once: the survey's batch-size challenge, measured.
 
 One draft/verify loop over a batch, greedy, fixed k; k = 0 is the target alone through the same loop
-(the baseline a batched server would run). A session builds it warm (runner.Session.batch). It cuts at EOS and at the token budget, and times, as the engine
-does (engine.cut, engine.clock). Each round the draft model proposes k tokens for every
-sequence (B rows, one forward per token), the target scores each row's k + 1 positions in one pass,
-and each row keeps its own accepted prefix plus the target's token.
+(the baseline a batched server would run); a session builds it warm (runner.Session.batch). It cuts at EOS and
+at the token budget, and times, as the engine does (engine.cut, engine.clock). Each round the draft model
+proposes k tokens for every sequence (B rows, one forward per token), the target scores each row's k + 1
+positions in one pass, and each row keeps its own accepted prefix plus the target's token.
 
 **The rule for rows that accept different numbers of tokens: per-row padding, never recompute.**
 The batch's KV cache (target and draft alike, `PaddedCache`) is one (B, T) block of columns shared by

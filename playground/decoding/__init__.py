@@ -1,4 +1,4 @@
-"""Drafting strategies: one protocol (playground/draft.py, below the engine), one module per strategy, and the one registry.
+"""Drafting strategies: one protocol (playground/draft.py), one module per strategy, and the one registry.
 
 The way transformers' candidate generators and vLLM's proposers are separated from the verifier: a strategy
 proposes (a chain of draft tokens, or a token tree), the engine has the target verify it in one pass and keeps

@@ -139,7 +139,7 @@ def engine_trace(runner: Runner, pairs: dict, name: str) -> list[dict]:
     spec = RunSpec(
         pair_spec, drafter, DecodeConfig(**{"max_new_tokens": 40, "policy": KPolicy.FIXED, **decode}), prompt
     )
-    rounds = list(runner.rounds(spec, loaded))
+    rounds = list(runner._decoder(spec, loaded))  # the pair as loaded here (no EOS): not the session's own
     return [{k: v for k, v in r.items() if k not in TIMINGS} for r in json.loads(tracefile.to_json(rounds))["rounds"]]
 
 

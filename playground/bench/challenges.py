@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from playground import decoding, models, sametext, trace
-from playground.batch import BatchedDecoder, BatchResult
+from playground.batch import BatchResult
 from playground.decoding.cache import cache_bytes
 from playground.bench.results import columns, grid_frame
 from playground.bench.grid import run_grid
@@ -141,9 +141,6 @@ def batch_sweep(
                 memory_need(loaded, size, longest, n_new, k), left, f"Batch size {size} ({longest}-token prompts)"
             )
         session.ready()
-        progress("Warming up the batched engine", 0.0)
-        for warm_k in (0, k):
-            BatchedDecoder(loaded.target, loaded.draft, ids[:2], warm_k, 4, loaded.eos).run()
         solo: list[list[RoundRecord]] = []
         runs = min(sizes[-1], len(ids)) + 2 * len(sizes)
         for i in range(min(sizes[-1], len(ids))):
@@ -158,7 +155,7 @@ def batch_sweep(
             batch = [ids[i % len(ids)] for i in range(size)]
             for method_k in (0, k) if j % 2 == 0 else (k, 0):  # alternate which runs first
                 name = SPECULATIVE if method_k else BASELINE
-                decoder = BatchedDecoder(loaded.target, loaded.draft, batch, method_k, n_new, loaded.eos)
+                decoder = session.batch(batch, method_k, n_new)
                 for r in decoder:
                     progress(f"[{done + 1}/{runs}] batch {size} · {name} · round {r.round + 1}", done / runs)
                 rows.append(

@@ -118,9 +118,17 @@ def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
                 RunSpec(pair, drafter, decode, next(iter(prompts.values())))
 
 
+def own_drafter(pair_name: str, drafter: DrafterSpec) -> DrafterSpec:
+    """What "draft model" means for a catalog pair in a grid or comparison: its own draft, through the drafter
+    its tokenizers need (a cross-tokenizer pair's draft cannot run the same-tokenizer drafter). Every other
+    choice stays: the cross-tokenizer drafter may run a same-tokenizer pair (what the text route costs)."""
+    pair = models.pairs().get(pair_name)
+    return drafter if pair is None else drafter.as_kind(decoding.for_pair(drafter.kind, pair.drafter))
+
+
 def _drafters_of(pair: PairSpec, drafters: Sequence[DrafterSpec]) -> list[DrafterSpec]:
     """The drafters a pair runs: "draft model" is a cross-tokenizer catalog pair's own cross-tokenizer drafter."""
-    return list(dict.fromkeys(models.own_drafter(pair.name, d) for d in drafters))
+    return list(dict.fromkeys(own_drafter(pair.name, d) for d in drafters))
 
 
 # ---------------------------------------------------------------- running one thing

@@ -23,7 +23,7 @@ class Result:
     category: str
     method: str  # our drafter's label ("draft model (int8)", "target alone", ...), an hf.HF_METHODS, a vLLM label
     drafter: str  # the drafter kind (spec.DrafterKind value); HF and vLLM rows: the kind of ours they correspond to
-    engine: str  # "ours", "hf" or "vllm" (bench.vllm_peer)
+    engine: str  # "ours", "hf" or "vllm" (vllm.peer)
     k: str  # "4", "heuristic", "theory"; HF: num_assistant_tokens, "heuristic", "hf default"; "" for the baselines
     temperature: float
     target_precision: str

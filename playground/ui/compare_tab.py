@@ -55,7 +55,7 @@ def run_compare(
 ) -> tuple:
     """(status, bars, acceptance by position, table, CSV download) of every chosen pair x drafter with the shared
     settings (the custom model ids are not used here: each pair runs its own models, "draft model" through the
-    drafter its tokenizers need: models.own_drafter). vllm: the tab's (source, URL, model, target-alone URL),
+    drafter its tokenizers need: bench.grid.own_drafter). vllm: the tab's (source, URL, model, target-alone URL),
     vllm.peer.engine_choice; its engine is checked before anything of ours runs. The runner may be a
     jobs.Watched one: the comparison then ends at the next round once nobody listens, and vLLM's engine when
     should_stop() says so. checked: the event's validator has checked vLLM's engine already (vllm_checks), so

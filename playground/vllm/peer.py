@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 
-from playground import models, outbound, sametext, settings, trace
+from playground import decoding, models, outbound, sametext, settings, trace
 from playground.bench.results import Result
 from playground.vllm.engine import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.vllm.models import max_model_len, model_folder
@@ -258,9 +258,9 @@ def run_peer(
     rows: list[Result] = []
     engines: list[dict] = []
     for pair in pairs if engine.url is None else pairs[:1]:
-        loaded = runner.load(
-            RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0], next(iter(prompts.values())), chat)
-        )
+        spec = RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0], next(iter(prompts.values())), chat)
+        with runner.session(spec, warm=False) as session:  # the tokenizer and the target's precision
+            loaded = session.load()
         ids = {
             category: encode_prompt(loaded.tokenizer, prompt, chat)[0].tolist() for category, prompt in prompts.items()
         }
@@ -313,7 +313,9 @@ def _run_here(
     if precision not in VLLM_DTYPES:
         raise PlaygroundError(f"vLLM has no {precision.value} target precision.")
     catalog = models.pairs().get(pair.name)
-    if "draft_model" in methods and (not pair.draft or (catalog is not None and catalog.cross_tokenizer)):
+    if "draft_model" in methods and (
+        not pair.draft or (catalog is not None and decoding.two_tokenizers(catalog.drafter))
+    ):
         methods = [m for m in methods if m != "draft_model"]  # vLLM's draft model needs the target's vocabulary
     target = model_folder(pair.target)
     draft = model_folder(pair.draft) if "draft_model" in methods else None

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_all
+from tests.helpers import run_all, load_pair
 from playground import trace
 from playground.vllm import serve as vllm_serve, server as vllm_server
 from playground.vllm.metrics import SpecCounters, parse_prometheus
@@ -46,7 +46,7 @@ def ours(vllm_pair, runner) -> dict[str, tuple[list[int], list[int]]]:
             DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, policy=KPolicy.FIXED),
             text,
         ).baseline()
-        loaded = runner.load(spec)
+        loaded = load_pair(runner, spec)
         out[name] = (encode_prompt(loaded.tokenizer, text)[0].tolist(), new_tokens(run_all(runner, spec)))
     return out
 

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import run_all
+from tests.helpers import run_all, load_pair
 from playground.vllm.engine import stop_group, vllm_env, vllm_python
 from playground.runner import new_tokens
 from playground.config import DecodeConfig, DrafterKind, Precision, KPolicy
@@ -47,7 +47,7 @@ def test_the_exported_vllm_snippet_prints_our_greedy_output(vllm_pair, runner, t
     ours = run_all(runner, spec)
     tokens = new_tokens(ours)
     assert tokens == new_tokens(run_all(runner, spec.baseline()))  # ours is the target's own greedy output
-    expected = runner.load(spec).tokenizer.decode(tokens, skip_special_tokens=True)
+    expected = load_pair(runner, spec).tokenizer.decode(tokens, skip_special_tokens=True)
 
     code = vllm_code(spec)
     assert "speculative_config=" in code and vllm_config(spec)["num_speculative_tokens"] == K

@@ -3,7 +3,7 @@
 
 Adding one: a module here, in MODULES below. Options: a frozen dataclass (defaults, checks in __post_init__, a
 label). WIDGETS: the sidebar's controls and the link's fields are built from them (Strategy.about: folded in the
-options accordion under that note). build(options, pair, context) -> the Drafter (decoding/base.py); context
+options accordion under that note). build(options, pair, context) -> the Drafter (playground/draft.py); context
 (options.Context): the confidence threshold, the prompt's encoder, an own token tree, the session's kept state.
 STRATEGY: the capabilities, an optional session-state factory (Strategy.session) and summary rows
 (Strategy.summary). Export and bench have adapter tables keyed by kind, for a strategy a peer has an equivalent of.

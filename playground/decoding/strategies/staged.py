@@ -12,7 +12,7 @@ from playground.decoding.strategies import prompt_lookup
 from playground.numbers import fmt
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 

@@ -10,7 +10,7 @@ from playground.config import DrafterKind
 from playground.decoding.options import Context, Strategy, Widget, flag, real, typed, whole
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 NAMES = {"factor": "suffix_factor", "min-prob": "suffix_min_prob", "depth": "suffix_depth", "memory": "suffix_memory"}

@@ -132,3 +132,20 @@ def test_on_aarch64_without_a_compiler_torchs_kernels_run_and_the_line_says_why(
     assert kernel_ops.describe() == (
         "CPU kernels: torch's (no batch-invariant kernels: no C compiler (gcc) to build the kernels)"
     )
+
+
+def test_on_x86_64_the_line_gives_no_reason_for_a_faster_variant_that_runs(monkeypatch):
+    """Where the tests made a slower variant run (ops.use), the faster ones load: no reason to name."""
+    from playground.kernels import ops as kernel_ops
+
+    monkeypatch.delenv("PLAYGROUND_KERNELS", raising=False)
+    if kernel_ops.load("portable") is None:
+        pytest.skip(f"the portable kernels did not build here: {kernel_ops.reason('portable')}")
+    previous = kernel_ops.use("portable")
+    try:
+        line = kernel_ops.describe()
+    finally:
+        kernel_ops.use(previous)
+    faster = [v.name for v in build.VARIANTS[:-1] if v.auto and kernel_ops.reason(v.name)]
+    assert line.startswith("CPU kernels: batch-invariant portable, the best this CPU runs") and "None" not in line
+    assert line.count("; not ") == len(faster)

@@ -5,8 +5,9 @@ proposer, this module decides the accepted drafts and the one token the target a
 (None) mean a deterministic draft: p is one-hot on each proposed token.
 
 q: target prob, p: draft prob, k: draft length.
-- a chain, greedy: the longest prefix equal to the target's argmax (chain_greedy); sampling: Leviathan et al.
-  2023 / Chen et al. 2023 (chain_sampling);
+- a chain, greedy: the longest prefix equal to the target's argmax (chain_greedy; for B rows at once,
+  batch_greedy); sampling: Leviathan et al. 2023 / Chen et al. 2023 (chain_sampling); the prefix rule itself
+  (kept_prefix) is written once, here;
 - a tree, greedy: the longest root-to-node path of target argmaxes (tree_greedy); sampling: recursive rejection
   sampling at each node over children drawn without replacement from p (select_child, Jeon et al. 2024), or,
   for deterministic candidates, each candidate kept with its renormalised q (select_candidate, SpecInfer's rule
@@ -16,15 +17,12 @@ Everything but the final host reads stays on the device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 
+from playground.draft import Tree, Verdict
 from playground.sampling import sample
-
-if TYPE_CHECKING:
-    from playground.decoding.tree import Tree
 
 
 # ---------------------------------------------------------------- a chain
@@ -41,13 +39,10 @@ def residual(q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return torch.where(mass > 0, diff / mass.clamp_min(1e-30), q)
 
 
-@dataclass
-class Verdict:
-    """What verification decided, still on the device (one host sync reads it)."""
-
-    num_accepted: torch.Tensor  # () long: n, how many draft tokens were kept
-    next_token: torch.Tensor  # () long: the correction (n < k) or bonus (n == k) token
-    u: torch.Tensor | None  # (k,) the uniform draws, sampling only
+def kept_prefix(accepted: torch.Tensor) -> torch.Tensor:
+    """The prefix rule: how many drafts are kept, the length of the leading run of accepted ones along the last
+    dimension ((k,) -> (), (B, k) -> (B,)); a draft after a rejected one is never kept."""
+    return accepted.long().cumprod(-1).sum(-1)
 
 
 def chain_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
@@ -58,9 +53,17 @@ def chain_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Ver
     """
     k = draft_tokens.shape[0]
     target_tokens = target_logits.argmax(-1)
-    matches = (draft_tokens == target_tokens[:k]).long()
-    n = matches.cumprod(0).sum()
+    n = kept_prefix(draft_tokens == target_tokens[:k])
     return Verdict(num_accepted=n, next_token=target_tokens[n], u=None)
+
+
+def batch_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
+    """chain_greedy for B rows at once (batch.py): draft_tokens (B, k), target_logits (B, k + 1, V); each row keeps
+    its own prefix. The Verdict's num_accepted and next_token are (B,)."""
+    k = draft_tokens.shape[1]
+    target_tokens = target_logits.argmax(-1)
+    n = kept_prefix(draft_tokens == target_tokens[:, :k])
+    return Verdict(num_accepted=n, next_token=target_tokens.gather(1, n[:, None])[:, 0], u=None)
 
 
 def chain_sampling(
@@ -87,8 +90,7 @@ def chain_sampling(
     q_x = target_probs[positions, draft_tokens]
     p_x = draft_probs[positions, draft_tokens]
     u = torch.rand(k, generator=generator, device=draft_tokens.device)
-    accepted = (u * p_x < q_x).long()  # u < q/p, without dividing by p
-    n = accepted.cumprod(0).sum()
+    n = kept_prefix(u * p_x < q_x)  # u < q/p, without dividing by p
     # Row i < k: the residual at a rejection in position i; row k: the bonus distribution.
     candidates = torch.cat([residual(target_probs[:k], draft_probs), target_probs[k:]], dim=0)
     next_token = sample(candidates[n], generator)

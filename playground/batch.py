@@ -1,10 +1,10 @@
 """Speculative decoding for B prompts at once: the survey's batch-size challenge, measured.
 
 One draft/verify loop over a batch, greedy, fixed k; k = 0 is the target alone through the same loop
-(the baseline a batched server would run). It cuts at EOS and at the token budget, and times, as the engine
-does (engine.cut, engine.clock). Each round the draft model proposes k tokens for every
-sequence (B rows, one forward per token), the target scores each row's k + 1 positions in one pass,
-and each row keeps its own accepted prefix plus the target's token.
+(the baseline a batched server would run); a session builds it warm (runner.Session.batch). It cuts at EOS and
+at the token budget, and times, as the engine does (engine.cut, engine.clock). Each round the draft model
+proposes k tokens for every sequence (B rows, one forward per token), the target scores each row's k + 1
+positions in one pass, and each row keeps its own accepted prefix plus the target's token.
 
 **The rule for rows that accept different numbers of tokens: per-row padding, never recompute.**
 The batch's KV cache (target and draft alike, `PaddedCache`) is one (B, T) block of columns shared by
@@ -15,8 +15,9 @@ kept are cropped from the end. Each token's position id is its row's count of re
 (not its column), and the attention mask (built here, 4D: column-causal AND real) lets a query see
 only its own row's real tokens. So each row computes exactly what it would compute alone: the same
 tokens at the same positions attend to the same keys; a masked key's softmax weight is exp(min - max),
-which is 0 in floating point. Greedy acceptance keeps a draft token only where it equals the target's
-argmax at that position, so each row's output is the target's own greedy output. Lossless up to
+which is 0 in floating point. Greedy acceptance (acceptance.batch_greedy, the chain rule row by row) keeps a
+draft token only where it equals the target's argmax at that position, so each row's output is the target's
+own greedy output. Lossless up to
 rounding: a batched matrix product may sum in another order than a single row's; at a near-tie (top-2
 logits closer than that rounding, mostly in bf16) the argmax can flip, and the margins recorded per
 token (the target's top-1 minus top-2 logit) show where (sametext.compare_outputs tells a near-tie from a
@@ -36,6 +37,7 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
+from playground.acceptance import batch_greedy
 from playground.decoding.cache import cache_bytes, crop_cache, draft_cache
 from playground.engine import clock, cut
 from playground.errors import PlaygroundError
@@ -148,10 +150,42 @@ class BatchResult:
     rounds: list[BatchRound] = field(default_factory=list)
 
 
+class BatchDrafter:
+    """The draft model's side of a batch, greedy, on its own PaddedCache: a Drafter for B rows (propose, observe).
+    Invariant between rounds, per row: its cache holds every real token of the row but `pending`."""
+
+    def __init__(self, model: PreTrainedModel, prompts: list[list[int]], pad: int):
+        self.kv = PaddedCache(model, len(prompts))
+        self.pending = [list(p) for p in prompts]
+        self.pad, self.device = pad, model.device
+
+    def propose(self, rows: list[int], k: int) -> torch.Tensor:
+        """k greedy draft tokens per row taking part, (B, k): one draft forward per token."""
+        ids, real = left_pad([self.pending[i] for i in rows], self.pad, self.device)
+        token = self.kv.forward(ids, real, keep=1)[:, -1].argmax(-1)
+        tokens = [token]
+        ones = torch.ones((len(rows), 1), dtype=torch.bool, device=self.device)
+        for _ in range(k - 1):
+            token = self.kv.forward(token[:, None], ones, keep=1)[:, -1].argmax(-1)
+            tokens.append(token)
+        return torch.stack(tokens, dim=1)
+
+    def observe(self, rows: list[int], k: int, drafts: list[list[int]], accepted: list[int], tokens: list[int]) -> None:
+        """Row b kept accepted[b] of its k drafts, then the target's tokens[b]."""
+        for b, i in enumerate(rows):
+            if k:  # the cache holds this round's drafts but the last: keep the accepted ones
+                self.pending[i] = ([drafts[b][-1]] if accepted[b] == k else []) + [tokens[b]]
+            else:  # a plain target step: the draft catches up on its next proposal
+                self.pending[i].append(tokens[b])
+        if k:
+            self.kv.drop_last([max(0, k - 1 - n) for n in accepted])
+
+
 class BatchedDecoder:
     """Greedy speculative decoding of B prompts together (k >= 1 with a draft model), or the target alone
-    (k = 0 or no draft) through the same loop. Invariant between rounds, per row: the target's cache holds
-    every real token of the row but `pending` (the last); the draft's holds all but `draft_pending`."""
+    (k = 0 or no draft) through the same loop. Each round as the engine's: propose (BatchDrafter), one target pass,
+    the acceptance rule (acceptance.batch_greedy), the cut at EOS and the budget (engine.cut), on one clock.
+    Invariant between rounds, per row: the target's cache holds every real token of the row but `pending` (the last)."""
 
     def __init__(
         self,
@@ -167,15 +201,14 @@ class BatchedDecoder:
             raise PlaygroundError("A batch needs at least one prompt, and no prompt may be empty.")
         if k < 0 or (k > 0 and draft is None):
             raise PlaygroundError(f"k must be 0 (the target alone) or, with a draft model, >= 1; got {k}.")
-        self.target, self.draft, self.k = target, draft if k else None, k if draft is not None else 0
+        self.target, self.k = target, k if draft is not None else 0
         self.max_new, self.eos, self.pad = max_new_tokens, set(eos), pad
         self.device = target.device
         self.result = BatchResult([[] for _ in prompts], [[] for _ in prompts])
         self.active = list(range(len(prompts)))
         self.pending = [list(p) for p in prompts]
-        self.draft_pending = [list(p) for p in prompts]
         self.target_kv = PaddedCache(target, len(prompts))
-        self.draft_kv = PaddedCache(self.draft, len(prompts)) if self.draft is not None else None
+        self.drafter = BatchDrafter(draft, prompts, pad) if self.k else None
 
     @property
     def done(self) -> bool:
@@ -191,18 +224,6 @@ class BatchedDecoder:
         return self.result
 
     @torch.inference_mode()
-    def _propose(self, k: int) -> torch.Tensor:
-        """k greedy draft tokens per active row, (B, k): one draft forward per token."""
-        ids, real = left_pad([self.draft_pending[i] for i in self.active], self.pad, self.device)
-        token = self.draft_kv.forward(ids, real, keep=1)[:, -1].argmax(-1)
-        tokens = [token]
-        ones = torch.ones((len(self.active), 1), dtype=torch.bool, device=self.device)
-        for _ in range(k - 1):
-            token = self.draft_kv.forward(token[:, None], ones, keep=1)[:, -1].argmax(-1)
-            tokens.append(token)
-        return torch.stack(tokens, dim=1)
-
-    @torch.inference_mode()
     def step(self) -> BatchRound:
         if self.done:
             raise RuntimeError("generation already finished")
@@ -210,27 +231,17 @@ class BatchedDecoder:
         budget = max(self.max_new - len(self.result.outputs[i]) for i in rows)  # >= 1
         k = min(self.k, budget - 1)
         t0 = clock(self.device)
-        drafts = self._propose(k) if k else torch.empty((len(rows), 0), dtype=torch.long, device=self.device)
+        drafts = (
+            self.drafter.propose(rows, k) if k else torch.empty((len(rows), 0), dtype=torch.long, device=self.device)
+        )
         t1 = clock(self.device)
-        ids, real = left_pad([self.pending[i] for i in rows], self.pad, self.device)
-        ids, real = torch.cat([ids, drafts], 1), torch.cat([real, torch.ones_like(drafts, dtype=torch.bool)], 1)
-        logits = self.target_kv.forward(ids, real, keep=k + 1).float()  # (B, k + 1, V)
-        choice = logits.argmax(-1)
-        accepted = (drafts == choice[:, :k]).long().cumprod(1).sum(1) if k else torch.zeros_like(choice[:, 0])
-        top2 = torch.topk(logits, 2, dim=-1).values
-        n_list, choice_list, gaps, draft_list = (
-            accepted.tolist(),
-            choice.tolist(),
-            (top2[..., 0] - top2[..., 1]).tolist(),
-            drafts.tolist(),
-        )  # the host sync
+        n_list, token_list, gaps, draft_list = self._verify(rows, drafts, k)
         t2 = clock(self.device)
 
         record = BatchRound(len(self.result.rounds), k, rows, n_list, [], t1 - t0, t2 - t1)
         finished = []
         for b, i in enumerate(rows):
-            n = n_list[b]
-            token = choice_list[b][n]
+            n, token = n_list[b], token_list[b]
             new, stop = cut(draft_list[b][:n] + [token], self.eos, self.max_new - len(self.result.outputs[i]))
             self.result.outputs[i] += new
             self.result.margins[i] += gaps[b][: len(new)]
@@ -238,23 +249,39 @@ class BatchedDecoder:
             if stop:
                 finished.append(b)
             self.pending[i] = [token]
-            if k:  # the draft's cache holds this round's drafts but the last: keep the accepted ones
-                self.draft_pending[i] = ([draft_list[b][-1]] if n == k else []) + [token]
-            else:
-                self.draft_pending[i].append(token)
         self.target_kv.drop_last([k - n for n in n_list])
-        if k:
-            self.draft_kv.drop_last([max(0, k - 1 - n) for n in n_list])
+        if self.drafter is not None:
+            self.drafter.observe(rows, k, draft_list, n_list, token_list)
         if finished:
-            keep = [b for b in range(len(rows)) if b not in finished]
-            self.active = [rows[b] for b in keep]
-            for kv in (self.target_kv, self.draft_kv):
-                if kv is not None and keep:
-                    kv.select(keep)
+            self._leave(rows, finished)
         record.columns = self.target_kv.columns
-        record.kv_bytes = self.target_kv.nbytes() + (self.draft_kv.nbytes() if self.draft_kv else 0)
+        record.kv_bytes = self.target_kv.nbytes() + (self.drafter.kv.nbytes() if self.drafter else 0)
         self.result.rounds.append(record)
         return record
+
+    def _verify(self, rows: list[int], drafts: torch.Tensor, k: int) -> tuple[list, list, list, list]:
+        """The target's one pass over each row's pending token and drafts, and the acceptance rule: per row the
+        drafts kept, the target's token after them, the margins (top-1 minus top-2 logit) and the drafts."""
+        ids, real = left_pad([self.pending[i] for i in rows], self.pad, self.device)
+        ids, real = torch.cat([ids, drafts], 1), torch.cat([real, torch.ones_like(drafts, dtype=torch.bool)], 1)
+        logits = self.target_kv.forward(ids, real, keep=k + 1).float()  # (B, k + 1, V)
+        verdict = batch_greedy(drafts, logits)  # each row's kept prefix and the target's token after it
+        top2 = torch.topk(logits, 2, dim=-1).values
+        return (
+            verdict.num_accepted.tolist(),
+            verdict.next_token.tolist(),
+            (top2[..., 0] - top2[..., 1]).tolist(),
+            drafts.tolist(),
+        )  # the host sync
+
+    def _leave(self, rows: list[int], finished: list[int]) -> None:
+        """Finished rows (EOS or their budget) leave the batch and both caches."""
+        keep = [b for b in range(len(rows)) if b not in finished]
+        self.active = [rows[b] for b in keep]
+        if keep:
+            self.target_kv.select(keep)
+            if self.drafter is not None:
+                self.drafter.kv.select(keep)
 
 
 def decode_batch(

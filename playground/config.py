@@ -6,8 +6,9 @@ so the spec, the strategies, the engine and the views all import it and it impor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
+from typing import Any
 
 from playground import settings
 from playground.errors import PlaygroundError, shown
@@ -79,10 +80,6 @@ class KPolicy(str, Enum):
         }[self.value]
 
 
-# What the app and the benchmark use unless told otherwise.
-DEFAULT_POLICY = KPolicy.CONFIDENCE  # the fastest policy measured here: docs/levers.md
-
-
 class Precision(str, Enum):
     """A model's numeric precision. int8 (per output row) and int4 (groups of 32 along K) are for a draft on CPU only:
     int4 needs the batch-invariant kernels (playground/kernels), int8 runs on torch's dynamic quantisation without."""
@@ -99,11 +96,14 @@ TARGET_PRECISIONS = (Precision.FP32, Precision.BF16, Precision.FP16)
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """How one generation decodes. Checked when built: a bad value raises PlaygroundError naming it."""
+    """How one generation decodes. Checked when built: a bad value raises PlaygroundError naming it.
 
-    max_new_tokens: int = 64
-    k: int = 4  # draft length; with an adaptive policy, the starting value
-    policy: KPolicy = KPolicy.FIXED
+    Its defaults are the playground's, written here only: the page's controls start at them, and the link, the
+    API, the benchmark and the command line read them (DecodeConfig.default, DecodeConfig.within_limit)."""
+
+    max_new_tokens: int = 128
+    k: int = 4  # draft length; with an adaptive policy, the starting value (the confidence policy's cap)
+    policy: KPolicy = KPolicy.CONFIDENCE  # the default: the fastest policy measured here (docs/levers.md)
     temperature: float = 0.0  # 0 = greedy
     top_k: int = 0
     top_p: float = 1.0
@@ -143,6 +143,18 @@ class DecodeConfig:
         set_("top_p", float(self.top_p))
         set_("record", bool(self.record))
 
+    @staticmethod
+    def default(name: str) -> Any:
+        """One field's default, read without building a config (building checks max_new_tokens against the
+        server's limit, PLAYGROUND_MAX_NEW_TOKENS)."""
+        return next(f.default for f in fields(DecodeConfig) if f.name == name)
+
+    @classmethod
+    def within_limit(cls) -> "DecodeConfig":
+        """The defaults, with max_new_tokens lowered to the server's limit where that is below the default: what the
+        page starts at and the app warms up with."""
+        return cls(max_new_tokens=min(cls.default("max_new_tokens"), settings.read().max_new_tokens))
+
     @property
     def sampling(self) -> SamplingParams:
         return SamplingParams(self.temperature, self.top_k, self.top_p)
@@ -158,7 +170,10 @@ class DecodeConfig:
             return f"tree {self.tree.label}"
         if self.policy is KPolicy.FIXED:
             return str(self.k)
-        return self.policy.value if self.k == 4 else f"{self.policy.value}:{self.k}"  # as spec.parse_k reads it
+        bare = self.k == DecodeConfig.default(
+            "k"
+        )  # as spec.parse_k reads it: a policy's name alone starts at the default k
+        return self.policy.value if bare else f"{self.policy.value}:{self.k}"
 
 
 def parse_confidence(value: object) -> float:

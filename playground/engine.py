@@ -16,7 +16,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from playground import theory
-from playground.decoding.base import Drafter
+from playground.draft import Drafter
 from playground.errors import PlaygroundError
 from playground.records import RoundRecord
 from playground.config import DecodeConfig, KPolicy, K_MAX, K_MIN

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, get_type_hints
 
 from playground import theory
 from playground.errors import PlaygroundError, shown
 from playground.records import EXTRAS, RoundRecord, columns, stated
+from playground.replay import ReplayTokenizer
 from playground.config import DecodeConfig, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.treeshape import parse_tree
@@ -36,51 +37,6 @@ STOPS = ("", "eos", "length")
 
 class BadRecording(PlaygroundError):
     """A file that is not a recorded run this app can show; the message says what is wrong with it."""
-
-
-# ---------------------------------------------------------------- the tokenizer's answers
-
-
-class RecordingTokenizer:
-    """A tokenizer that remembers every decode the views ask of it (the table goes into the trace)."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self._tokenizer, self.answers = tokenizer, {}  # answers: {(ids, skip_special_tokens): text}
-
-    def decode(self, ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
-        key = (tuple(int(i) for i in ids), bool(skip_special_tokens))
-        if key not in self.answers:
-            self.answers[key] = self._tokenizer.decode(list(key[0]), skip_special_tokens=key[1], **kwargs)
-        return self.answers[key]
-
-    def table(self) -> list:
-        """[[ids, skip_special_tokens, text], ...]: the trace's `decoded`."""
-        return [[list(ids), skip, text] for (ids, skip), text in self.answers.items()]
-
-    def __getattr__(self, name: str) -> Any:  # everything else is the real tokenizer's
-        return getattr(self._tokenizer, name)
-
-
-class ReplayTokenizer:
-    """Answers decode() from a recorded table; a question it was never asked gets each token's own recorded text
-    (or its id in brackets), so a view never fails on it."""
-
-    def __init__(self, answers: dict[tuple[tuple[int, ...], bool], str]) -> None:
-        self.answers = answers
-
-    def decode(self, ids: Any, skip_special_tokens: bool = False, **_: Any) -> str:
-        key = (tuple(int(i) for i in ids), bool(skip_special_tokens))
-        if key in self.answers:
-            return self.answers[key]
-        return "".join(self.answers.get(((i,), key[1]), self.answers.get(((i,), False), f"[{i}]")) for i in key[0])
-
-    def table(self) -> list:
-        return [[list(ids), skip, text] for (ids, skip), text in self.answers.items()]
-
-
-def decoded_table(tokenizer: Any) -> list | None:
-    """The table to write into a trace, when the run's tokenizer kept one."""
-    return tokenizer.table() if isinstance(tokenizer, (RecordingTokenizer, ReplayTokenizer)) else None
 
 
 # ---------------------------------------------------------------- reading a file
@@ -325,36 +281,50 @@ def _within(name: str, values: list[float], low: float, high: float, slack: floa
         raise _Impossible(f"{name!r} must be from {low:g} to {high:g}")
 
 
+PROBABILITY = (0.0, 1.0, PROB_SLACK)  # probabilities and uniform draws
+# A round's fields and their types are records.RoundRecord's (HINTS); beyond its type, what a run can hold is here.
+RANGES = {"p": PROBABILITY, "q": PROBABILITY, "u": PROBABILITY, "token_q": PROBABILITY, "margins": (0.0, math.inf, 0.0)}
+SECONDS = ("draft_s", "verify_s")  # a round's time is always measured: never null, NaN or infinite
+CHOICES = {"token_kind": KINDS, "stop": STOPS}
+SIGNED = ("token",)  # the one whole number that may be -1 (none); every other is >= 0
+UNREAD = ("alternatives", "residual", "extras")  # not read back; a strategy's extras: by their own fields below
+HINTS = get_type_hints(RoundRecord)
+
+
+def _field(name: str, value: Any) -> Any:
+    """One RoundRecord field's value as the record keeps it, checked for its type and what a run can hold
+    (ValueError; _Impossible naming the field and its range where the type holds but no run has the value)."""
+    hint = HINTS[name]
+    if hint is int and _int(value) and (value >= 0 or name in SIGNED):
+        return value
+    if hint == list[int] and _ints(value):
+        return list(value)
+    if hint is str and value in CHOICES[name]:
+        return value
+    if name in SECONDS:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SECONDS:
+            raise _Impossible(f"{name!r} must be seconds from 0 to {MAX_SECONDS:,.0f}")
+        return float(value)
+    if hint in (float, list[float]):  # a number or null (nan: not recorded), in its range
+        read = _reals(value) if hint == list[float] else _real(value)
+        _within(name, read if hint == list[float] else [read], *RANGES[name])
+        return read
+    raise ValueError(name)
+
+
 def _round(item: dict) -> dict:
     """One round's fields, checked (KeyError, TypeError, ValueError when one is missing or wrong)."""
-    ints = {name: item[name] for name in ("round", "k", "accepted", "token", "total_new")}
-    ints["prefill"] = item.get("prefill", 0)
-    if not all(_int(v) and (v >= 0 or name == "token") for name, v in ints.items()):
-        raise ValueError(ints)
-    row: dict[str, Any] = dict(ints)
-    for name in ("draft_tokens", "new_tokens"):
-        if not _ints(item[name]):
-            raise ValueError(name)
-        row[name] = list(item[name])
-    for name in ("draft_s", "verify_s"):
-        seconds = item[name]  # a round's time is always measured: never null, NaN or infinite
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_SECONDS:
-            raise _Impossible(f"{name!r} must be seconds from 0 to {MAX_SECONDS:,.0f}")
-        row[name] = float(seconds)
-    for name in ("p", "q", "u", "margins"):
-        row[name] = _reals(item.get(name, []))
-    row["token_q"] = _real(item.get("token_q"))
-    for name in ("p", "q", "u", "token_q"):  # probabilities and uniform draws
-        _within(name, row[name] if isinstance(row[name], list) else [row[name]], 0.0, 1.0, PROB_SLACK)
-    _within("margins", row["margins"], 0.0, math.inf)  # the top logit minus the second: never below 0
-    if item["token_kind"] not in KINDS or item.get("stop", "") not in STOPS:
-        raise ValueError("kind")
-    row["token_kind"], row["stop"] = item["token_kind"], item.get("stop", "")
-    if (
-        len(row["draft_tokens"]) != row["k"]
-        or row["accepted"] > row["k"]
-        or len(row["new_tokens"]) > row["accepted"] + 1
-    ):
+    row: dict[str, Any] = {}
+    for f in fields(RoundRecord):
+        if f.name in UNREAD:
+            continue
+        if f.default is MISSING and f.default_factory is MISSING:  # required
+            value = item[f.name]
+        else:  # absent: a list's [], a number's null, else the field's default
+            value = item.get(f.name, [] if f.default is MISSING else None if HINTS[f.name] is float else f.default)
+        row[f.name] = _field(f.name, value)
+    drafted, kept, added = len(row["draft_tokens"]), row["accepted"], len(row["new_tokens"])
+    if drafted != row["k"] or kept > row["k"] or added > kept + 1:
         raise ValueError("counts")
     for cls in EXTRAS:  # a strategy's own fields, under their prefixed names, their defaults when absent
         for f in fields(cls):

@@ -296,7 +296,7 @@ def parse_k(value: str) -> tuple[int, KPolicy]:
         if not start:
             return k, KPolicy.FIXED
     else:
-        k = 4
+        k = DecodeConfig.default("k")
     try:
         return k, parse_policy(name if start else value)
     except PlaygroundError:

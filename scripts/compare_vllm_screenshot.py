@@ -18,7 +18,7 @@ from browser_app import app_page
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from playground import models  # noqa: E402
-from playground.bench import vllm_peer  # noqa: E402
+from playground.vllm import peer as vllm_peer  # noqa: E402
 from playground.ui.common import load_examples  # noqa: E402
 
 COLUMNS = ("engine", "method", "k", "tokens_per_s", "speedup", "alpha", "mean_accepted", "greedy_equal", "near_tie")

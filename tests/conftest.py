@@ -19,6 +19,7 @@ import torch
 from playground import models, tiny
 from playground.runner import Runner
 from playground.config import DecodeConfig, DrafterKind
+from tests.helpers import FIXED_64
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -66,14 +67,15 @@ def runner() -> Runner:
 
 @pytest.fixture(scope="session")
 def tiny_spec(tiny_models):
-    """make(prompt="Once upon a time", drafter="draft model", **decode) -> a RunSpec on the tiny pair."""
+    """make(prompt="Once upon a time", drafter="draft model", **decode) -> a RunSpec on the tiny pair (64 tokens, a
+    fixed k unless told: tests.helpers.FIXED_64)."""
     pair = PairSpec("tiny (test)", str(tiny_models["target"]), str(tiny_models["draft"]))
 
     def make(
         prompt: str = "Once upon a time", drafter: DrafterKind | str | DrafterSpec = DrafterKind.DRAFT_MODEL, **decode
     ) -> RunSpec:
         d = drafter if isinstance(drafter, DrafterSpec) else DrafterSpec(DrafterKind(drafter))
-        return RunSpec(pair, d, DecodeConfig(**decode), prompt)
+        return RunSpec(pair, d, DecodeConfig(**(FIXED_64 | decode)), prompt)
 
     return make
 
@@ -233,8 +235,8 @@ def tiny_catalog(tiny_models, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def vllm_pair(tiny_models) -> dict:
-    """The vLLM-loadable tiny pair (playground.tiny_vllm: head_dim 32), inside the tiny models' root."""
-    from playground import tiny_vllm
+    """The vLLM-loadable tiny pair (playground.vllm.tiny: head_dim 32), inside the tiny models' root."""
+    from playground.vllm import tiny as tiny_vllm
 
     return tiny_vllm.build_pair(tiny_models["target"].parent)
 
@@ -244,7 +246,7 @@ def vllm_server(vllm_pair, vllm_port):
     """vLLM's OpenAI-compatible server on the tiny vLLM pair with draft-model speculation (k = 3), served as
     "tiny" on localhost (vllm_port): one for the whole session (the bench, UI and load tests share it). A test that
     reaches it by URL allow-lists it (allow_vllm; app_process does)."""
-    from playground.bench import vllm_serve as server_module
+    from playground.vllm import serve as server_module
     from tests.vllm_support import fast_request, require_vllm
 
     require_vllm()

@@ -8,12 +8,16 @@ from typing import Callable
 
 import torch
 
-from playground.decoding.base import Drafter
+from playground.draft import Drafter
 from playground.engine import SpeculativeDecoder
 from playground.records import RoundRecord
-from playground.config import SamplingParams
+from playground.config import KPolicy, SamplingParams
 from playground.sampling import logits_to_probs, sample
 from playground.config import DecodeConfig
+
+# DecodeConfig's defaults before issue 45 made them the page's (128 tokens, the draft-confidence policy): the tests
+# written against them say them, so that they keep their meaning.
+FIXED_64 = dict(max_new_tokens=64, policy=KPolicy.FIXED)
 
 PROMPTS = [
     "def fibonacci(n):",
@@ -29,6 +33,13 @@ PROMPTS = [
 REPEAT = (
     "def f(x):\n    return x + 1\n\ndef g(x):\n    return x + 1\n\ndef f(x):\n    return x + 1\n\ndef g(x):\n    return"
 )
+
+
+def load_pair(runner, spec, progress=None, warm=False):
+    """A spec's pair through runner.session: loaded and on the spec's kernels (and warm when asked); the session ends
+    here, so the pair is not held in use."""
+    with runner.session(spec, *([progress] if progress is not None else []), warm=warm) as session:
+        return session.ready().pair
 
 
 def run_all(runner, spec, progress=None, kept=None) -> list[RoundRecord]:

@@ -13,7 +13,7 @@ import torch
 
 from playground import models, tiny
 from playground.decoding import make_drafter
-from playground.decoding.base import Draft
+from playground.decoding.chain import ChainDraft
 from playground.decoding.cross import CrossTokenizerDrafter, continuation, to_target
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
@@ -22,7 +22,7 @@ from playground.runner import Runner, encode_prompt, new_tokens
 from playground.decoding import DRAFTERS
 from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter, parse_drafter_name
-from tests.helpers import run_all, CHI2_999, two_token_test
+from tests.helpers import FIXED_64, run_all, CHI2_999, two_token_test, load_pair
 
 CROSS = DrafterKind.CROSS_TOKENIZER
 
@@ -42,7 +42,7 @@ def spec(draft: str, target: str, prompt: str, drafter: DrafterSpec | None = Non
     return RunSpec(
         PairSpec("cross (test)", target, draft),
         drafter or DrafterSpec.of(CROSS, precision="fp32"),
-        DecodeConfig(**decode),
+        DecodeConfig(**(FIXED_64 | decode)),
         prompt,
     )
 
@@ -81,7 +81,7 @@ def test_greedy_output_equals_target_alone(runner, cross_models, draft, target):
         for k, policy in ((1, KPolicy.FIXED), (3, KPolicy.FIXED), (6, KPolicy.FIXED), (4, KPolicy.THEORY)):
             s = spec(cross_models[draft], cross_models[target], prompt, max_new_tokens=30, k=k, policy=policy)
             rounds = run_all(runner, s)
-            pair = runner.load(s)
+            pair = load_pair(runner, s)
             assert new_tokens(rounds) == target_greedy(pair, prompt, 30) == new_tokens(run_all(runner, s.baseline())), (
                 prompt,
                 k,
@@ -137,11 +137,11 @@ def test_int8_draft_and_step_through_stay_identical(runner, cross_models):
         max_new_tokens=20,
         k=4,
     )
-    pair = runner.load(s)
-    dec = runner.decoder(s, pair)
-    rounds = [dec.step() for _ in range(3)]
-    rounds += list(dec)
-    assert new_tokens(rounds) == target_greedy(pair, s.prompt, 20)
+    with runner.session(s) as session:
+        dec = session.decoder()
+        rounds = [dec.step() for _ in range(3)]
+        rounds += list(dec)
+    assert new_tokens(rounds) == target_greedy(session.pair, s.prompt, 20)
 
 
 def test_rounds_record_the_draft_side(runner, cross_models, cross_pair):
@@ -190,7 +190,7 @@ class TranslatedPDrafter(CrossTokenizerDrafter):
         logits[0] = params.temperature * torch.log(p / p.sum()).float()  # logits_to_probs divides by T again
         for i, token in enumerate(draft.tokens.tolist()[1:], 1):  # later positions (none at k = 1): one-hot
             logits[i, token] = 0.0
-        return Draft(draft.tokens, logits)
+        return ChainDraft(draft.tokens, logits)
 
 
 def two_token_test_of(pair, drafter_class, runs: int = 2000) -> tuple[float, int, float]:
@@ -277,8 +277,12 @@ def test_the_cross_tokenizer_drafter_is_parsed_like_the_others():
 
 def test_the_same_tokenizer_drafter_refuses_a_cross_pair_and_names_the_cross_drafter(cross_models):
     with pytest.raises(PlaygroundError, match="incompatible.*cross-tokenizer draft model"):
-        Runner.load(spec(cross_models["draft"], cross_models["target"], "hi", DrafterSpec(DrafterKind.DRAFT_MODEL)))
-    loaded = Runner.load(spec(cross_models["draft"], cross_models["target"], "hi"))  # the cross drafter loads it
+        load_pair(
+            Runner(), spec(cross_models["draft"], cross_models["target"], "hi", DrafterSpec(DrafterKind.DRAFT_MODEL))
+        )
+    loaded = load_pair(
+        Runner(), spec(cross_models["draft"], cross_models["target"], "hi")
+    )  # the cross drafter loads it
     assert len(loaded.draft_tokenizer) != len(loaded.tokenizer)
 
 
@@ -302,7 +306,7 @@ def test_the_benchmark_runs_hf_universal_assisted_as_the_peer(cross_models):
         Runner(),
         [pair],
         {"story": "Once upon a time", "code": "def fibonacci(n):"},
-        [DecodeConfig(max_new_tokens=16, k=3)],
+        [DecodeConfig(max_new_tokens=16, k=3, policy=KPolicy.FIXED)],
         [DrafterSpec.of(CROSS, precision="fp32")],
         compare_hf=True,
     )

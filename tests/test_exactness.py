@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import run_all
+from tests.helpers import run_all, load_pair
 from playground import models, sametext
 from playground.kernels import model as kernel_model
 from playground.batch import decode_batch
@@ -37,7 +37,9 @@ def bf16_spec(tiny_models):
             if DrafterSpec(drafter).needs_draft_model
             else DrafterSpec(drafter)
         )
-        return RunSpec(pair, d, DecodeConfig(max_new_tokens=40, **decode), prompt, chat=False)
+        return RunSpec(
+            pair, d, DecodeConfig(**{"max_new_tokens": 40, "policy": KPolicy.FIXED, **decode}), prompt, chat=False
+        )
 
     return make
 
@@ -71,7 +73,7 @@ def hf_greedy(loaded, prompt: str, n: int) -> list[int]:
 def test_greedy_output_is_exactly_the_targets_with_the_invariant_kernels(runner, bf16_spec, drafter, decode):
     for prompt in PROMPTS:
         spec = bf16_spec(prompt, drafter, **decode)
-        loaded = runner.load(spec)
+        loaded = load_pair(runner, spec)
         rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
         assert loaded.invariant and loaded.target.dtype is torch.bfloat16
         verdict = sametext.compare_outputs(rounds, base, "bf16", exact=True)
@@ -88,7 +90,7 @@ def test_greedy_output_with_a_quantised_draft_is_exactly_the_targets(runner, bf1
         spec = RunSpec(
             plain.pair, DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision=precision), plain.decode, prompt, chat=False
         )
-        loaded = runner.load(spec)
+        loaded = load_pair(runner, spec)
         assert loaded.draft.model.layers[0]._bi.qkv.precision == precision  # the kernels' quantised draft
         rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
         verdict = sametext.compare_outputs(rounds, base, "bf16", exact=True)
@@ -98,8 +100,7 @@ def test_greedy_output_with_a_quantised_draft_is_exactly_the_targets(runner, bf1
 
 def test_the_batched_engine_gives_every_row_its_solo_output(runner, bf16_spec):
     spec = bf16_spec(PROMPTS[0])
-    loaded = runner.load(spec)
-    runner.warm_up(spec, loaded)
+    loaded = load_pair(runner, spec, warm=True)
     ids = [encode_prompt(loaded.tokenizer, p, chat=False)[0].tolist() for p in PROMPTS * 2]
     solo = {p: new_tokens(run_all(runner, bf16_spec(p).baseline())) for p in PROMPTS}
     for size in (1, 2, 4, 8):
@@ -118,7 +119,7 @@ def test_switching_the_kernels_off_is_per_run_and_shows(runner, bf16_spec):
         spec.prompt,
         chat=False,
     )
-    loaded = runner.load(stock)
+    loaded = load_pair(runner, stock)
     run_all(runner, stock)
     assert not loaded.invariant and not kernel_model.is_invariant(loaded.target)
     assert runner.profile(stock, loaded) is not None

@@ -136,8 +136,10 @@ def engine_trace(runner: Runner, pairs: dict, name: str) -> list[dict]:
     if which == "tiny" and name not in EOS_CASES:
         loaded = dataclasses.replace(loaded, eos=set())
     drafter = DrafterSpec.of(kind, **({"precision": "fp32"} if kind is CROSS else {}))
-    spec = RunSpec(pair_spec, drafter, DecodeConfig(**{"max_new_tokens": 40, **decode}), prompt)
-    rounds = list(runner.rounds(spec, loaded))
+    spec = RunSpec(
+        pair_spec, drafter, DecodeConfig(**{"max_new_tokens": 40, "policy": KPolicy.FIXED, **decode}), prompt
+    )
+    rounds = list(runner._decoder(spec, loaded))  # the pair as loaded here (no EOS): not the session's own
     return [{k: v for k, v in r.items() if k not in TIMINGS} for r in json.loads(tracefile.to_json(rounds))["rounds"]]
 
 

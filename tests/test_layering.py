@@ -5,7 +5,9 @@ what another test imported does not hide a violation. The engine names no strate
 registry branch on a DrafterKind, and outside decoding/ and config.py a DrafterKind member is named only where a
 default is chosen (and in the catalog's pairs): the registry's entry carries the rest. No module grows past 400 lines,
 and no import circle: no module reaches itself through the imports that run (at the top or inside a function; not
-those under `if TYPE_CHECKING:`)."""
+those under `if TYPE_CHECKING:`). The types of decoding (playground/draft.py) sit at the bottom: the acceptance rule
+and the engine lean on nothing above them, the model catalog knows no drafter, and the prefix rule is written only in
+acceptance.py."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ STRATEGIES = sorted(
 PURE = VIEWS + [
     "playground.trace",
     "playground.recorded",
+    "playground.replay",
     "playground.theory",
     "playground.records",
     "playground.spec",
@@ -42,8 +45,15 @@ PURE = VIEWS + [
     "playground.progress",
     "playground.settings",
     "playground.outbound",
+    "playground.draft",
 ]
-ENGINE = ["playground.engine", "playground.sampling", "playground.runner", "playground.batch"] + STRATEGIES
+ENGINE = [
+    "playground.engine",
+    "playground.acceptance",
+    "playground.sampling",
+    "playground.runner",
+    "playground.batch",
+] + STRATEGIES
 LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
 
 
@@ -68,7 +78,7 @@ def test_views_modules_are_found():
         "playground.views.export_code",
     } <= set(VIEWS)
     assert {
-        "playground.decoding.base",
+        "playground.decoding.chain",
         "playground.decoding.model",
         "playground.decoding.lookup",
         "playground.decoding.early_exit",
@@ -124,7 +134,7 @@ KIND_BRANCH = re.compile(r"(?:\bis(?: not)?|==|!=|\bin)\s*\(?\s*DrafterKind\.|\{
 
 
 def test_the_engine_names_no_strategy():
-    """engine.py reaches drafters through decoding.base's protocol only: no strategy module, no strategy name."""
+    """engine.py reaches drafters through playground.draft's protocol only: no strategy module, no strategy name."""
     source = (PACKAGE / "engine.py").read_text(encoding="utf-8")
     assert not STRATEGY_MODULES.search(source)
     assert not re.search(
@@ -321,3 +331,47 @@ def test_the_circle_check_finds_a_circle_through_a_lazy_import(tmp_path):
     graph = import_graph(tmp_path, "pkg")
     assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == set()
     assert circles(graph) == [["pkg.a", "pkg.b"]]
+
+
+# ---------------------------------------------------------------- the types at the bottom
+
+
+def test_the_types_at_the_bottom_import_nothing_of_the_playground():
+    """playground/draft.py (Draft, Drafter, Tree, Verdict) is below acceptance.py, the engine and the registry: it
+    imports no module of the package when it runs (the names in its types only under TYPE_CHECKING)."""
+    graph = import_graph(ROOT)
+    assert graph["playground.draft"] == set()
+    for above in (
+        "playground.acceptance",
+        "playground.engine",
+        "playground.decoding.chain",
+        "playground.decoding.tree",
+    ):
+        assert "playground.draft" in graph[above], above
+
+
+def test_the_rule_and_the_engine_lean_on_nothing_above_them():
+    """acceptance.py imports no strategy (decoding/tree.py's Tree is the bottom's); the engine imports nothing of
+    playground.decoding, so importing it never runs the registry's __init__; the model catalog knows no drafter
+    (neither the registry nor the spec), lazy imports counted."""
+    graph = import_graph(ROOT)
+    decoding = {m for m in graph if m == "playground.decoding" or m.startswith("playground.decoding.")}
+    assert graph["playground.acceptance"] & decoding == set()
+    assert graph["playground.engine"] & decoding == set()
+    assert graph["playground.models.catalog"] & (decoding | {"playground.spec"}) == set()
+    code = "import sys, playground.engine; print('playground.decoding' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
+
+
+def test_the_prefix_rule_is_written_only_in_acceptance():
+    """The greedy prefix rule (a cumulative product of the accepted drafts) lives in acceptance.kept_prefix: the
+    engine, batch.py and the strategies call it instead of writing their own."""
+    offenders = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if p != PACKAGE / "acceptance.py"
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if "cumprod" in line
+    ]
+    assert offenders == []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from playground import models
+from playground import decoding, models
 from playground.errors import PlaygroundError
 from playground.runner import Runner, encode_prompt
 from playground.config import DecodeConfig
@@ -62,7 +62,8 @@ def test_prompt_plus_budget_beyond_context_is_refused(tiny_pair):
             DecodeConfig(max_new_tokens=200),
             prompt,
         )
-        Runner().decoder(spec, tiny_pair)
+        with Runner().session(spec) as session:
+            session.decoder()
 
 
 def test_unknown_pair_and_drafter_are_refused(tiny_pair):
@@ -395,7 +396,7 @@ def test_gemma_and_smollm2_packs_are_refused_like_a_qwen_pack(name, tmp_path, mo
 
 def test_cross_tokenizer_pairs_are_in_the_catalog_and_labelled():
     catalog = models.pairs()
-    cross = {name: p for name, p in catalog.items() if p.cross_tokenizer}
+    cross = {name: p for name, p in catalog.items() if decoding.two_tokenizers(p.drafter)}
     assert set(cross) == {
         "SmolLM2 135M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
         "Gemma 3 270M -> Qwen2.5-Coder 1.5B (offline, cross-tokenizer)",
@@ -405,7 +406,7 @@ def test_cross_tokenizer_pairs_are_in_the_catalog_and_labelled():
         assert pair.drafter.value == "cross-tokenizer draft model" and pair.note.startswith("Cross-tokenizer")
         assert pair.draft.startswith("pack:") and pair.target.startswith("pack:")
     assert catalog[models.DEFAULT_PAIR].note.startswith("Same tokenizer")
-    assert not catalog[models.DEFAULT_PAIR].cross_tokenizer
+    assert not decoding.two_tokenizers(catalog[models.DEFAULT_PAIR].drafter)
 
 
 def test_a_pairs_file_may_name_the_drafter(tmp_path, monkeypatch):
@@ -416,7 +417,7 @@ def test_a_pairs_file_may_name_the_drafter(tmp_path, monkeypatch):
         json.dumps([{"name": "x", "draft": "a/b", "target": "c/d", "drafter": "cross-tokenizer draft model"}])
     )
     monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(path))
-    assert models.get_pair("x").cross_tokenizer
+    assert decoding.two_tokenizers(models.get_pair("x").drafter)
     path.write_text(json.dumps([{"name": "x", "draft": "a/b", "target": "c/d", "drafter": "telepathy"}]))
     with pytest.raises(PlaygroundError, match="unknown drafter 'telepathy'"):
         models.pairs()

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from playground import decoding
-from playground.config import DecodeConfig, SamplingParams
-from playground.decoding.base import Draft, Drafter
+from playground.config import DecodeConfig, SamplingParams, KPolicy
+from playground.decoding.chain import ChainDraft
 from playground.decoding.options import typed, whole
+from playground.draft import Draft, Drafter
 from playground.errors import PlaygroundError
 from playground.runner import new_tokens
 from playground.spec import DrafterSpec, RunSpec
@@ -35,7 +36,9 @@ class RepeatNgram(Drafter):
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         last = ids[0, -self.n :].tolist()
-        return Draft(torch.tensor([last[i % len(last)] for i in range(k)], dtype=torch.long, device=ids.device), None)
+        return ChainDraft(
+            torch.tensor([last[i % len(last)] for i in range(k)], dtype=torch.long, device=ids.device), None
+        )
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ def test_a_registered_strategy_runs_through_the_runner_and_the_engine(registered
     spec = RunSpec(
         pair,
         DrafterSpec(Kind.REPEAT_NGRAM.value),
-        DecodeConfig(max_new_tokens=24, k=3, temperature=temperature),
+        DecodeConfig(max_new_tokens=24, k=3, policy=KPolicy.FIXED, temperature=temperature),
         REPEAT,
     )
     assert spec.drafter.kind is Kind.REPEAT_NGRAM and spec.drafter.label == "repeat the last n-gram"

@@ -1,4 +1,4 @@
-"""Requests to a server a user names (playground/outbound.py, through bench.vllm_server.VLLMServer, the Compare pairs
+"""Requests to a server a user names (playground/outbound.py, through vllm.server.VLLMServer, the Compare pairs
 tab's vLLM row; issue 35.1-3). Each case against a local listener that records what reached it: nothing when a URL is
 refused, never a credential from the server's environment, no redirect followed, a slow drip cut at the call's
 deadline, Stop honoured mid-answer, no answer echoed; and an allow-listed loopback server still reached."""
@@ -10,8 +10,8 @@ import socket
 import pytest
 
 from playground import settings
-from playground.bench.vllm import Stopped
-from playground.bench.vllm_server import VLLMServer
+from playground.vllm.engine import Stopped
+from playground.vllm.server import VLLMServer
 from playground.errors import Ended, PlaygroundError
 from tests.listener import SECRET, listener
 

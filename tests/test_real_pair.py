@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tests.helpers import run_all
+from tests.helpers import run_all, load_pair
 from playground import models, sametext, trace
 from playground.kernels import ops as kernel_ops
 from playground.bench import prompts as bench_prompts
@@ -39,8 +39,8 @@ def real():
     catalog = models.get_pair(models.DEFAULT_PAIR)
     pair = PairSpec(catalog.name, catalog.target, catalog.draft, target_precision=hardware_precision())
     runner = Runner()
-    spec = RunSpec(pair, DrafterSpec(), DecodeConfig(max_new_tokens=24, k=4), PROMPT)
-    loaded = runner.load(spec, printer())
+    spec = RunSpec(pair, DrafterSpec(), DecodeConfig(max_new_tokens=24, k=4, policy=KPolicy.FIXED), PROMPT)
+    loaded = load_pair(runner, spec, printer())
     return runner, spec, loaded
 
 

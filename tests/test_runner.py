@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.helpers import run_all
+from tests.helpers import run_all, load_pair
 from playground import sametext, trace
 from playground.runner import Runner, encode_prompt, new_tokens
 from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
@@ -24,28 +24,28 @@ def test_run_equals_target_generate_for_every_drafter_and_policy(runner, tiny_sp
     for kind in (DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP, DrafterKind.EARLY_EXIT):
         for policy in KPolicy:
             spec = tiny_spec("The quick brown fox", kind, max_new_tokens=30, k=3, policy=policy)
-            pair = runner.load(spec)
+            pair = load_pair(runner, spec)
             assert new_tokens(run_all(runner, spec)) == target_greedy(pair, spec.prompt, 30), (kind, policy)
 
 
 def test_warm_up_happens_once_per_target_and_drafter(tiny_spec, monkeypatch):
     runner = Runner()
     spec = tiny_spec(max_new_tokens=5)
-    pair = runner.load(spec)
+    pair = load_pair(runner, spec)
     run_all(runner, spec)
     assert runner.is_warm(spec, pair)
     calls = []
-    monkeypatch.setattr(runner, "warm_up", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(runner, "_warm_up", lambda *a, **k: calls.append(a))
     run_all(runner, spec)
     run_all(runner, spec.baseline())
     assert calls == []
     lookup = tiny_spec(drafter=DrafterKind.PROMPT_LOOKUP, max_new_tokens=5)
-    assert not runner.is_warm(lookup, runner.load(lookup))  # a new drafter on the same target is cold
+    assert not runner.is_warm(lookup, load_pair(runner, lookup))  # a new drafter on the same target is cold
 
 
 def test_cost_profile_has_one_positive_value_per_measured_n(runner, tiny_spec):
     spec = tiny_spec(max_new_tokens=5)
-    pair = runner.load(spec)
+    pair = load_pair(runner, spec)
     run_all(runner, spec)
     profile = runner.profile(spec, pair)
     assert sorted(profile.verify_s) == [1, 2, 3, 5, 9, 17]
@@ -64,10 +64,15 @@ def test_theory_policy_with_a_fixed_profile_is_reproducible_for_a_seed(runner, t
 
 def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
     pair = PairSpec("tiny", str(tiny_models["target"]), str(tiny_models["draft"]), target_precision="bf16")
-    spec = RunSpec(pair, DrafterSpec.of(precision="bf16"), DecodeConfig(max_new_tokens=24, k=4), "Once upon a time")
-    loaded = runner.load(spec)
+    spec = RunSpec(
+        pair,
+        DrafterSpec.of(precision="bf16"),
+        DecodeConfig(max_new_tokens=24, k=4, policy=KPolicy.FIXED),
+        "Once upon a time",
+    )
+    loaded = load_pair(runner, spec)
     assert loaded.target.dtype == torch.bfloat16 and loaded.draft.dtype == torch.bfloat16
-    assert runner.load(spec.baseline()).target is loaded.target  # the same bf16 model object
+    assert load_pair(runner, spec.baseline()).target is loaded.target  # the same bf16 model object
     rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
     verdict = sametext.compare_outputs(rounds, base, Precision.BF16.value)
     # the promise in low precision: identical, or a flip at a near-tie that the comparison names
@@ -76,7 +81,7 @@ def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
 
 def test_figures_are_the_same_with_and_without_a_baseline(runner, tiny_spec):
     spec = tiny_spec(max_new_tokens=30, k=4)
-    pair = runner.load(spec)
+    pair = load_pair(runner, spec)
     rounds = run_all(runner, spec)
     profile = runner.profile(spec, pair)
     alone = trace.summarize(rounds, None, profile)
@@ -100,7 +105,7 @@ def test_compare_interleaves_both_sides_and_changes_no_decision(runner, tiny_spe
         alone, base_alone = list(session.rounds()), list(session.rounds(spec.baseline()))
     rounds = [r for baseline, r in events if not baseline]
     base = [r for baseline, r in events if baseline]
-    assert new_tokens(rounds) == new_tokens(base) == target_greedy(runner.load(spec), spec.prompt, 40)
+    assert new_tokens(rounds) == new_tokens(base) == target_greedy(load_pair(runner, spec), spec.prompt, 40)
     assert [(r.k, r.accepted, r.new_tokens) for r in rounds] == [(r.k, r.accepted, r.new_tokens) for r in alone]
     assert [r.new_tokens for r in base] == [r.new_tokens for r in base_alone]
     assert sum(n for n, _ in segments) == len(rounds) and sum(m for _, m in segments) == len(base)

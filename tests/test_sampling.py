@@ -13,7 +13,8 @@ import torch
 from playground.decoding import make_drafter
 from playground.runner import encode_prompt
 from playground.config import SamplingParams
-from playground.acceptance import Verdict, chain_sampling, residual
+from playground.acceptance import chain_sampling, residual
+from playground.draft import Verdict
 from playground.sampling import logits_to_probs, sample
 from playground.config import DrafterKind
 from playground.spec import DrafterSpec

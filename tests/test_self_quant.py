@@ -21,7 +21,7 @@ from playground.kernels import model as kernel_model
 from playground.runner import encode_prompt, new_tokens
 from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
 from playground.views.export_code import hf_generate_code, vllm_code, vllm_config
-from tests.helpers import run_all
+from tests.helpers import run_all, load_pair
 from tests.kernel_support import require_kernels
 
 PROMPTS = ["Once upon a time", "def fibonacci(n):"]
@@ -76,7 +76,7 @@ def test_no_peer_has_it_so_the_bench_runs_none_and_the_export_says_so():
     spec = RunSpec(
         PairSpec("p", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
         DrafterSpec(DrafterKind.SELF_QUANT),
-        DecodeConfig(k=4),
+        DecodeConfig(k=4, policy=KPolicy.FIXED),
         "Hello",
     )
     assert configs_for(spec.drafter, spec.decode) == []
@@ -96,7 +96,9 @@ def bf16(tiny_models):
 
     def make(prompt: str = PROMPTS[0], drafter: DrafterSpec | None = None, **decode) -> RunSpec:
         d = drafter or DrafterSpec.of("self int4", self_bits=8)
-        return RunSpec(pair, d, DecodeConfig(max_new_tokens=32, **decode), prompt, chat=False)
+        return RunSpec(
+            pair, d, DecodeConfig(**{"max_new_tokens": 32, "policy": KPolicy.FIXED, **decode}), prompt, chat=False
+        )
 
     return make
 
@@ -107,7 +109,7 @@ def _logits(model, ids: torch.Tensor) -> torch.Tensor:
 
 
 def test_the_copy_shares_the_targets_storage_and_leaves_the_target_as_it_was(runner, bf16):
-    loaded = runner.load(bf16())
+    loaded = load_pair(runner, bf16())
     target = loaded.target
     ids = encode_prompt(loaded.tokenizer, PROMPTS[1], chat=False)
     before = {n: p.detach().clone() for n, p in target.named_parameters()}
@@ -128,7 +130,7 @@ def test_the_copy_shares_the_targets_storage_and_leaves_the_target_as_it_was(run
 
 
 def test_making_the_copy_says_what_it_adds(runner, bf16):
-    loaded = runner.load(bf16())
+    loaded = load_pair(runner, bf16())
     outside = replace(loaded, target=self_quant.shared_copy(loaded.target))  # a target the cache does not hold
     said: list[str] = []
     copied = self_quant.quantised_copy(outside, 8, progress=lambda message, fraction: said.append(message))
@@ -143,7 +145,7 @@ def test_making_the_copy_says_what_it_adds(runner, bf16):
 
 
 def test_the_model_cache_counts_the_copy_and_evicts_it_with_its_target(runner, bf16):
-    loaded = runner.load(bf16())
+    loaded = load_pair(runner, bf16())
     copied = self_quant.quantised_copy(loaded, 8)
     key = models.MODELS.key(loaded.target_spec, loaded.target_precision)
     assert models.MODELS._bytes[key + ("self int8",)] == copied._added_bytes > 0
@@ -154,7 +156,7 @@ def test_without_the_kernels_it_says_why(tiny_models, runner):
     fp32 = RunSpec(
         PairSpec("tiny fp32", str(tiny_models["target"]), None, target_precision="fp32"),
         DrafterSpec.of("self int4", self_bits=8),
-        DecodeConfig(max_new_tokens=8),
+        DecodeConfig(max_new_tokens=8, policy=KPolicy.FIXED),
         PROMPTS[0],
         chat=False,
     )
@@ -165,7 +167,7 @@ def test_without_the_kernels_it_says_why(tiny_models, runner):
 def test_a_group_size_that_does_not_divide_the_layers_is_refused_clearly(runner, bf16):
     """The tiny target's Linears take 64 inputs: groups of 128 cannot cover them; the message says so and what to do."""
     with pytest.raises(PlaygroundError, match="cannot quantise this target in groups of 128: .*Choose another group"):
-        self_quant.quantised_copy(runner.load(bf16()), 4, group_size=128)
+        self_quant.quantised_copy(load_pair(runner, bf16()), 4, group_size=128)
 
 
 def _hf_greedy(loaded, prompt: str, n: int) -> list[int]:
@@ -193,7 +195,7 @@ OPTIONS = [
 def test_greedy_output_is_the_target_alones_and_hf_generates(runner, bf16, options, decode):
     for prompt in PROMPTS:
         spec = bf16(prompt, DrafterSpec.of("self int4", **options), **decode)
-        loaded = runner.load(spec)
+        loaded = load_pair(runner, spec)
         rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
         assert loaded.invariant and loaded.target.dtype is torch.bfloat16
         assert sametext.compare_outputs(rounds, base, "bf16", exact=True)["equal"], (prompt, decode)

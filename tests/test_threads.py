@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from playground import models, threads
-from playground.config import DecodeConfig, DrafterKind
+from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from tests.kernel_support import require_kernels
 
@@ -102,5 +102,7 @@ def test_the_runner_fits_threads_only_where_every_model_runs_the_kernels(runner,
     ):
         pair = PairSpec("tiny", str(tiny_models["target"]), str(tiny_models["draft"]), target_precision=target)
         drafter = DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision=draft)
-        with runner.session(RunSpec(pair, drafter, DecodeConfig(max_new_tokens=4), "Hi", chat=False)) as session:
+        with runner.session(
+            RunSpec(pair, drafter, DecodeConfig(max_new_tokens=4, policy=KPolicy.FIXED), "Hi", chat=False)
+        ) as session:
             assert (session.decoder().threads is runner.threads) is fitted, (target, draft)

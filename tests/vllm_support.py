@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from playground.bench.vllm import VLLMRequest, vllm_available, vllm_venv
+from playground.vllm.engine import VLLMRequest, vllm_available, vllm_venv
 
 K, MAX_TOKENS = 3, 32
 

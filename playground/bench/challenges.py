@@ -21,9 +21,9 @@ import pandas as pd
 import torch
 
 from playground import decoding, models, sametext, trace
-from playground.batch import BatchedDecoder, BatchResult
+from playground.batch import BatchResult
 from playground.decoding.cache import cache_bytes
-from playground.bench.results import grid_frame
+from playground.bench.results import columns, grid_frame
 from playground.bench.grid import run_grid
 from playground.bench.memory import check_memory, check_window, kv_bytes_per_token, memory_left, memory_need
 from playground.bench.prompts import PROMPTS
@@ -141,9 +141,6 @@ def batch_sweep(
                 memory_need(loaded, size, longest, n_new, k), left, f"Batch size {size} ({longest}-token prompts)"
             )
         session.ready()
-        progress("Warming up the batched engine", 0.0)
-        for warm_k in (0, k):
-            BatchedDecoder(loaded.target, loaded.draft, ids[:2], warm_k, 4, loaded.eos).run()
         solo: list[list[RoundRecord]] = []
         runs = min(sizes[-1], len(ids)) + 2 * len(sizes)
         for i in range(min(sizes[-1], len(ids))):
@@ -156,7 +153,7 @@ def batch_sweep(
             batch = [ids[i % len(ids)] for i in range(size)]
             for method_k in (0, k) if j % 2 == 0 else (k, 0):  # alternate which runs first
                 name = SPECULATIVE if method_k else BASELINE
-                decoder = BatchedDecoder(loaded.target, loaded.draft, batch, method_k, n_new, loaded.eos)
+                decoder = session.batch(batch, method_k, n_new)
                 for r in decoder:
                     progress(f"[{done + 1}/{runs}] batch {size} · {name} · round {r.round + 1}", done / runs)
                 rows.append(
@@ -271,25 +268,7 @@ def _context_row(
 
 # ---------------------------------------------------------------- precision
 
-PRECISION_COLUMNS = [
-    "method",
-    "target_precision",
-    "draft_precision",
-    "tokens",
-    "tokens_per_s",
-    "speedup",
-    "alpha",
-    "mean_accepted",
-    "c",
-    "v",
-    "theory_speedup",
-    "calibrated_speedup",
-    "greedy_equal",
-    "near_tie",
-    "diff_position",
-    "gap_spec",
-    "gap_base",
-]
+PRECISION_COLUMNS = columns("precision")
 
 
 def default_precisions(device: torch.device | None = None) -> tuple[list[str], list[str]]:

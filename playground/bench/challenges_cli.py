@@ -23,6 +23,7 @@ import pandas as pd
 from playground import models
 from playground.bench import challenges
 from playground.bench.prompts import load_prompts
+from playground.bench.results import columns
 from playground.bench.report import markdown_table
 from playground.errors import PlaygroundError
 from playground.numbers import json_safe
@@ -76,23 +77,7 @@ COLUMNS = {
         "diff_position",
         "gap",
     ],
-    views.PRECISION: [
-        "method",
-        "target_precision",
-        "draft_precision",
-        "tokens",
-        "tokens_per_s",
-        "speedup",
-        "alpha",
-        "c",
-        "v",
-        "calibrated_speedup",
-        "greedy_equal",
-        "near_tie",
-        "diff_position",
-        "gap_spec",
-        "gap_base",
-    ],
+    views.PRECISION: columns("precision_cli"),
 }
 FIGURES = {
     views.BATCH: views.batch_figure,

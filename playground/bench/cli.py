@@ -25,27 +25,37 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
 from playground import models
-from playground.bench import challenges_cli, likelihood, load, report, targets, ttft, variants, vllm_models, vllm_peer
+from playground.bench import challenges_cli, likelihood, load, report, targets, ttft, variants
+from playground.vllm import models as vllm_models, peer as vllm_peer
+from playground.bench.flags import OPTIONS
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.machine import environment
 from playground.bench.overhead import record_overhead
-from playground.bench.results import grid_frame
+from playground.bench.results import columns, grid_frame
 from playground.bench.prompts import load_prompts
-from playground.bench.vllm import VLLMRequest, run_worker
+from playground.vllm.engine import VLLMRequest, run_worker
 from playground.errors import PlaygroundError
 from playground.numbers import json_safe
 from playground.progress import printer, quiet
 from playground.runner import Runner
-from playground.config import DEFAULT_CONFIDENCE, DrafterKind, K_MAX, K_MIN, Precision
+from playground.config import DecodeConfig, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
 from playground.inputs import parse_list
 
 PRECISIONS = [p.value for p in Precision]
+
+
+# Flags of the modes that live in their own modules, added after the table in this order.
+MODULE_OPTIONS = (
+    challenges_cli.add_arguments,  # --challenges batch context precision, --batch-sizes, --context-lengths
+    variants.add_arguments,  # --kernel-variants: the kernel variants against each other
+    load.add_arguments,  # --under-load, --load-reps, --hogs
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,121 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__,
     )
-    p.add_argument("--pairs", nargs="+", default=None, help="catalog pair names (default: the default pair)")
-    p.add_argument(
-        "--k",
-        nargs="+",
-        default=["2", "4", "6", "adaptive"],
-        help=f"draft lengths {K_MIN}..{K_MAX}, 'adaptive' / 'heuristic' (transformers' schedule), 'theory'",
-    )
-    p.add_argument(
-        "--tree",
-        nargs="+",
-        default=[],
-        metavar="SHAPE",
-        help="token trees next to the --k configs: children per depth ('3-2-1-1'), a node budget "
-        "('dynamic:12') or a tree sized by the measured costs ('sized:16', 'sized'); each runs with the draft "
-        "model drafter (or early exit, when listed)",
-    )
-    p.add_argument(
-        "--confidence",
-        type=float,
-        default=DEFAULT_CONFIDENCE,
-        help="the draft-confidence k policy's threshold (--k confidence), 0..0.95",
-    )
-    p.add_argument("--temps", nargs="+", default=["0"], help="temperatures 0..2 (0 = greedy)")
-    p.add_argument(
-        "--drafters",
-        nargs="+",
-        default=[DrafterKind.DRAFT_MODEL.value],
-        help="'draft model', 'cross-tokenizer draft model', 'prompt lookup', 'early exit', 'staged' (prompt "
-        "lookup drafts for the draft model), 'suffix' (suffix decoding; 'suffix:factor=2,min-prob=0.05,"
-        "depth=32,memory'), 'lookahead' (lookahead decoding; 'lookahead:W=5,N=3,G=3,prompt-pool'); "
-        "'self int4' (the target's own int4 copy drafts; 'self int4:group=64,head=0', 'self int8'); 'draft model:int4' "
-        "(or :fp32/:bf16/:fp16/:int8) for a draft precision; 'early exit:L' to exit after layer L. On a "
-        "cross-tokenizer pair 'draft model' runs its draft with the cross-tokenizer drafter",
-    )
-    p.add_argument(
-        "--target-precision",
-        nargs="+",
-        metavar="P",
-        help="fp32 / bf16 / fp16, one or more (default: this device's, models.default_target_precision)",
-    )
-    p.add_argument(
-        "--draft-precision",
-        nargs="+",
-        metavar="P",
-        help="fp32 / bf16 / fp16 / int8 / int4 (CPU), one or more, for draft-model drafters without a :precision "
-        "(default: this device's, models.default_draft_precision)",
-    )
-    p.add_argument(
-        "--stock-kernels",
-        action="store_true",
-        help="torch's stock kernels for the target (neither the batch-invariant bf16 kernels nor the fp32 CPU verify kernel), for our engine and the HF peer alike",
-    )
-    p.add_argument("--prompts", help="JSON file: {category: prompt} or [{category, prompt}]")
-    p.add_argument(
-        "--repetitive",
-        action="store_true",
-        help="add the repetitive workload to the prompt set: 'code edits' (a file edited three times, the "
-        "fourth asked for) and 'chat quoting' (a chat that quotes itself); playground/bench/repetitive.json",
-    )
-    p.add_argument("--categories", nargs="+", help="only these categories of the prompt set")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--compare-hf",
-        action="store_true",
-        help="add HF generate (target alone, assisted, universal assisted, prompt lookup)",
-    )
-    p.add_argument(
-        "--compare-vllm",
-        action="store_true",
-        help="add vLLM (scripts/install.sh --vllm): its target alone, draft model at each fixed k and ngram "
-        "on the same pair, precision and prompt tokens; one engine per method, started here",
-    )
-    p.add_argument(
-        "--vllm-threads-bind",
-        metavar="CPUS",
-        help="vLLM's VLLM_CPU_OMP_THREADS_BIND, e.g. 0-1 (default: vLLM's 'auto', which keeps a core free)",
-    )
-    p.add_argument(
-        "--vllm-draft-sample",
-        choices=["greedy", "probabilistic"],
-        default="greedy",
-        help="vLLM's draft_sample_method: 'greedy' (vLLM's default: argmax drafts, p taken as one-hot) or "
-        "'probabilistic' (drafts sampled from p, as ours); it matters at T > 0 only (docs/vllm.md)",
-    )
-    p.add_argument(
-        "--vllm-fast-start",
-        action="store_true",
-        help="vLLM without torch.compile, in one process: starts in seconds, runs slower (tests)",
-    )
-    p.add_argument("--no-record", action="store_true", help="engine without the per-token p/q instrumentation")
-    p.add_argument(
-        "--record-overhead",
-        type=int,
-        metavar="REPS",
-        help="instead of the grid: the first pair, drafter, k, temperature and prompt with record on and "
-        "off, REPS times each",
-    )
-    p.add_argument("--targets", help="targets file (default docs/targets.json)")
-    p.add_argument("--json", help="write every result, the targets and the environment to this file")
-    p.add_argument("--report", help="write a Markdown report with plotly figures (e.g. docs/reports/benchmarks.md)")
-    p.add_argument("--title", default="Benchmarks", help="the report's title (its first heading)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument(
-        "--ttft",
-        nargs="+",
-        type=int,
-        metavar="TOKENS",
-        help="instead of the grid: the time to the first token on prompts of about these many tokens (ours, "
-        "HF generate on the same object, stock transformers, vLLM with --compare-vllm; bench/ttft.py)",
-    )
-    p.add_argument("--ttft-reps", type=int, default=3, help="timings per engine and prompt length for --ttft (median)")
-    challenges_cli.add_arguments(p)  # --challenges batch context precision, --batch-sizes, --context-lengths
-    variants.add_arguments(p)  # --kernel-variants: the kernel variants against each other
-    load.add_arguments(p)  # --under-load, --load-reps, --hogs
+    for flag, keywords in OPTIONS:
+        p.add_argument(flag, **keywords)
+    for add_arguments in MODULE_OPTIONS:
+        add_arguments(p)
     return p
 
 
@@ -198,26 +97,7 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
     return out
 
 
-STDOUT_COLUMNS = [
-    "pair",
-    "category",
-    "method",
-    "k",
-    "temperature",
-    "target_precision",
-    "draft_precision",
-    "tokens",
-    "tokens_per_s",
-    "speedup",
-    "vs_best_hf",
-    "alpha",
-    "nodes",
-    "mean_accepted",
-    "c",
-    "v",
-    "calibrated_speedup",
-    "greedy",
-]
+STDOUT_COLUMNS = columns("cli")
 
 
 def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress) -> int:
@@ -253,60 +133,153 @@ def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress
     return 0
 
 
+def command_line(argv: list[str] | None) -> str:
+    """The arguments as typed, quoted where they hold a space (for the report and the challenges)."""
+    return " ".join(f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
+
+
+@dataclass
+class Grid:
+    """What the arguments ask to run: the grid's axes, its prompts and the targets to check."""
+
+    temps: list[float]
+    pairs: list[PairSpec]
+    drafters: list[DrafterSpec]
+    decodes: list[DecodeConfig]
+    prompts: dict[str, str]
+    checks: list
+
+    def first(self) -> RunSpec:
+        """The first pair, drafter, decode config and prompt: what the one-configuration modes run."""
+        return RunSpec(self.pairs[0], self.drafters[0], self.decodes[0], next(iter(self.prompts.values())))
+
+
+def read_grid(args: argparse.Namespace) -> Grid:
+    temps = parse_list(
+        " ".join(args.temps),
+        "--temps",
+        float,
+        lambda t: math.isfinite(t) and 0 <= t <= 2,
+        "temperatures from 0 to 2, 0 = greedy",
+    )
+    pairs = pair_specs(args.pairs or [models.default_pair()], args.target_precision)
+    drafters = drafter_specs(args.drafters, args.draft_precision)
+    decodes = decode_grid(
+        args.k,
+        temps,
+        args.max_new_tokens,
+        args.seed,
+        record=not args.no_record,
+        trees=args.tree,
+        confidence=args.confidence,
+    )
+    prompts = load_prompts(args.prompts, args.categories, args.repetitive)
+    return Grid(temps, pairs, drafters, decodes, prompts, targets.load_targets(args.targets))
+
+
+def overhead_main(args: argparse.Namespace, runner: Runner, spec: RunSpec, progress) -> int:
+    """--record-overhead: the first configuration with record on and off (bench/overhead.py)."""
+    o = record_overhead(runner, spec, args.record_overhead, progress)
+    print(
+        f"record on {o['record_on_tps']:.3f} tok/s, off {o['record_off_tps']:.3f} tok/s (medians of "
+        f"{o['reps']}; {o['target_precision']} target): instrumentation costs {o['overhead']:.1%}"
+    )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(json_safe({"environment": environment(), "record_overhead": o}), indent=1)
+        )
+    return 0
+
+
+def other_mode(args: argparse.Namespace, runner: Runner, grid: Grid, progress) -> int | None:
+    """The modes that run instead of the grid, their exit code; None: run the grid."""
+    if args.record_overhead is not None:
+        return overhead_main(args, runner, grid.first(), progress)
+    if args.compare_vllm:
+        vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
+    if args.ttft:
+        return ttft_main(args, runner, grid.pairs[0], progress)
+    if args.under_load:  # the Run tab's comparison, quiet and with a CPU hog started halfway
+        return load.main(args, runner, grid.first(), progress)
+    if args.kernel_variants:
+        return variants.main(args, grid.pairs[0].target, progress)
+    return None
+
+
+def vllm_rows(args: argparse.Namespace, runner: Runner, results: list, grid: Grid, progress) -> tuple[list, str | None]:
+    """--compare-vllm: vLLM's rows added to results; (its engines, what failed or None). A vLLM failure keeps
+    our results: they are written, and the exit code says it failed."""
+    engine = vllm_peer.VLLMEngine(
+        threads_bind=args.vllm_threads_bind,
+        draft_sample_method=args.vllm_draft_sample,
+        fast_start=args.vllm_fast_start,
+    )
+    try:
+        rows, engines = vllm_peer.run_peer(
+            runner,
+            results,
+            grid.pairs,
+            grid.prompts,
+            grid.decodes,
+            grid.drafters,
+            engine,
+            methods=("draft_model", "ngram"),
+            progress=progress,
+        )
+    except PlaygroundError as exc:
+        failed = f"vLLM: {exc}"
+        print(f"error: {failed}", file=sys.stderr)
+        return [], failed
+    results += rows
+    return engines, None
+
+
+def print_results(frame, checked: list[dict], env: dict) -> None:
+    print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
+    print(report.markdown_table(frame, [c for c in STDOUT_COLUMNS if c != "pair" or frame["pair"].nunique() > 1]))
+    print("\n" + report.calibration_line(frame))
+    for t in checked:
+        print(
+            f"target: {t['name']}: {report.fmt(t['value'])} ({t['how']} {t['goal']:g}) -> {report.fmt(t['met']) or 'n/a'}"
+        )
+
+
+def write_json(args: argparse.Namespace, env: dict, checked: list[dict], results: list, engines: list, failed) -> None:
+    """--json: every result (its lists too), the targets checked, the environment and the arguments."""
+    rows = grid_frame(results).to_dict("records")
+    doc = {
+        "environment": env,
+        "args": vars(args),
+        "targets": checked,
+        "results": [
+            row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens, "counters": r.counters}
+            for row, r in zip(rows, results)
+        ],
+    }
+    if args.compare_vllm:
+        doc["vllm_engines"], doc["vllm_error"] = engines, failed
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(json_safe(doc), indent=1, default=str))
+    print(f"\nwrote {args.json}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     progress = quiet if args.quiet else printer(sys.stderr)
     if args.challenges:  # the deployment challenges (batch size, context length, precision) instead of the grid
-        argv_text = " ".join(f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:]))
-        return challenges_cli.main(args, argv_text, build_parser().get_default("k"), progress, environment)
+        return challenges_cli.main(args, command_line(argv), build_parser().get_default("k"), progress, environment)
     runner = Runner()
     try:
-        temps = parse_list(
-            " ".join(args.temps),
-            "--temps",
-            float,
-            lambda t: math.isfinite(t) and 0 <= t <= 2,
-            "temperatures from 0 to 2, 0 = greedy",
-        )
-        pairs = pair_specs(args.pairs or [models.default_pair()], args.target_precision)
-        drafters = drafter_specs(args.drafters, args.draft_precision)
-        decodes = decode_grid(
-            args.k,
-            temps,
-            args.max_new_tokens,
-            args.seed,
-            record=not args.no_record,
-            trees=args.tree,
-            confidence=args.confidence,
-        )
-        prompts = load_prompts(args.prompts, args.categories, args.repetitive)
-        checks = targets.load_targets(args.targets)
-        if args.record_overhead is not None:
-            spec = RunSpec(pairs[0], drafters[0], decodes[0], next(iter(prompts.values())))
-            o = record_overhead(runner, spec, args.record_overhead, progress)
-            print(
-                f"record on {o['record_on_tps']:.3f} tok/s, off {o['record_off_tps']:.3f} tok/s (medians of "
-                f"{o['reps']}; {o['target_precision']} target): instrumentation costs {o['overhead']:.1%}"
-            )
-            if args.json:
-                Path(args.json).write_text(
-                    json.dumps(json_safe({"environment": environment(), "record_overhead": o}), indent=1)
-                )
-            return 0
-        if args.compare_vllm:
-            vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
-        if args.ttft:
-            return ttft_main(args, runner, pairs[0], progress)
-        if args.under_load:  # the Run tab's comparison, quiet and with a CPU hog started halfway
-            return load.main(args, runner, RunSpec(pairs[0], drafters[0], decodes[0], [*prompts.values()][0]), progress)
-        if args.kernel_variants:
-            return variants.main(args, pairs[0].target, progress)
+        grid = read_grid(args)
+        code = other_mode(args, runner, grid, progress)
+        if code is not None:
+            return code
         results = run_grid(
             runner,
-            pairs,
-            prompts,
-            decodes,
-            drafters,
+            grid.pairs,
+            grid.prompts,
+            grid.decodes,
+            grid.drafters,
             compare_hf=args.compare_hf,
             progress=progress,
             max_cells=None,
@@ -315,61 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     except PlaygroundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    engines, failed = [], None
-    if args.compare_vllm:  # a vLLM failure keeps our results: they are written, and the exit code says it failed
-        engine = vllm_peer.VLLMEngine(
-            threads_bind=args.vllm_threads_bind,
-            draft_sample_method=args.vllm_draft_sample,
-            fast_start=args.vllm_fast_start,
-        )
-        try:
-            rows, engines = vllm_peer.run_peer(
-                runner,
-                results,
-                pairs,
-                prompts,
-                decodes,
-                drafters,
-                engine,
-                methods=("draft_model", "ngram"),
-                progress=progress,
-            )
-            results += rows
-        except PlaygroundError as exc:
-            failed = f"vLLM: {exc}"
-            print(f"error: {failed}", file=sys.stderr)
-    if any(t > 0 for t in temps):  # every engine's sampled rows, scored by the target (bench.likelihood)
-        likelihood.score(runner, results, pairs, prompts, progress=progress)
+    engines, failed = vllm_rows(args, runner, results, grid, progress) if args.compare_vllm else ([], None)
+    if any(t > 0 for t in grid.temps):  # every engine's sampled rows, scored by the target (bench.likelihood)
+        likelihood.score(runner, results, grid.pairs, grid.prompts, progress=progress)
     env = environment()
     frame = report.runs_frame(results)
-    checked = targets.check(frame, checks)
-    print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
-    print(report.markdown_table(frame, [c for c in STDOUT_COLUMNS if c != "pair" or frame["pair"].nunique() > 1]))
-    print("\n" + report.calibration_line(frame))
-    for t in checked:
-        print(
-            f"target: {t['name']}: {report.fmt(t['value'])} ({t['how']} {t['goal']:g}) -> {report.fmt(t['met']) or 'n/a'}"
-        )
+    checked = targets.check(frame, grid.checks)
+    print_results(frame, checked, env)
     if args.json:
-        rows = grid_frame(results).to_dict("records")
-        doc = {
-            "environment": env,
-            "args": vars(args),
-            "targets": checked,
-            "results": [
-                row | {"depth_acceptance": r.depth_acceptance, "new_tokens": r.new_tokens, "counters": r.counters}
-                for row, r in zip(rows, results)
-            ],
-        }
-        if args.compare_vllm:
-            doc["vllm_engines"], doc["vllm_error"] = engines, failed
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(json_safe(doc), indent=1, default=str))
-        print(f"\nwrote {args.json}")
+        write_json(args, env, checked, results, engines, failed)
     if args.report:
-        command = "python -m playground.bench " + " ".join(
-            f'"{a}"' if " " in a else a for a in (argv if argv is not None else sys.argv[1:])
-        )
+        command = "python -m playground.bench " + command_line(argv)
         report.write_report(
             results, env, command, Path(args.report), args.targets, vllm_engines=engines, title=args.title
         )

@@ -19,14 +19,14 @@ from typing import Sequence
 from playground import decoding, models, sametext, speed, trace
 from playground.bench import hf
 from playground.bench.results import Result, nan
-from playground.bench.vllm_metrics import SpecCounters
+from playground.vllm.metrics import SpecCounters
 from playground.engine import clock
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.runner import Runner
-from playground.config import DEFAULT_CONFIDENCE, DecodeConfig, KPolicy
+from playground.config import DecodeConfig, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec, check_prompt, parse_k
 from playground.treeshape import TreeShape, parse_tree
 
@@ -40,17 +40,18 @@ MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temper
 def decode_grid(
     ks: Sequence[str | int | tuple[int, KPolicy]],
     temps: Sequence[float],
-    max_new_tokens: int = 64,
-    seed: int = 0,
-    record: bool = True,
-    top_k: int = 0,
-    top_p: float = 1.0,
+    max_new_tokens: int = DecodeConfig.default("max_new_tokens"),
+    seed: int = DecodeConfig.default("seed"),
+    record: bool = DecodeConfig.default("record"),
+    top_k: int = DecodeConfig.default("top_k"),
+    top_p: float = DecodeConfig.default("top_p"),
     trees: Sequence[str | TreeShape] = (),
-    confidence: float = DEFAULT_CONFIDENCE,
+    confidence: float = DecodeConfig.default("confidence"),
 ) -> list[DecodeConfig]:
     """The decode configs of (k values, then token trees) x temperatures. A k is a (k, policy) pair or what
     spec.parse_k reads ("4", "adaptive" / "heuristic", "theory", "confidence"); a tree what spec.parse_tree
-    reads ("3-2-1-1", "dynamic:12"). confidence: the draft-confidence policy's threshold."""
+    reads ("3-2-1-1", "dynamic:12"), drafted whole every round (a fixed policy). confidence: the draft-confidence
+    policy's threshold. The rest default to DecodeConfig's."""
     out = []
     shared = dict(
         max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, seed=seed, record=record, confidence=confidence
@@ -60,7 +61,7 @@ def decode_grid(
             k, policy = k if isinstance(k, tuple) else parse_k(k)
             out.append(DecodeConfig(k=k, policy=policy, temperature=temperature, **shared))
         for tree in trees:
-            out.append(DecodeConfig(temperature=temperature, tree=parse_tree(tree), **shared))
+            out.append(DecodeConfig(policy=KPolicy.FIXED, temperature=temperature, tree=parse_tree(tree), **shared))
     return list(dict.fromkeys(out))
 
 
@@ -87,8 +88,9 @@ def _drafters_for(decode: DecodeConfig, drafters: Sequence[DrafterSpec]) -> list
 
 
 def _baseline_decode(decode: DecodeConfig) -> DecodeConfig:
-    """What the target alone shares with a config: sampling, seed, length, recording (not k)."""
+    """What the target alone shares with a config: sampling, seed, length, recording (not k, not the policy)."""
     return DecodeConfig(
+        policy=KPolicy.FIXED,
         max_new_tokens=decode.max_new_tokens,
         temperature=decode.temperature,
         top_k=decode.top_k,
@@ -117,9 +119,17 @@ def _check(pairs, prompts, decodes, drafters, max_cells) -> None:
                 RunSpec(pair, drafter, decode, next(iter(prompts.values())))
 
 
+def own_drafter(pair_name: str, drafter: DrafterSpec) -> DrafterSpec:
+    """What "draft model" means for a catalog pair in a grid or comparison: its own draft, through the drafter
+    its tokenizers need (a cross-tokenizer pair's draft cannot run the same-tokenizer drafter). Every other
+    choice stays: the cross-tokenizer drafter may run a same-tokenizer pair (what the text route costs)."""
+    pair = models.pairs().get(pair_name)
+    return drafter if pair is None else drafter.as_kind(decoding.for_pair(drafter.kind, pair.drafter))
+
+
 def _drafters_of(pair: PairSpec, drafters: Sequence[DrafterSpec]) -> list[DrafterSpec]:
     """The drafters a pair runs: "draft model" is a cross-tokenizer catalog pair's own cross-tokenizer drafter."""
-    return list(dict.fromkeys(models.own_drafter(pair.name, d) for d in drafters))
+    return list(dict.fromkeys(own_drafter(pair.name, d) for d in drafters))
 
 
 # ---------------------------------------------------------------- running one thing

@@ -11,37 +11,14 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from playground import numbers
-from playground.bench import hf, likelihood, targets as targets_mod, vllm_report
-from playground.bench.results import Result, grid_frame
+from playground.bench import hf, likelihood, targets as targets_mod
+from playground.vllm import report as vllm_report
+from playground.bench.results import Result, columns, grid_frame
 from playground.bench.targets import geomean
 from playground.views.grid import BASELINE
 
-GROUP = ["pair", "method", "k", "temperature", "target_precision", "draft_precision"]
-GEOMEAN = ["tokens_per_s", "speedup", "vs_best_hf", "theory_speedup", "calibrated_speedup"]
-MEAN = ["alpha", "nodes", "mean_accepted", "c", "v"]
-RUN_COLUMNS = [
-    "pair",
-    "category",
-    "method",
-    "k",
-    "tree",
-    "temperature",
-    "target_precision",
-    "draft_precision",
-    "tokens",
-    "tokens_per_s",
-    "speedup",
-    "vs_best_hf",
-    "alpha",
-    "nodes",
-    "mean_accepted",
-    "c",
-    "v",
-    "theory_speedup",
-    "calibrated_speedup",
-    "calibrated_error",
-    "greedy",
-]
+GROUP, GEOMEAN, MEAN = columns("group"), columns("geomean"), columns("mean")  # the summary
+RUN_COLUMNS = columns("runs")
 DEFINITIONS = (
     "speedup = tokens/s over the target alone at the same precision (same engine, prompt and sampling; HF rows: "
     "over HF's own target alone); tokens/s = tokens / engine time (trace.summarize); vs_best_hf = our wall-clock "

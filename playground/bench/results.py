@@ -23,7 +23,7 @@ class Result:
     category: str
     method: str  # our drafter's label ("draft model (int8)", "target alone", ...), an hf.HF_METHODS, a vLLM label
     drafter: str  # the drafter kind (spec.DrafterKind value); HF and vLLM rows: the kind of ours they correspond to
-    engine: str  # "ours", "hf" or "vllm" (bench.vllm_peer)
+    engine: str  # "ours", "hf" or "vllm" (vllm.peer)
     k: str  # "4", "heuristic", "theory"; HF: num_assistant_tokens, "heuristic", "hf default"; "" for the baselines
     temperature: float
     target_precision: str
@@ -91,6 +91,48 @@ FRAME_COLUMNS = [f for f in Result.__dataclass_fields__ if f not in LISTS] + [
     "greedy_ok",
     "mean_acceptance_length",
 ]
+
+
+# The tables of runs, from one list: each column once, in the order every table reads them, with the tables that show
+# it. "cli": the benchmark's stdout (bench/cli.py); "runs": the report's table of runs; "group", "geomean", "mean":
+# the report's summary (grouped by these, geometric and plain means over the categories); "tab": the Sweep and
+# Compare tabs' table; "precision", "precision_cli": the precision challenge's frame and its stdout table. Each is a
+# column of grid_frame (a Result field or one it derives) or "greedy" (report.runs_frame's cell): test_results.py.
+SHOWN = (
+    ("pair", "cli runs group tab"),
+    ("category", "cli runs tab"),
+    ("engine", "tab"),
+    ("method", "cli runs group tab precision precision_cli"),
+    ("k", "cli runs group tab"),
+    ("tree", "runs"),
+    ("temperature", "cli runs group tab"),
+    ("target_precision", "cli runs group tab precision precision_cli"),
+    ("draft_precision", "cli runs group tab precision precision_cli"),
+    ("tokens", "cli runs tab precision precision_cli"),
+    ("tokens_per_s", "cli runs geomean tab precision precision_cli"),
+    ("speedup", "cli runs geomean tab precision precision_cli"),
+    ("vs_best_hf", "cli runs geomean"),
+    ("alpha", "cli runs mean tab precision precision_cli"),
+    ("nodes", "cli runs mean"),
+    ("mean_accepted", "cli runs mean tab precision"),
+    ("mean_acceptance_length", "tab"),
+    ("c", "cli runs mean tab precision precision_cli"),
+    ("v", "cli runs mean tab precision precision_cli"),
+    ("theory_speedup", "runs geomean tab precision"),
+    ("calibrated_speedup", "cli runs geomean tab precision precision_cli"),
+    ("calibrated_error", "runs"),
+    ("greedy", "cli runs"),
+    ("greedy_equal", "tab precision precision_cli"),
+    ("near_tie", "tab precision precision_cli"),
+    ("diff_position", "precision precision_cli"),
+    ("gap_spec", "precision precision_cli"),
+    ("gap_base", "precision precision_cli"),
+)
+
+
+def columns(table: str) -> list[str]:
+    """The columns a table of runs shows (SHOWN), in order."""
+    return [name for name, tables in SHOWN if table in tables.split()]
 
 
 def grid_frame(results: Sequence[Result]) -> pd.DataFrame:

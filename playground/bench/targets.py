@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from playground.errors import PlaygroundError
-from playground.config import DEFAULT_POLICY, DecodeConfig
+from playground.config import DecodeConfig
 
 TARGETS_FILE = Path(__file__).resolve().parents[2] / "docs" / "targets.json"
 AGGREGATES = ("geomean", "mean", "median", "min", "max", "share")
@@ -80,7 +80,7 @@ def select(frame: pd.DataFrame, filter_: dict) -> pd.DataFrame:
         if column not in frame.columns:
             raise PlaygroundError(f"targets: filter column {column!r} is not a column of the benchmark table.")
         if column == "k":
-            default = DecodeConfig(policy=DEFAULT_POLICY).k_label
+            default = DecodeConfig.within_limit().k_label
             wanted = [default if w == "default" else w for w in (wanted if isinstance(wanted, list) else [wanted])]
         rows = rows[_matches(rows[column], wanted)]
     return rows

@@ -30,7 +30,7 @@ from playground.engine import clock
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.runner import Runner, Session, encode_prompt
-from playground.config import DecodeConfig
+from playground.config import DecodeConfig, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
@@ -91,7 +91,7 @@ def stock_model(pair_spec: PairSpec, pair: LoadedPair) -> torch.nn.Module:
     """A fresh load of the target's folder at the target's precision, on torch's kernels (transformers' defaults)."""
     from transformers import AutoModelForCausalLM
 
-    from playground.bench.vllm_peer import model_folder
+    from playground.vllm.peer import model_folder
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pair.target_precision.value, torch.float32)
     return (
@@ -115,7 +115,10 @@ def run_ttft(
         pair = session.ready().pair  # loaded, on its kernels, warm for the target alone and the default drafter
         prompts = {n: prompt_of(pair.tokenizer, n) for n in lengths}
         specs = {
-            name: {n: RunSpec(pair_spec, drafter, DecodeConfig(max_new_tokens=k), prompts[n][0]) for n in lengths}
+            name: {
+                n: RunSpec(pair_spec, drafter, DecodeConfig(max_new_tokens=k, policy=KPolicy.FIXED), prompts[n][0])
+                for n in lengths
+            }
             for name, drafter, k in ((OURS, target_alone, 1), (OURS_SPEC, default, 8))
         }
         other = stock_model(pair_spec, pair) if stock else None

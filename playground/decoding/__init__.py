@@ -1,4 +1,4 @@
-"""Drafting strategies: one protocol (base.py), one module per strategy, and the one registry.
+"""Drafting strategies: one protocol (playground/draft.py), one module per strategy, and the one registry.
 
 The way transformers' candidate generators and vLLM's proposers are separated from the verifier: a strategy
 proposes (a chain of draft tokens, or a token tree), the engine has the target verify it in one pass and keeps
@@ -9,8 +9,8 @@ instead of naming a kind. It imports no torch: each kind's entry, options and fa
 live in strategies/ (one module a kind; options.py: the generic types), a factory importing its drafter module
 when it is called.
 
-    base.py        the Drafter protocol (propose, observe, annotate), Draft, the draft KV-cache helpers
-    chain.py       how a chain is verified: one target pass, the chain rule (acceptance.py), the round's record
+    cache.py       the draft KV-cache helpers
+    chain.py       a chain's draft (ChainDraft) and how it is verified: one target pass, the chain rule, its record
     model.py       a draft model drafts k tokens, one forward each, on its own KV cache
     early_exit.py  the target's first layers as the draft model (self-speculation)
     self_quant.py  the target's own int4 (or int8) copy as the draft model (quantised self-speculation)
@@ -35,7 +35,7 @@ from playground.errors import PlaygroundError, shown
 from playground.progress import Progress, quiet
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
     from playground.spec import DrafterSpec
     from playground.treeshape import TreeShape
@@ -102,6 +102,13 @@ def for_pair(chosen: DrafterKind, pair_kind: DrafterKind) -> DrafterKind:
     through the drafter its tokenizers need. Every other choice stays (the cross-tokenizer drafter may run a
     same-tokenizer pair: what the text route costs)."""
     return pair_kind if chosen is DrafterKind.DRAFT_MODEL else chosen
+
+
+def two_tokenizers(pair_kind: Enum | str) -> bool:
+    """Whether a pair whose draft runs through `pair_kind` (models.Pair.drafter) is a cross-tokenizer pair: its
+    drafter runs a draft model that translates between two tokenizers."""
+    s = strategy(pair_kind)
+    return s.draft_model and not s.same_tokenizer
 
 
 def make_drafter(

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground.decoding.base import Draft
 from playground.acceptance import accept_tree
-from playground.decoding.tree import Tree, keep_path, score_tree
+from playground.decoding.tree import keep_path, score_tree
+from playground.draft import Draft, Tree
 from playground.records import RoundRecord, TreeExtras
 from playground.sampling import logits_to_probs
 from playground.config import DecodeConfig

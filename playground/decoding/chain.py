@@ -1,4 +1,4 @@
-"""How a chain of draft tokens is verified: one target pass over the tokens not yet in its cache and the k
+"""How a chain of draft tokens (ChainDraft) is verified: one target pass over the tokens not yet in its cache and the k
 drafts, the chain rule (acceptance.chain_greedy / chain_sampling), and the round's record: p and q of every
 draft token, the margins, and with DecodeConfig.explain the step-through's alternatives and residual.
 
@@ -7,19 +7,30 @@ q: target prob, p: draft prob. A deterministic drafter (Draft.logits None) has p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground.decoding.cache import crop_cache
-from playground.records import RoundRecord
-from playground.acceptance import Verdict, chain_greedy, chain_sampling
-from playground.sampling import logits_to_probs
+from playground.acceptance import chain_greedy, chain_sampling, residual
 from playground.config import DecodeConfig
+from playground.decoding.cache import crop_cache
+from playground.draft import Draft, Verdict
+from playground.records import RoundRecord
+from playground.sampling import logits_to_probs
 
-if TYPE_CHECKING:
-    from playground.decoding.base import Draft
+
+class ChainDraft(Draft):
+    """A chain of draft tokens (Draft.tokens, Draft.logits), verified by the chain rule (verify below)."""
+
+    def verify(
+        self,
+        target: PreTrainedModel,
+        cache: DynamicCache,
+        ids: torch.Tensor,
+        cached: int,
+        config: DecodeConfig,
+        generator: torch.Generator | None,
+    ) -> RoundRecord:
+        return verify(self, target, cache, ids, cached, config, generator)
 
 
 def verify(
@@ -31,7 +42,7 @@ def verify(
     config: DecodeConfig,
     generator: torch.Generator | None,
 ) -> RoundRecord:
-    """Score, judge and record a chain (Draft.verify); the target's cache is left at the sequence and the kept
+    """Score, judge and record a chain (ChainDraft.verify); the target's cache is left at the sequence and the kept
     prefix (the rejected drafts dropped, never recomputed)."""
     params = config.sampling
     length, drafted = ids.shape[1], draft.tokens.shape[0]
@@ -116,7 +127,6 @@ def _explain(record: RoundRecord, q_probs: torch.Tensor, p_probs: torch.Tensor |
         pq = torch.stack([p_all[i, ids], q_probs[i, ids]]).tolist()
         record.alternatives.append([(t, pq[0][j], pq[1][j]) for j, t in enumerate(ids)])
     if n < k and p_probs is not None and config.temperature > 0:
-        r = (q_probs[n] - p_probs[n]).clamp_min(0)
-        r = r / r.sum()
+        r = residual(q_probs[n], p_probs[n])
         values, ids = torch.topk(r, min(top, r.shape[0]))
         record.residual = list(zip(ids.tolist(), values.tolist()))

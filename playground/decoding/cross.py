@@ -39,7 +39,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from playground.config import DrafterKind
-from playground.decoding.base import Draft, Drafter
+from playground.decoding.chain import ChainDraft
+from playground.draft import Draft, Drafter
 from playground.decoding.cache import crop_cache, draft_cache
 from playground.records import CrossExtras, RoundRecord
 from playground.config import SamplingParams
@@ -160,7 +161,7 @@ class CrossTokenizerDrafter(Drafter):
             own = self.draft_prompt is not None and not reads_chat_format(self.target_tok, self.draft_tok, seq)
             self.prompt = self.draft_prompt if own else encode(self.draft_tok, decode(self.target_tok, seq))
         self.last = CrossRound()
-        none = Draft(ids.new_empty(0), None)
+        none = ChainDraft(ids.new_empty(0), None)
         text = decode(self.target_tok, seq[self.prompt_len :])
         if k == 0 or text.endswith(BROKEN):  # nothing asked, or the target is inside a character: wait
             return none
@@ -175,7 +176,7 @@ class CrossTokenizerDrafter(Drafter):
         keep = to_target(self.target_tok, seq, self.last.text)[:k]
         self.last.anchor = anchor
         self._describe(anchor, tokens, seq, keep)
-        return Draft(torch.tensor(keep, dtype=torch.long, device=ids.device), None)
+        return ChainDraft(torch.tensor(keep, dtype=torch.long, device=ids.device), None)
 
     def _draft(self, context: list[int], anchor: list[int], seq: list[int], k: int) -> list[int]:
         """Greedy draft-side tokens after `context` until their text gives k target tokens, the draft's EOS,

@@ -33,9 +33,10 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from playground.config import DrafterKind
-from playground.decoding.base import Draft, Drafter
+from playground.decoding.chain import ChainDraft
 from playground.decoding.candidates import CandidateDraft, merge
 from playground.decoding.tree import _ancestry, check_tree_model
+from playground.draft import Draft, Drafter
 from playground.records import LookaheadExtras, RoundRecord
 from playground.config import SamplingParams
 
@@ -173,7 +174,7 @@ class LookaheadDrafter(Drafter):
             self.seen = len(seq)
         if k == 0:  # the token limit leaves one token: a plain step, no window
             self.draft = None
-            return Draft(ids.new_empty(0), None)
+            return ChainDraft(ids.new_empty(0), None)
         found = self.pool.get(seq[-1])
         tree, owner = merge([list(cont[:k]) for cont, _, _ in found])
         self.draft = LookaheadDraft(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from playground.config import DrafterKind
-from playground.decoding.base import Draft, Drafter
+from playground.decoding.chain import ChainDraft
+from playground.draft import Draft, Drafter
 from playground.config import SamplingParams
 
 
@@ -38,7 +39,7 @@ class PromptLookupDrafter(Drafter):
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         seq = ids[0].tolist()
-        return Draft(
+        return ChainDraft(
             torch.tensor(lookup(seq, k, self.max_ngram, self.min_ngram), dtype=torch.long, device=ids.device), None
         )
 
@@ -50,4 +51,4 @@ class NoDrafter(Drafter):
     name = DrafterKind.TARGET_ALONE.value
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
-        return Draft(ids.new_empty(0), None)
+        return ChainDraft(ids.new_empty(0), None)

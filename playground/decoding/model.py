@@ -6,7 +6,8 @@ import torch
 from transformers import PreTrainedModel
 
 from playground.config import DrafterKind
-from playground.decoding.base import Draft, Drafter
+from playground.decoding.chain import ChainDraft
+from playground.draft import Draft, Drafter
 from playground.decoding.cache import crop_cache, draft_cache
 from playground.decoding.vocab import SubsetHead
 from playground.kernels.step import LeanForward, why_not as lean_why_not
@@ -46,7 +47,7 @@ class ModelDrafter(Drafter):
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         if k == 0:
             self.proposal_start = self.cached  # nothing proposed: observe() keeps the cache as it is
-            return Draft(ids.new_empty(0), None)
+            return ChainDraft(ids.new_empty(0), None)
         length = ids.shape[1]
         feed = ids[:, self.cached :]
         tokens, logits = [], []
@@ -65,7 +66,7 @@ class ModelDrafter(Drafter):
         # The cache now holds the sequence plus all proposed tokens but the last.
         self.cached = length + len(tokens) - 1
         self.proposal_start = length
-        return Draft(torch.stack(tokens), torch.stack(logits))
+        return ChainDraft(torch.stack(tokens), torch.stack(logits))
 
     @property
     def cache(self):

@@ -15,7 +15,7 @@ from playground.numbers import is_int, is_real
 from playground.progress import Progress, quiet
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
     from playground.treeshape import TreeShape
 

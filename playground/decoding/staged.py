@@ -26,7 +26,7 @@ import torch
 from transformers import PreTrainedModel
 
 from playground.config import DrafterKind
-from playground.decoding.base import Draft
+from playground.decoding.chain import ChainDraft
 from playground.decoding.cache import crop_cache
 from playground.decoding.lookup import lookup
 from playground.decoding.model import ModelDrafter
@@ -51,7 +51,9 @@ class StagedDrafter(ModelDrafter):
         self.proposed = self.kept = self.passes = 0  # the last round's first level
 
     @torch.inference_mode()
-    def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
+    def propose(
+        self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None
+    ) -> ChainDraft:
         self.proposed = self.kept = self.passes = 0
         if k == 0:
             return super().propose(ids, 0, params, generator)  # nothing proposed
@@ -86,7 +88,7 @@ class StagedDrafter(ModelDrafter):
         # The cache holds the sequence and the drafts, all but the last unless a kept proposal ended the draft.
         self.cached = self.cache.get_seq_length()
         self.proposal_start = ids.shape[1]
-        return Draft(torch.tensor(drafted, dtype=ids.dtype, device=ids.device), torch.cat(rows))
+        return ChainDraft(torch.tensor(drafted, dtype=ids.dtype, device=ids.device), torch.cat(rows))
 
     def annotate(self, record: RoundRecord) -> None:
         """The first level of the round in its record."""

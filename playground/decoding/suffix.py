@@ -33,9 +33,10 @@ import torch
 from transformers import PreTrainedModel
 
 from playground.config import DrafterKind
-from playground.decoding.base import Draft, Drafter
+from playground.decoding.chain import ChainDraft
 from playground.decoding.candidates import CandidateDraft
-from playground.decoding.tree import Tree, check_tree_model
+from playground.decoding.tree import check_tree_model
+from playground.draft import Draft, Drafter, Tree
 from playground.records import RoundRecord, SuffixExtras
 from playground.config import SamplingParams
 from playground.treeshape import TreeShape
@@ -239,7 +240,7 @@ class SuffixDrafter(Drafter):
         device = ids.device
         tokens = torch.tensor(best.tokens, dtype=torch.long, device=device)
         if self.shape is None or not best.tokens:
-            self.draft = Draft(tokens, None)
+            self.draft = ChainDraft(tokens, None)
         else:
             depths = []
             for parent in best.parents:

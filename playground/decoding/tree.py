@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground.decoding.base import Draft, Drafter
 from playground.decoding.model import ModelDrafter
 from playground.errors import PlaygroundError
 from playground.records import RoundRecord, TreeExtras
@@ -57,26 +56,7 @@ from playground.sampling import logits_to_probs
 from playground.treeshape import MAX_TREE_WIDTH, TreeShape
 from playground.treesize import Plan, Sizer, TreeCosts, sized_extras, visits
 from playground.config import DecodeConfig, SamplingParams
-
-
-@dataclass
-class Tree:
-    """A drafted tree, nodes in breadth-first order (a parent before its children)."""
-
-    tokens: list[int]  # node tokens
-    parents: list[int]  # parent node per node, -1 = the root (the sequence's last token)
-    depths: list[int]  # 1 for the root's children
-    p_rows: torch.Tensor  # (1 + T, V): p of the root's children (row 0) and of node i's (row 1 + i); 0 if not drafted
-    fed: int = 0  # nodes the draft model has run (the first `fed`, every depth but the last): its cache holds them
-    children: list[list[int]] = field(default_factory=list)  # per row (root = 0, node i = 1 + i), in draw order
-
-    def __post_init__(self) -> None:
-        self.children = [[] for _ in range(len(self.tokens) + 1)]
-        for i, parent in enumerate(self.parents):
-            self.children[parent + 1].append(i)
-
-    def __len__(self) -> int:
-        return len(self.tokens)
+from playground.draft import Draft, Drafter, Tree
 
 
 def check_tree_model(model: PreTrainedModel, role: str = "target") -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import threading
@@ -71,12 +72,15 @@ def cpu_flags() -> set[str]:
     return set(line.split(":", 1)[-1].split())
 
 
+def x86() -> bool:
+    """Whether this CPU runs x86-64 code (aarch64 and the others get portable.c)."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
 def unsupported(name: str) -> str | None:
     """None when this CPU can run the variant, else why not."""
-    import platform
-
     variant = BY_NAME[name]
-    if variant.x86 and platform.machine().lower() not in ("x86_64", "amd64"):
+    if variant.x86 and not x86():
         return f"the {name} kernels are x86-64 code; this CPU is {platform.machine()}"
     missing = [f for f in variant.needs if f not in cpu_flags()]
     return f"this CPU lacks {', '.join(missing)}" if missing else None
@@ -218,7 +222,15 @@ def describe() -> str:
     amx = ""
     if auto and name != "amx" and "amx_bf16" in cpu_flags():  # auto passes amx over: say why
         amx = f"; this CPU has AMX, but {UNPROVEN}"
-    return f"CPU kernels: batch-invariant {name}, {how}{amx}"
+    return f"CPU kernels: batch-invariant {name}, {how}{_passed(name) if auto else ''}{amx}"
+
+
+def _passed(name: str) -> str:
+    """Why auto passed over the variants it tries before `name` (on aarch64: the x86-64 ones), for describe()."""
+    before = [v.name for v in VARIANTS[: VARIANTS.index(BY_NAME[name])] if v.auto and reason(v.name)]
+    if before and not x86() and all(BY_NAME[n].x86 for n in before):
+        return f" ({' and '.join(before)} are x86-64 code; this CPU is {platform.machine()})"
+    return "".join(f"; not {n}: {reason(n)}" for n in before)  # none where one that runs was set by use()
 
 
 def available() -> bool:

@@ -128,7 +128,10 @@ void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8
   for (int64_t m = 0; m < M; m++) {
     const uint16_t *row = x + m * K;
     float amax = 0.0f;
-    for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(from_bf16(row[k])));
+    for (int64_t k = 0; k < K; k++) { /* not fmaxf: GCC 12's aarch64 vectoriser crashes on that reduction (ICE) */
+      float a = fabsf(from_bf16(row[k]));
+      if (a > amax) amax = a; /* the same value as fmaxf(amax, a), a NaN included (passed over) */
+    }
     float s = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / s;
     sx[m] = s;
     for (int64_t k = 0; k < Kp; k++) {

@@ -9,7 +9,6 @@ from playground.models.catalog import (
     default_pair,
     display_name,
     get_pair,
-    own_drafter,
     pairs,
 )
 from playground.models.load import (

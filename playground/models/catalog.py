@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from playground import decoding, settings
+from playground import settings
 from playground.errors import PlaygroundError, shown
 from playground.config import DrafterKind
-from playground.spec import DrafterSpec
 
 PACK_PREFIX = "pack:"
 
@@ -21,16 +20,11 @@ class Pair:
     note: str = ""
     # The drafter that runs the pair's draft: the draft model drafter needs the target's tokenizer,
     # a pair of two tokenizers needs the cross-tokenizer drafter (the same-tokenizer one refuses it).
+    # What the kind means (two tokenizers or one) is the registry's: decoding.two_tokenizers(pair.drafter).
     drafter: DrafterKind = DrafterKind.DRAFT_MODEL
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "drafter", DrafterKind(self.drafter))
-
-    @property
-    def cross_tokenizer(self) -> bool:
-        """Whether the pair's draft runs through a drafter that translates between two tokenizers."""
-        strategy = decoding.strategy(self.drafter)
-        return strategy.draft_model and not strategy.same_tokenizer
 
 
 DEFAULT_PAIR = "Qwen2.5-Coder 0.5B -> 1.5B (offline)"
@@ -128,11 +122,3 @@ def display_name(spec: str) -> str:
     if spec.startswith(("/", "~", ".")) or "\\" in spec:
         return "local folder " + (spec.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or "…")
     return spec
-
-
-def own_drafter(pair_name: str, drafter: DrafterSpec) -> DrafterSpec:
-    """What "draft model" means for a catalog pair in a grid or comparison: its own draft, through the drafter
-    its tokenizers need (a cross-tokenizer pair's draft cannot run the same-tokenizer drafter). Every other
-    choice stays: the cross-tokenizer drafter may run a same-tokenizer pair (what the text route costs)."""
-    pair = pairs().get(pair_name)
-    return drafter if pair is None else drafter.as_kind(decoding.for_pair(drafter.kind, pair.drafter))

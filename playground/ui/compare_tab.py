@@ -1,6 +1,6 @@
 """The Compare pairs tab: several catalog pairs and drafters on the same prompt and settings, each
 against its own target alone (bench.run_grid; the run cap counts the whole request), and, when asked,
-a vLLM engine beside them (bench.vllm_peer: started here for the same pair, or a vLLM server by URL)."""
+a vLLM engine beside them (vllm.peer: started here for the same pair, or a vLLM server by URL)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import bench
-from playground.bench import vllm_peer, vllm_report
+from playground.vllm import peer as vllm_peer, report as vllm_report
 from playground.errors import Ended, PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner
@@ -55,8 +55,8 @@ def run_compare(
 ) -> tuple:
     """(status, bars, acceptance by position, table, CSV download) of every chosen pair x drafter with the shared
     settings (the custom model ids are not used here: each pair runs its own models, "draft model" through the
-    drafter its tokenizers need: models.own_drafter). vllm: the tab's (source, URL, model, target-alone URL),
-    bench.vllm_peer.engine_choice; its engine is checked before anything of ours runs. The runner may be a
+    drafter its tokenizers need: bench.grid.own_drafter). vllm: the tab's (source, URL, model, target-alone URL),
+    vllm.peer.engine_choice; its engine is checked before anything of ours runs. The runner may be a
     jobs.Watched one: the comparison then ends at the next round once nobody listens, and vLLM's engine when
     should_stop() says so. checked: the event's validator has checked vLLM's engine already (vllm_checks), so
     that the device queue never waits on a server."""

@@ -15,7 +15,7 @@ counts against its network address (client_address), since a client picks its ow
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import gradio as gr
 from gradio.server_messages import ProcessCompletedMessage
@@ -208,8 +208,10 @@ class Listener:
 
 
 class Watched:
-    """A Runner whose round streams end (ClientGone) at the next round once the listener is gone; the rest
-    is the runner's own. The tabs hand it to the generate loop and to bench.run_grid in the runner's place."""
+    """A Runner whose sessions end (ClientGone, Stopped) at the next round once the listener is gone or Stop was
+    pressed: each session gets the listener's check (Runner.session's `check`, which the session calls after
+    every round); the rest is the runner's own. The tabs hand it to the generate loop and to bench.run_grid in
+    the runner's place."""
 
     def __init__(self, runner: Any, listener: Listener) -> None:
         self._runner, self.listener = runner, listener
@@ -218,30 +220,7 @@ class Watched:
         return getattr(self._runner, name)
 
     def session(self, *args: Any, **kwargs: Any) -> Any:
-        """The runner's session, whose rounds (and decoders' rounds) end the same way."""
         return self._runner.session(*args, check=self.listener.check, **kwargs)
-
-    def rounds(self, *args: Any, **kwargs: Any) -> Iterator:
-        for record in self._runner.rounds(*args, **kwargs):
-            self.listener.check()
-            yield record
-
-    def decoder(self, *args: Any, **kwargs: Any) -> Any:
-        """The runner's decoder, whose iteration ends the same way (the context-length challenge iterates one)."""
-        return _WatchedDecoder(self._runner.decoder(*args, **kwargs), self.listener)
-
-
-class _WatchedDecoder:
-    def __init__(self, decoder: Any, listener: Listener) -> None:
-        self._decoder, self._listener = decoder, listener
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._decoder, name)
-
-    def __iter__(self) -> Iterator:
-        for record in self._decoder:
-            self._listener.check()
-            yield record
 
 
 # ---------------------------------------------------------------- Stop before it started

@@ -12,8 +12,7 @@ from playground import models, settings
 from playground.runner import Runner
 from playground.startup import Startup
 from playground.config import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_POLICY,
+    DecodeConfig,
     DrafterKind,
     KPolicy,
     K_MAX,
@@ -245,11 +244,12 @@ def _widget(w: decoding.Widget) -> gr.components.Component:
 
 def _decoding_controls() -> dict:
     """k, the token tree, the k policy and its threshold, the temperature, the token limit; top-p and the seed side
-    by side (a row of their own, so that the sidebar fits one screen)."""
+    by side (a row of their own, so that the sidebar fits one screen). Each starts at DecodeConfig's default."""
+    d = DecodeConfig.within_limit()
     out = dict(
-        k=checked_by_us(gr.Slider(K_MIN, K_MAX, value=4, step=1, label="k (draft tokens per round)", elem_id="k")),
+        k=checked_by_us(gr.Slider(K_MIN, K_MAX, value=d.k, step=1, label="k (draft tokens per round)", elem_id="k")),
         tree=gr.Textbox(
-            "",
+            d.tree.label if d.tree else "",
             label="Token tree",
             placeholder="empty = a chain of k tokens",
             elem_id="tree-shape",
@@ -258,7 +258,7 @@ def _decoding_controls() -> dict:
         ),
         policy=gr.Radio(
             [p.label for p in KPolicy],
-            value=DEFAULT_POLICY.label,
+            value=d.policy.label,
             label="k policy",
             elem_id="adaptive",
             info=POLICY_INFO,
@@ -267,7 +267,7 @@ def _decoding_controls() -> dict:
             gr.Slider(
                 0,
                 0.95,
-                value=DEFAULT_CONFIDENCE,
+                value=d.confidence,
                 step=0.05,
                 elem_id="confidence",
                 label="Confidence threshold",
@@ -276,15 +276,26 @@ def _decoding_controls() -> dict:
             )
         ),
         temperature=checked_by_us(
-            gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
+            gr.Slider(0, 2, value=d.temperature, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature")
         ),
         max_new_tokens=checked_by_us(
-            gr.Slider(1, settings.read().max_new_tokens, value=128, step=1, label="Max new tokens", elem_id="max-new")
+            gr.Slider(
+                1,
+                settings.read().max_new_tokens,
+                value=d.max_new_tokens,
+                step=1,
+                label="Max new tokens",
+                elem_id="max-new",
+            )
         ),
     )
     with gr.Row(equal_height=True):
-        out["top_p"] = checked_by_us(gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p", elem_id="top-p", scale=2))
-        out["seed"] = checked_by_us(gr.Number(0, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=80))
+        out["top_p"] = checked_by_us(
+            gr.Slider(0.05, 1, value=d.top_p, step=0.05, label="Top-p", elem_id="top-p", scale=2)
+        )
+        out["seed"] = checked_by_us(
+            gr.Number(d.seed, precision=0, minimum=0, label="Seed", elem_id="seed", min_width=80)
+        )
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import gradio as gr
 
 from playground import trace
-from playground.recorded import RecordingTokenizer
+from playground.replay import RecordingTokenizer
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.runner import Runner, Session
@@ -219,7 +219,16 @@ def build(
         # ticked: the first Generate shows the measured speedup, the same-text check and the race replay
         compare = gr.Checkbox(True, label="Compare with target alone", elem_id="compare-box")
     upload, too_large, gallery = recorded_runs.layout()
-    line = gr.HTML("", elem_id="startup")  # the start-up's progress: the timer fills it within a second of a page load
+    _startup_line(startup)
+    outputs = _run_outputs()
+    recorded_runs.wire(upload, too_large, gallery, controls, state, compare, outputs)
+    _wire_run(runner, controls, state, startup, compare, run_btn, stop_btn, outputs)
+    return outputs, compare
+
+
+def _startup_line(startup: Startup | None) -> None:
+    """The start-up's progress: a timer fills the line within a second of a page load, until the pair is ready."""
+    line = gr.HTML("", elem_id="startup")
     timer = gr.Timer(1.0, active=startup is not None)
     timer.tick(
         lambda: startup_line(startup),
@@ -229,6 +238,11 @@ def build(
         api_visibility="private",
         queue=False,
     )
+
+
+def _run_outputs() -> list:
+    """The run's view, top to bottom: the status line, the coloured text, the comparison, the summary and the
+    downloads, the charts; in View's order."""
     status = gr.HTML(
         status_html("Press Generate (the prompt box holds an example), or open a recorded run."), elem_id="status"
     )
@@ -249,9 +263,23 @@ def build(
         with gr.Row():
             histogram = gr.Plot(empty[2], show_label=False, elem_id="chart-histogram")
             positions = gr.Plot(empty[3], show_label=False, elem_id="chart-positions")
-    outputs = list(
+    return list(
         View(status, text, comparison, summary, acceptance, latency, histogram, positions, tree, csv_btn, json_btn)
     )
+
+
+def _wire_run(
+    runner: Runner,
+    controls: Controls,
+    state: gr.State,
+    startup: Startup | None,
+    compare: gr.Checkbox,
+    run_btn: gr.Button,
+    stop_btn: gr.Button,
+    outputs: list,
+) -> None:
+    """Generate (streamed, through the device queue) and Stop."""
+    status = outputs[0]
 
     def on_generate(progress: Any = gr.Progress(), request: gr.Request = None, *values: Any) -> Iterator[View]:
         *shared, compare_value, session = values  # the order of `inputs` below
@@ -274,7 +302,6 @@ def build(
         withdrawn = await jobs.withdraw(request, "generate", list(unchanged(status=status_html(jobs.BEFORE_START))))
         return await asyncio.to_thread(stop, session, withdrawn)
 
-    recorded_runs.wire(upload, too_large, gallery, controls, state, compare, outputs)
     inputs = controls.as_inputs() + [compare, state]
     running = run_btn.click(
         gpu(on_generate),
@@ -295,4 +322,3 @@ def build(
         concurrency_limit=None,
         api_name="stop",
     )
-    return outputs, compare

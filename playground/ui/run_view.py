@@ -12,7 +12,7 @@ import gradio as gr
 
 from playground import decoding, sametext, trace, tracefile
 from playground.numbers import fmt
-from playground.recorded import decoded_table
+from playground.replay import decoded_table
 from playground.records import RoundRecord
 from playground.ui.common import View, status_html
 from playground.ui.state import CurrentRun, SessionState

@@ -10,6 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import bench
+from playground.bench.results import columns
 from playground.errors import PlaygroundError
 from playground.errors import shown as quoted
 from playground.progress import Progress, quiet
@@ -32,28 +33,7 @@ from playground.views.grid import BASELINE, sweep_figures
 
 THIS_PROMPT, BUILT_IN = "this prompt", "the built-in set (6 categories)"
 # the table shown; the CSV has every column of bench.grid_frame
-TABLE_COLUMNS = [
-    "pair",
-    "category",
-    "engine",
-    "method",
-    "k",
-    "temperature",
-    "target_precision",
-    "draft_precision",
-    "tokens",
-    "tokens_per_s",
-    "speedup",
-    "alpha",
-    "mean_accepted",
-    "mean_acceptance_length",
-    "c",
-    "v",
-    "theory_speedup",
-    "calibrated_speedup",
-    "greedy_equal",
-    "near_tie",
-]
+TABLE_COLUMNS = columns("tab")
 
 
 def shown(grid: pd.DataFrame) -> pd.DataFrame:

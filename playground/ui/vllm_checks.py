@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import gradio as gr
 
-from playground.bench import vllm_peer
+from playground.vllm import peer as vllm_peer
 from playground.errors import PlaygroundError
 from playground.ui import jobs
 

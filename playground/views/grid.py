@@ -137,8 +137,8 @@ def compare_figure(grid: pd.DataFrame) -> go.Figure:
 
 
 def positions_figure(positions: pd.DataFrame) -> go.Figure:
-    """Acceptance by draft position (accepted at position i / drafts, vLLM's definition; bench.vllm_peer.
-    vllm_report.positions_frame), one line per (pair, method, k): ours and vLLM's in the same chart."""
+    """Acceptance by draft position (accepted at position i / drafts, vLLM's definition; vllm.peer,
+    vllm.report.positions_frame), one line per (pair, method, k): ours and vLLM's in the same chart."""
     fig = go.Figure()
     charts.layout(fig, "Acceptance by draft position (accepted at position i / drafts)", "draft position", "acceptance")
     if positions.empty:

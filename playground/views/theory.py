@@ -46,81 +46,16 @@ def theory_figure(
         raise PlaygroundError(f"k_max must be a whole number >= 1, got {shown(k_max)}.")
     ks = list(range(1, k_max + 1))
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Expected tokens per round", "Expected speedup"))
-    fig.add_trace(
-        go.Scatter(
-            x=ks,
-            y=[theory.expected_tokens(alpha, k) for k in ks],
-            mode="lines+markers",
-            name="theory: tokens / round",
-            line=dict(color=charts.BLUE),
-        ),
-        1,
-        1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=ks,
-            y=[theory.speedup(alpha, k, c) for k in ks],
-            mode="lines+markers",
-            name=IDEAL,
-            line=dict(color=charts.GREEN),
-        ),
-        1,
-        2,
-    )
+    tokens = [theory.expected_tokens(alpha, k) for k in ks]
+    fig.add_trace(_curve(ks, tokens, "theory: tokens / round", dict(color=charts.BLUE)), 1, 1)
+    fig.add_trace(_curve(ks, [theory.speedup(alpha, k, c) for k in ks], IDEAL, dict(color=charts.GREEN)), 1, 2)
     best = theory.best_k(alpha, c, k_max)
     fig.add_trace(_star(best, theory.speedup(alpha, best, c), f"best k = {best} (ideal)", charts.ORANGE), 1, 2)
     if profile is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=ks,
-                y=[theory.calibrated_speedup(alpha, k, c, profile) for k in ks],
-                mode="lines+markers",
-                name=CALIBRATED,
-                line=dict(color=charts.PURPLE, dash="dash"),
-            ),
-            1,
-            2,
-        )
-        mine = theory.best_k_calibrated(alpha, c, profile, k_max)
-        fig.add_trace(
-            _star(
-                mine,
-                theory.calibrated_speedup(alpha, mine, c, profile),
-                f"best k = {mine} (this machine)",
-                charts.PURPLE,
-            ),
-            1,
-            2,
-        )
+        _add_calibrated(fig, alpha, c, k_max, profile)
     fig.add_hline(y=1, line=dict(color=charts.GREY, dash="dot"), row=1, col=2)
     if measured:
-        k = measured.get("k")
-        if k and _real(measured.get("tokens_per_round")):
-            fig.add_trace(
-                go.Scatter(
-                    x=[k],
-                    y=[measured["tokens_per_round"]],
-                    mode="markers",
-                    name="this run",
-                    marker=dict(symbol="diamond", size=13, color=charts.VERMILLION),
-                ),
-                1,
-                1,
-            )
-        if k and _real(measured.get("speedup")):
-            fig.add_trace(
-                go.Scatter(
-                    x=[k],
-                    y=[measured["speedup"]],
-                    mode="markers",
-                    name="this run (measured)",
-                    marker=dict(symbol="diamond", size=13, color=charts.VERMILLION),
-                    showlegend=False,
-                ),
-                1,
-                2,
-            )
+        _add_run(fig, measured)
     charts.layout(fig, "", "", "")
     fig.update_xaxes(title_text="k (draft length)")
     fig.update_layout(
@@ -129,6 +64,34 @@ def theory_figure(
         legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.28, yanchor="top"),
     )
     return fig
+
+
+def _curve(ks: list[int], ys: list[float], name: str, line: dict) -> go.Scatter:
+    return go.Scatter(x=ks, y=ys, mode="lines+markers", name=name, line=line)
+
+
+def _add_calibrated(fig: go.Figure, alpha: float, c: float, k_max: int, profile: theory.CostProfile) -> None:
+    """This machine's speedup curve, E(alpha, k) / (k c + v(k)) with v(k) from the profile, and its best k."""
+    ks = list(range(1, k_max + 1))
+    ys = [theory.calibrated_speedup(alpha, k, c, profile) for k in ks]
+    fig.add_trace(_curve(ks, ys, CALIBRATED, dict(color=charts.PURPLE, dash="dash")), 1, 2)
+    mine = theory.best_k_calibrated(alpha, c, profile, k_max)
+    speedup = theory.calibrated_speedup(alpha, mine, c, profile)
+    fig.add_trace(_star(mine, speedup, f"best k = {mine} (this machine)", charts.PURPLE), 1, 2)
+
+
+def _add_run(fig: go.Figure, measured: dict) -> None:
+    """A run as a diamond on each panel where it has the figure: tokens per round (left), speedup (right)."""
+    k = measured.get("k")
+    diamond = dict(symbol="diamond", size=13, color=charts.VERMILLION)
+    if k and _real(measured.get("tokens_per_round")):
+        point = go.Scatter(x=[k], y=[measured["tokens_per_round"]], mode="markers", name="this run", marker=diamond)
+        fig.add_trace(point, 1, 1)
+    if k and _real(measured.get("speedup")):
+        point = go.Scatter(
+            x=[k], y=[measured["speedup"]], mode="markers", name="this run (measured)", marker=diamond, showlegend=False
+        )
+        fig.add_trace(point, 1, 2)
 
 
 def measured_point(summary: dict) -> dict | None:

@@ -12,6 +12,7 @@ from playground.bench.cli import main
 from playground.errors import PlaygroundError
 from playground.models.cache import model_bytes
 from playground.config import BASELINE, SPECULATIVE
+from tests.helpers import load_pair
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def test_each_batch_output_is_compared_with_its_own_prompts_solo_run(runner, spe
 
 
 def test_kv_bytes_per_token_from_the_config(runner, spec):
-    loaded = runner.load(spec)
+    loaded = load_pair(runner, spec)
     # the tiny target: 2 layers, 2 KV heads of 64 / 4 = 16 dimensions, fp32: keys and values
     assert memory.kv_bytes_per_token(loaded.target) == 2 * 2 * 2 * 16 * 4
     one, sixteen = (memory.memory_need(loaded, rows, 100, 10, 3) for rows in (1, 16))
@@ -62,7 +63,7 @@ def test_kv_bytes_per_token_from_the_config(runner, spec):
 
 
 def test_a_batch_over_the_memory_budget_is_refused_before_anything_runs(runner, spec, monkeypatch):
-    loaded = runner.load(spec)
+    loaded = load_pair(runner, spec)
     weights = model_bytes(loaded.target) + model_bytes(loaded.draft)
     longest = max(len(challenges.encode_prompt(loaded.tokenizer, p)[0]) for p in challenges.BATCH_PROMPTS[:64])
     fits = memory.memory_need(loaded, 1, longest, 10, 3).total

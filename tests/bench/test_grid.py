@@ -15,6 +15,7 @@ from playground.errors import PlaygroundError
 from playground.runner import Runner
 from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
+from tests.helpers import load_pair
 
 PROMPTS = {"code": "def fibonacci(n):", "story": "Once upon a time"}
 
@@ -26,9 +27,9 @@ class CountingRunner(Runner):
         super().__init__()
         self.calls: list[tuple[str, str, float]] = []
 
-    def rounds(self, spec, pair, progress=None, memory=None):
+    def _decoder(self, spec, pair, *args, **kwargs):  # what a session's rounds decode with (a warm-up's: _build)
         self.calls.append((spec.drafter.kind.value, spec.prompt, spec.decode.temperature))
-        return super().rounds(spec, pair)
+        return super()._decoder(spec, pair, *args, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,7 @@ def test_the_frame_has_the_columns_the_views_read(grid):
 def test_hf_peer_restores_the_drafts_generation_config(tiny_models, pair):
     runner = Runner()
     spec = RunSpec(pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=8, k=2), "Once upon a time")
-    loaded = runner.load(spec)
+    loaded = load_pair(runner, spec)
     config = loaded.draft.generation_config
     before = {
         "num_assistant_tokens": 7,
@@ -149,7 +150,7 @@ def test_hf_peer_restores_the_drafts_generation_config(tiny_models, pair):
 def test_hf_assisted_runs_with_the_same_draft_object(pair):
     runner = Runner()
     spec = RunSpec(pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=6), "Once upon a time")
-    loaded = runner.load(spec)
+    loaded = load_pair(runner, spec)
     seen = []
     real = loaded.draft.forward
 
@@ -293,7 +294,7 @@ def test_the_confidence_policys_hf_peer_is_assisted_generation_with_the_same_thr
     results = run_grid(runner, [pair], {"story": "Once upon a time"}, decodes, [DrafterSpec()], compare_hf=True)
     peer = next(r for r in results if r.method == hf.HF_CONFIDENCE)
     assert peer.k == "confidence" and peer.greedy_equal is True
-    loaded = runner.load(RunSpec(pair, DrafterSpec(), decodes[0], "Once upon a time"))
+    loaded = load_pair(runner, RunSpec(pair, DrafterSpec(), decodes[0], "Once upon a time"))
     seen, real = [], loaded.draft.forward
     before = loaded.draft.generation_config.assistant_confidence_threshold
 

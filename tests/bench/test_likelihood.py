@@ -17,6 +17,7 @@ from playground.bench.results import Result
 from playground.runner import Runner, encode_prompt
 from playground.config import DecodeConfig, DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec
+from tests.helpers import load_pair
 
 PROMPTS = {"code": "def fibonacci(n):", "story": "Once upon a time"}
 T = 0.1  # the tiny random models' logits are close together: a low temperature makes their distribution peaked
@@ -35,7 +36,7 @@ def scored(pair):
     )
     sampled = next(r for r in results if r.temperature == T and r.drafter == DrafterKind.DRAFT_MODEL.value)
     rng = random.Random(0)
-    vocab = runner.load(RunSpec(pair, DrafterSpec(), DecodeConfig(), "x")).target.config.vocab_size
+    vocab = load_pair(runner, RunSpec(pair, DrafterSpec(), DecodeConfig(), "x")).target.config.vocab_size
     broken = replace(
         sampled,
         method="a broken sampler",
@@ -51,7 +52,9 @@ def scored(pair):
 def test_one_pass_equals_scoring_one_position_at_a_time(pair, scored):
     runner, results, _ = scored
     row = next(r for r in results if r.temperature == T and r.engine == "ours" and r.new_tokens)
-    loaded = runner.load(RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), DecodeConfig(), PROMPTS[row.category]))
+    loaded = load_pair(
+        runner, RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), DecodeConfig(), PROMPTS[row.category])
+    )
     ids = encode_prompt(loaded.tokenizer, PROMPTS[row.category])
     total = 0.0
     with torch.no_grad():

@@ -11,9 +11,10 @@ import pytest
 from playground.bench import grid_frame, hf, report, targets
 from playground.bench.results import Result
 from playground.errors import PlaygroundError
-from playground.config import DEFAULT_POLICY
+from playground.config import DecodeConfig
 
-DEFAULT_K = DEFAULT_POLICY.value  # the k label of the default policy's rows: what the targets' k "default" selects
+# the k label of the default policy's rows: what the targets' k "default" selects
+DEFAULT_K = DecodeConfig.default("policy").value
 
 ENV = {"date": "today", "commit": "abc1234", "device": "CPU, 2 cores", "torch": "2.x", "threads": 2}
 

@@ -1,6 +1,6 @@
-"""vLLM as a peer and as an engine (playground/bench/vllm.py, vllm_server.py, vllm_worker.py).
+"""vLLM as a peer and as an engine (playground/vllm/engine.py, server.py, worker.py).
 
-On a tiny random pair that vLLM's CPU build loads (playground/tiny_vllm.py), fp32 on both sides:
+On a tiny random pair that vLLM's CPU build loads (playground/vllm/tiny.py), fp32 on both sides:
 vLLM's greedy output for the target alone, for draft-model and for ngram speculation equals our
 engine's target alone, token for token; its spec-decode counters parse and add up; an OpenAI-compatible
 server started here on localhost gives the same tokens and counters through its completions and
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_all
+from tests.helpers import run_all, load_pair
 from playground import trace
-from playground.bench import vllm_serve, vllm_server
-from playground.bench.vllm_metrics import SpecCounters, parse_prometheus
-from playground.bench.vllm import Stopped, VLLMRequest, run_worker, vllm_python
+from playground.vllm import serve as vllm_serve, server as vllm_server
+from playground.vllm.metrics import SpecCounters, parse_prometheus
+from playground.vllm.engine import Stopped, VLLMRequest, run_worker, vllm_python
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt, new_tokens
-from playground.config import DecodeConfig, DrafterKind
+from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from tests.vllm_support import K, MAX_TOKENS, fast_request as request, not_vllm_server, require_vllm
 
@@ -41,9 +41,12 @@ def ours(vllm_pair, runner) -> dict[str, tuple[list[int], list[int]]]:
     out = {}
     for name, text in TEXTS.items():
         spec = RunSpec(
-            pair, DrafterSpec(DrafterKind.DRAFT_MODEL), DecodeConfig(max_new_tokens=MAX_TOKENS, k=K), text
+            pair,
+            DrafterSpec(DrafterKind.DRAFT_MODEL),
+            DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, policy=KPolicy.FIXED),
+            text,
         ).baseline()
-        loaded = runner.load(spec)
+        loaded = load_pair(runner, spec)
         out[name] = (encode_prompt(loaded.tokenizer, text)[0].tolist(), new_tokens(run_all(runner, spec)))
     return out
 

@@ -1,4 +1,4 @@
-"""vLLM's rows beside ours (playground/bench/vllm_peer.py, vllm_report.py, `--compare-vllm`).
+"""vLLM's rows beside ours (playground/vllm/peer.py, report.py, `--compare-vllm`).
 
 The command line end to end on the tiny vLLM pair (fp32, vLLM started fast: no torch.compile, one process):
 vLLM's target alone, draft model at our k and ngram with our max_ngram, greedy and T = 0.7, on our prompt
@@ -16,10 +16,11 @@ import time
 import pytest
 
 from playground import bench
-from playground.bench import report, vllm_peer, vllm_report
+from playground.bench import report
+from playground.vllm import peer as vllm_peer, report as vllm_report
 from playground.bench.results import Result
-from playground.bench.vllm_peer import VLLMEngine, engine_choice, methods_for, vllm_ks
-from playground.bench.vllm_report import positions_frame
+from playground.vllm.peer import VLLMEngine, engine_choice, methods_for, vllm_ks
+from playground.vllm.report import positions_frame
 from playground.errors import PlaygroundError
 from playground.runner import Runner
 from playground.config import DecodeConfig, DrafterKind, KPolicy
@@ -122,7 +123,7 @@ def test_compare_vllm_without_its_environment_says_so_before_running_anything(
 
 def test_a_server_gives_its_rows_on_our_prompt_tokens(vllm_server, vllm_pair, runner, allow_vllm):
     pair = PairSpec(PAIR, str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision="fp32")
-    decode = DecodeConfig(max_new_tokens=16, k=3)
+    decode = DecodeConfig(max_new_tokens=16, k=3, policy=KPolicy.FIXED)
     results = bench.run_grid(
         runner, [pair], PROMPTS, [decode], [DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision="fp32")]
     )
@@ -169,9 +170,12 @@ def test_a_server_of_another_tokenizer_is_named(vllm_server, vllm_pair, runner, 
 
 
 def test_vllm_runs_at_the_grids_fixed_k_values_else_at_the_adaptive_starting_k():
-    assert vllm_ks([DecodeConfig(k=4, policy=KPolicy.THEORY), DecodeConfig(k=2), DecodeConfig(k=6)]) == [2, 6]
+    FIXED = KPolicy.FIXED
+    assert vllm_ks(
+        [DecodeConfig(k=4, policy=KPolicy.THEORY), DecodeConfig(k=2, policy=FIXED), DecodeConfig(k=6, policy=FIXED)]
+    ) == [2, 6]
     assert vllm_ks([DecodeConfig(k=4, policy=KPolicy.THEORY)]) == [4]
-    assert vllm_ks([DecodeConfig(k=3, tree="2-1"), DecodeConfig(k=5)]) == [5]
+    assert vllm_ks([DecodeConfig(k=3, tree="2-1"), DecodeConfig(k=5, policy=FIXED)]) == [5]
 
 
 def test_vllms_methods_are_those_of_our_drafters_it_has():

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.bench import vllm_peer
+from playground.vllm import peer as vllm_peer
 from tests.vllm_support import K, require_vllm
 
 playwright = pytest.importorskip("playwright.sync_api")

@@ -5,6 +5,11 @@ free after a Stop and after a client departs, as the next user sees it. It measu
 against the start plus the sessions' budget (PLAYGROUND_SESSION_MB, small here so that the budget drops things),
 and counts errors.
 
+Each client has its own network address (X-Forwarded-For, which uvicorn takes as the address on a connection from
+this machine), as users behind a proxy do, so the per-address cap (8 places) does not turn 40 clients into 8; the
+queue's 32 places then fill, and Gradio's "Queue is full" is counted as the refusal it is. Clients wait up to 60 s
+for an answer to a request (httpx's default is 5 s; a browser waits longer).
+
 Short by default (CI: 5 clients, SOAK_SECONDS 45); `SOAK_LONG=1` runs the issue's long soak (40 clients, 30 min).
 Run with -s to see the figures; SOAK_REPORT=path writes them as JSON.
 """
@@ -37,6 +42,24 @@ MARGIN_MB = 500  # the issue's goal: resident memory at most weights + budget + 
 STOP_FREE_S, DEPART_FREE_S = 1.0, 5.0  # the issue's goals: the device free after a Stop, after a departure
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = (ROOT / "assets" / "runs" / "code.json").read_bytes()
+REFUSALS = ("runs waiting or running", "Queue is full")  # a cap's answer (jobs.refusal) or Gradio's full queue
+PATIENCE_S = 60.0  # how long a client waits for the answer to one request
+
+
+def address(seed: int) -> dict:
+    """Client `seed`'s own network address, as the header a proxy would add."""
+    return {"X-Forwarded-For": f"10.44.{seed // 200}.{seed % 200 + 1}"}
+
+
+def client(url: str, seed: int) -> Client:
+    return Client(url, verbose=False, headers=address(seed), httpx_kwargs={"timeout": PATIENCE_S})
+
+
+def refused(text: str) -> str:
+    """The tally's name for a refusal in `text` ("" when it is none)."""
+    if REFUSALS[0] in text:
+        return "refused: cap"
+    return "refused: queue full" if REFUSALS[1] in text else ""
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +106,7 @@ def soak_app(tmp_path_factory):
         log.close()
 
 
-def _upload(url: str) -> int:
+def _upload(url: str, seed: int) -> int:
     """POST a recorded run's trace to Gradio's upload route, as the page's *Open a trace JSON* does: the status."""
     boundary = uuid.uuid4().hex
     body = (
@@ -93,7 +116,9 @@ def _upload(url: str) -> int:
         + f"\r\n--{boundary}--\r\n".encode()
     )
     request = urllib.request.Request(
-        url + "gradio_api/upload", data=body, headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}
+        url + "gradio_api/upload",
+        data=body,
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"} | address(seed),
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -102,11 +127,12 @@ def _upload(url: str) -> int:
         return exc.code
 
 
-def _depart(url: str) -> None:
+def _depart(url: str, seed: int) -> str:
     """A client that submits a long run and leaves while it runs (its process ends: the connection closes)."""
     code = (
         f"import os, time\nfrom gradio_client import Client\n"
-        f"job = Client({url!r}, verbose=False).submit(*{args(**LONG)!r}, api_name='/generate')\n"
+        f"job = Client({url!r}, verbose=False, headers={address(seed)!r}, httpx_kwargs={{'timeout': {PATIENCE_S}}})"
+        f".submit(*{args(**LONG)!r}, api_name='/generate')\n"
         f"deadline = time.monotonic() + 120\n"
         f"while job.status().code.name not in {QUEUED!r} and time.monotonic() < deadline:\n    time.sleep(0.02)\n"
         f"code = job.status().code.name\n"
@@ -131,7 +157,7 @@ class Tally:
 
 def _client(url: str, seed: int, until: float, tally: Tally) -> None:
     rng = random.Random(seed)
-    me = Client(url, verbose=False)
+    me = client(url, seed)
     while time.monotonic() < until:
         action = rng.choices(["run", "suffix", "upload", "stop", "depart"], [4, 3, 2, 1, 1])[0]
         try:
@@ -144,32 +170,39 @@ def _client(url: str, seed: int, until: float, tally: Tally) -> None:
                     suffix_memory=action == "suffix",  # suffix decoding's memory of earlier runs
                 )
                 status = me.predict(*a, api_name="/generate")[0]
-                tally.add(action, "" if "Done" in status else status)
+                if refused(status):
+                    tally.add(refused(status))
+                else:
+                    tally.add(action, "" if "Done" in status else status)
             elif action == "upload":
-                code = _upload(url)
+                code = _upload(url, seed)
                 tally.add(action, "" if code in (200, 429) else f"HTTP {code}")
             elif action == "stop":
                 job = me.submit(*args(**LONG), api_name="/generate")
                 try:
                     running(job, "the run to stop")
                 except AssertionError:  # refused at admission (a cap) never runs: the cap's answer, not an error
-                    if job.done() and "runs waiting or running" in str(job.exception()):
-                        tally.add("refused")
+                    if job.done() and refused(str(job.exception())):
+                        tally.add(refused(str(job.exception())))
                         continue
-                    raise
+                    if job.done():
+                        raise
+                    job.cancel()  # still waiting after 120 s behind the others: Stop while it waits
+                    tally.add("stop while waiting")
+                    continue
                 time.sleep(0.3)
                 job.cancel()
                 tally.add(action)
             else:
-                left = _depart(url)
-                if "runs waiting or running" in left:  # refused at admission (a cap): it never ran, so never left
-                    tally.add("refused")
+                left = _depart(url, seed)
+                if refused(left):  # refused at admission (a cap): it never ran, so never left
+                    tally.add(refused(left))
                     continue
                 code = left.split(" ")[0]
                 tally.add(action, "" if code in QUEUED or code == "IN_QUEUE" else f"the client saw {left!r}")
         except Exception as exc:  # noqa: BLE001  counted: the soak asserts there were none
-            if "runs waiting or running" in str(exc):  # a cap's answer (jobs.refusal): what the caps are for
-                tally.add("refused")
+            if refused(str(exc)):  # a cap's answer (jobs.refusal) or a full queue: what the caps are for
+                tally.add(refused(str(exc)))
             else:
                 tally.add(action, f"{type(exc).__name__}: {exc}")
 
@@ -200,6 +233,7 @@ def test_soak_mixed_clients_then_the_device_is_free_soon_after_a_stop_and_a_depa
     for t in threads:
         t.join()
     rss_end = app.memory_info().rss / 2**20
+    print(f"\nsoak phase: {json.dumps(tally.counts)}, {len(tally.errors)} errors: {tally.errors[:5]}", flush=True)
 
     # with the load gone: the next user's wait after a Stop mid-run, and after a client left mid-run
     stops, departs = [], []
@@ -212,7 +246,7 @@ def test_soak_mixed_clients_then_the_device_is_free_soon_after_a_stop_and_a_depa
         wait, status = _next_wait(url)
         stops.append(wait)
         assert "Done" in status, status
-        assert _depart(url) in QUEUED
+        assert _depart(url, CLIENTS) in QUEUED
         wait, status = _next_wait(url)
         departs.append(wait)
         assert "Done" in status, status

@@ -11,7 +11,7 @@ DRAFT, CROSS = DrafterKind.DRAFT_MODEL.value, DrafterKind.CROSS_TOKENIZER.value
 
 
 def test_a_cross_tokenizer_pair_switches_the_draft_model_drafter_and_back():
-    cross = next(p.name for p in models.pairs().values() if p.cross_tokenizer)
+    cross = next(p.name for p in models.pairs().values() if decoding.two_tokenizers(p.drafter))
     same = models.DEFAULT_PAIR
     assert pair_drafter(cross, DRAFT) == CROSS
     assert pair_drafter(same, CROSS) == DRAFT
@@ -19,7 +19,7 @@ def test_a_cross_tokenizer_pair_switches_the_draft_model_drafter_and_back():
 
 
 def test_draft_free_drafters_and_unknown_pairs_leave_the_drafter_alone():
-    cross = next(p.name for p in models.pairs().values() if p.cross_tokenizer)
+    cross = next(p.name for p in models.pairs().values() if decoding.two_tokenizers(p.drafter))
     assert pair_drafter(cross, DrafterKind.PROMPT_LOOKUP.value) == DrafterKind.PROMPT_LOOKUP.value
     assert pair_drafter("<no such pair>", DRAFT) == DRAFT
 

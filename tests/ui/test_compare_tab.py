@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from playground import bench
-from playground.bench import vllm_peer
+from playground.vllm import peer as vllm_peer
 from playground.ui.compare_tab import run_compare
 from playground.ui.state import SessionState
 from tests.vllm_support import not_vllm_server, require_vllm

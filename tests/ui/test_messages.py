@@ -109,7 +109,7 @@ def test_export_never_loads_a_model(tiny_catalog, runner, monkeypatch):
     def no_load(*args, **kwargs):
         raise AssertionError("Export loaded a model")
 
-    monkeypatch.setattr(runner, "load", no_load)
+    monkeypatch.setattr(runner, "_load", no_load)
     monkeypatch.setattr(models.MODELS, "get", no_load)
     status, hf = export_tab.show_export(runner, controls(drafter="early exit"))[:2]
     assert "status-ok" in status and "assistant_early_exit=1" in hf  # the tiny target: 2 layers, a quarter is 1

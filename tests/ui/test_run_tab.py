@@ -72,7 +72,7 @@ def test_unexpected_error_is_one_line_without_server_paths(tiny_catalog, runner,
     def boom(*args, **kwargs):
         raise RuntimeError("disk on fire at /srv/secret/models/x.bin (C:\\models\\y)\nsecond line of detail")
 
-    monkeypatch.setattr(runner, "load", boom)
+    monkeypatch.setattr(runner, "_load", boom)
     status = call(runner)[-1].status
     assert "Something went wrong: RuntimeError: disk on fire at …" in status
     assert "second line" not in status and "/srv" not in status and "secret" not in status and "models" not in status

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from playground.bench import vllm_peer
+from playground.vllm import peer as vllm_peer
 from playground.ui import vllm_checks
 from tests.listener import listener
 

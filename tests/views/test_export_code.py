@@ -13,7 +13,7 @@ import types
 import pytest
 
 from playground.errors import PlaygroundError
-from playground.config import DecodeConfig, DrafterKind
+from playground.config import DecodeConfig, DrafterKind, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config, vllm_serve_command
 
@@ -47,7 +47,7 @@ def make(
         DrafterSpec(
             drafter, options_of(drafter, dict(precision=precision, exit_layer=exit_layer, max_ngram=max_ngram))
         ),
-        DecodeConfig(**decode),
+        DecodeConfig(**{"max_new_tokens": 64, "policy": KPolicy.FIXED, **decode}),  # the defaults before issue 45
         prompt,
         chat,
     )
@@ -494,7 +494,12 @@ def test_pack_runs_export_hub_ids(execute):
 
 
 def draftfree(kind: DrafterKind, **options) -> RunSpec:
-    return RunSpec(PairSpec("pair", TARGET, DRAFT), DrafterSpec.of(kind, **options), DecodeConfig(k=6), "Hello")
+    return RunSpec(
+        PairSpec("pair", TARGET, DRAFT),
+        DrafterSpec.of(kind, **options),
+        DecodeConfig(k=6, policy=KPolicy.FIXED),
+        "Hello",
+    )
 
 
 def test_a_suffix_run_exports_vllms_suffix_config_with_its_options(execute):

@@ -1,6 +1,6 @@
 """The Export tab's vLLM snippets run (playground/views/export_code.py: vllm_code).
 
-Each snippet, as the Export tab writes it for a run on the tiny vLLM pair (playground/tiny_vllm.py, fp32,
+Each snippet, as the Export tab writes it for a run on the tiny vLLM pair (playground/vllm/tiny.py, fp32,
 greedy), is saved as a script and run as is with the python of vLLM's own environment, in vLLM's default
 process layout (so the `if __name__ == "__main__":` guard is exercised: vLLM's workers import the script
 again). What it prints is our engine's greedy output for the same run, decoded: the draft-model snippet and
@@ -16,10 +16,10 @@ import subprocess
 
 import pytest
 
-from tests.helpers import run_all
-from playground.bench.vllm import stop_group, vllm_env, vllm_python
+from tests.helpers import run_all, load_pair
+from playground.vllm.engine import stop_group, vllm_env, vllm_python
 from playground.runner import new_tokens
-from playground.config import DecodeConfig, DrafterKind, Precision
+from playground.config import DecodeConfig, DrafterKind, Precision, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.export_code import vllm_code, vllm_config
 from tests.vllm_support import K, MAX_TOKENS, require_vllm
@@ -35,7 +35,9 @@ def exported_run(vllm_pair, kind: DrafterKind) -> RunSpec:
         "tiny vllm (test)", str(vllm_pair["target"]), str(vllm_pair["draft"]), target_precision=Precision.FP32
     )
     drafter = DrafterSpec.of(kind, precision=Precision.FP32) if kind is DrafterKind.DRAFT_MODEL else DrafterSpec(kind)
-    return RunSpec(pair, drafter, DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, temperature=0.0), PROMPT)
+    return RunSpec(
+        pair, drafter, DecodeConfig(max_new_tokens=MAX_TOKENS, k=K, policy=KPolicy.FIXED, temperature=0.0), PROMPT
+    )
 
 
 @pytest.mark.parametrize("kind", [DrafterKind.DRAFT_MODEL, DrafterKind.PROMPT_LOOKUP], ids=["draft model", "ngram"])
@@ -45,7 +47,7 @@ def test_the_exported_vllm_snippet_prints_our_greedy_output(vllm_pair, runner, t
     ours = run_all(runner, spec)
     tokens = new_tokens(ours)
     assert tokens == new_tokens(run_all(runner, spec.baseline()))  # ours is the target's own greedy output
-    expected = runner.load(spec).tokenizer.decode(tokens, skip_special_tokens=True)
+    expected = load_pair(runner, spec).tokenizer.decode(tokens, skip_special_tokens=True)
 
     code = vllm_code(spec)
     assert "speculative_config=" in code and vllm_config(spec)["num_speculative_tokens"] == K

@@ -9,7 +9,7 @@ from playground.config import DrafterKind, Precision
 from playground.decoding.options import NONE, Context, Peer, Strategy, precision_of
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 NO_VLLM = (  # the vLLM export's whole snippet, as comments

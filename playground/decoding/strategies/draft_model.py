@@ -11,7 +11,7 @@ from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 NAMES = {"vocab": "draft_vocab"}  # "draft model:int8,vocab=32768" (a bare word: the precision)

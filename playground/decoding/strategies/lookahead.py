@@ -11,7 +11,7 @@ from playground.decoding.options import NONE, Context, Peer, Strategy, Widget, f
 from playground.errors import PlaygroundError
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 # W, N and G sized for a CPU pass of about 16 tokens (docs/draft-free.md); the paper's GPU settings (W 15, N 5,

@@ -9,7 +9,7 @@ from playground.config import DrafterKind
 from playground.decoding.options import Context, Peer, Strategy, Widget, typed, whole
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 MAX_NGRAM, NGRAM = (1, 8), 3  # the longest n-gram matched: its range, its default

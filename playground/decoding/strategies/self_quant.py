@@ -12,7 +12,7 @@ from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 BITS = (4, 8)

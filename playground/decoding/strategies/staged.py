@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
 from playground.decoding.options import Context, Peer, Strategy, precision_of, typed, whole
-from playground.decoding.strategies.prompt_lookup import MAX_NGRAM, NGRAM, WIDGETS, ngram_label
+from playground.decoding.strategies import prompt_lookup
 from playground.numbers import fmt
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 # The peers run the draft model alone ({tool}: transformers or vLLM); vLLM's bench rows stand beside it too
@@ -25,15 +25,17 @@ ALONE = (
 @dataclass(frozen=True)
 class Options:
     precision: Precision | None = None  # the draft model's; None = the device default
-    max_ngram: int = NGRAM  # the lookup's longest n-gram
+    max_ngram: int = prompt_lookup.Options.max_ngram  # the lookup's longest n-gram: prompt lookup's default
 
     def __post_init__(self) -> None:
         precision_of(self)
-        typed(self, max_ngram=whole(self.max_ngram, *MAX_NGRAM, "The prompt-lookup n-gram size"))
+        typed(self, max_ngram=whole(self.max_ngram, *prompt_lookup.MAX_NGRAM, "The prompt-lookup n-gram size"))
 
     @property
     def label(self) -> str:
-        return ", ".join(p for p in (self.precision and self.precision.value, ngram_label(self.max_ngram)) if p)
+        return ", ".join(
+            p for p in (self.precision and self.precision.value, prompt_lookup.ngram_label(self.max_ngram)) if p
+        )
 
 
 def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
@@ -62,7 +64,7 @@ STRATEGY = Strategy(
     same_tokenizer=True,
     ran="draft {draft}, its drafts by prompt lookup",
     options=Options,
-    widgets=WIDGETS,  # prompt lookup's n-gram size: the page's one control serves both
+    widgets=prompt_lookup.WIDGETS,  # prompt lookup's n-gram size: the page's one control serves both
     short="staged",  # its own name has a colon
     positional="precision",
     hf=Peer("assisted", ALONE),

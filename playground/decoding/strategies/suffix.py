@@ -10,10 +10,9 @@ from playground.config import DrafterKind
 from playground.decoding.options import Context, Peer, Strategy, Widget, flag, real, typed, whole
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
-DEFAULTS = dict(suffix_memory=False, suffix_factor=1.0, suffix_min_prob=0.1, suffix_depth=24)  # vLLM's defaults
 NAMES = {"factor": "suffix_factor", "min-prob": "suffix_min_prob", "depth": "suffix_depth", "memory": "suffix_memory"}
 WIDGETS = (
     Widget("suffix_factor", "Suffix: spec factor", 0.5, 4, 0.5),
@@ -38,6 +37,8 @@ NEAREST = (  # the transformers export: prompt lookup, the nearest it has
 
 @dataclass(frozen=True)
 class Options:
+    """Its defaults are vLLM's (and the page's, the link's and the command line's)."""
+
     suffix_memory: bool = False  # also draft from this session's earlier outputs (off: runs stay independent)
     suffix_factor: float = 1.0  # a draft holds at most factor x (matched length) tokens [max_spec_factor]
     suffix_min_prob: float = 0.1  # stop a draft where its frequency estimate falls under this [min_token_prob]
@@ -66,7 +67,8 @@ class Options:
     def label(self) -> str:
         """Where an option differs from vLLM's default: "factor 2, session memory"."""
         short = (("factor", "suffix_factor"), ("min p", "suffix_min_prob"), ("depth", "suffix_depth"))
-        parts = [f"{s} {getattr(self, f):g}" for s, f in short if getattr(self, f) != DEFAULTS[f]]
+        default = Options()
+        parts = [f"{s} {getattr(self, f):g}" for s, f in short if getattr(self, f) != getattr(default, f)]
         return ", ".join(parts + ["session memory"] * self.suffix_memory)
 
 

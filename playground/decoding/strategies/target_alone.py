@@ -9,7 +9,7 @@ from playground.config import DrafterKind
 from playground.decoding.options import Context, Peer, Strategy
 
 if TYPE_CHECKING:
-    from playground.decoding.base import Drafter
+    from playground.draft import Drafter
     from playground.models import LoadedPair
 
 

@@ -11,9 +11,9 @@ import pandas as pd
 from playground import sametext
 from playground.bench import hf
 from playground.bench.results import Result
-from playground.bench.vllm import METHOD_LABELS
-from playground.bench.vllm_metrics import SpecCounters
-from playground.bench.vllm_peer import SERVER_TARGET, TARGET_ALONE
+from playground.vllm.engine import METHOD_LABELS
+from playground.vllm.metrics import SpecCounters
+from playground.vllm.peer import SERVER_TARGET, TARGET_ALONE
 from playground.numbers import fmt as _fmt
 
 VLLM_TARGETS = (METHOD_LABELS["target"], SERVER_TARGET)

@@ -1,4 +1,4 @@
-"""A tiny random pair that vLLM's CPU build can load: tiny.py's models have a head dimension of 16,
+"""A tiny random pair that vLLM's CPU build can load: playground/tiny.py's models have a head dimension of 16,
 which vLLM's CPU attention does not support ("Unsupported CPU attention configuration: head_dim=16";
 it takes 32, 64, 80, 96, 112, 128, ...); these have 32 (hidden 128, 4 heads). The draft is a noisy
 copy of the target, as in tiny.build_pair. No weights are downloaded."""
@@ -23,5 +23,5 @@ def build_pair(root: Path) -> dict[str, Path]:
     return folders
 
 
-if __name__ == "__main__":  # python -m playground.tiny_vllm DIR
+if __name__ == "__main__":  # python -m playground.vllm.tiny DIR
     print(build_pair(Path(sys.argv[1])))

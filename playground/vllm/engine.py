@@ -3,11 +3,11 @@
 vLLM lives in an environment of its own (scripts/install_vllm.sh; vLLM pins a transformers older than
 the playground's). Two ways to run a pair on it:
 
-- `run_worker(request, prompts)`: playground/vllm_worker.py in that environment, one engine per call,
+- `run_worker(request, prompts)`: playground/vllm/worker.py in that environment, one engine per call,
   the prompts one at a time after a warm-up, each timed alone; JSON in and out through files.
-- `bench.vllm_server.VLLMServer(url)`: an OpenAI-compatible vLLM server already running (any size, any
+- `vllm.server.VLLMServer(url)`: an OpenAI-compatible vLLM server already running (any size, any
   number of GPUs or nodes), read through its completions endpoint and its Prometheus `/metrics`
-  (`vllm:spec_decode_*`); `bench.vllm_serve.start_server(...)` starts `vllm serve` from the environment
+  (`vllm:spec_decode_*`); `vllm.serve.start_server(...)` starts `vllm serve` from the environment
   on localhost (tests, local runs).
 
 Both give a `VLLMRun`: per prompt the output token ids, wall seconds and vLLM's spec-decode counters
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from playground import settings
-from playground.bench.vllm_metrics import SpecCounters
+from playground.vllm.metrics import SpecCounters
 from playground.errors import Ended, PlaygroundError
 
 METHODS = ("target", "draft_model", "ngram", "suffix")  # vLLM's names; "target": no speculative_config
@@ -46,7 +46,7 @@ METHOD_LABELS = {
     "ngram": "vLLM ngram",
     "suffix": "vLLM suffix",
 }
-WORKER = Path(__file__).resolve().parents[1] / "vllm_worker.py"
+WORKER = Path(__file__).resolve().parent / "worker.py"
 INSTALL_HINT = "bash scripts/install_vllm.sh"
 
 # A prompt: token ids (sent as they are: encode with the target's tokenizer, as our engine does), or a
@@ -107,7 +107,7 @@ def vllm_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class VLLMRequest:
-    """One vLLM engine and how to run the prompts on it (the worker's request, docs in vllm_worker.py)."""
+    """One vLLM engine and how to run the prompts on it (the worker's request, docs in worker.py)."""
 
     target: str
     method: str = "target"  # METHODS

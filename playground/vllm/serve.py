@@ -1,4 +1,4 @@
-"""`vllm serve` from vLLM's environment on a free port, as a VLLMServer (vllm_server.py) until the block ends."""
+"""`vllm serve` from vLLM's environment on a free port, as a VLLMServer (server.py) until the block ends."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 from playground import outbound
-from playground.bench.vllm import VLLMRequest, stop_group, tail, vllm_env, vllm_python
-from playground.bench.vllm_server import VLLMServer
+from playground.vllm.engine import VLLMRequest, stop_group, tail, vllm_env, vllm_python
+from playground.vllm.server import VLLMServer
 from playground.errors import PlaygroundError
 
 
@@ -86,6 +86,7 @@ def start_server(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=vllm_env(env),
+            cwd=tempfile.gettempdir(),  # `-m` puts the folder first on the path: never one with this vllm/ package
             start_new_session=True,
         )
     try:

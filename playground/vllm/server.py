@@ -1,7 +1,7 @@
 """vLLM as an engine beyond this machine: an OpenAI-compatible vLLM server given by URL, read through
 its completions endpoint and its Prometheus `/metrics` (`vllm:spec_decode_*`), and `vllm serve` started
 from vLLM's environment on localhost (tests, local runs). Imports nothing of vllm; the results are
-bench.vllm's (VLLMRun, SpecCounters), as from the worker.
+vllm.engine's and vllm.metrics' (VLLMRun, SpecCounters), as from the worker.
 
 Every request goes through playground.outbound (the allow-list, checked addresses, no redirect, one deadline per
 call, Stop); an unreachable URL, a server that is not vLLM and a model it does not serve each get a PlaygroundError
@@ -15,13 +15,13 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from playground.bench.vllm import (
+from playground.vllm.engine import (
     Prompt,
     Stopped,
     VLLMPromptResult,
     VLLMRun,
 )
-from playground.bench.vllm_metrics import SpecCounters, has_vllm_metrics, parse_prometheus
+from playground.vllm.metrics import SpecCounters, has_vllm_metrics, parse_prometheus
 from playground import outbound, settings
 from playground.errors import PlaygroundError
 

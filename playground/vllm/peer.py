@@ -6,8 +6,8 @@ vLLM's target alone, its draft-model method at our k and its ngram method (promp
 max_ngram), at each temperature of the grid. One vLLM engine per method (and k) for all the prompts and
 temperatures of a pair: an engine start costs seconds on the tiny pairs and minutes on real ones.
 
-Where vLLM runs (`VLLMEngine`): started here in vLLM's environment (bench.vllm.run_worker), or an existing
-OpenAI-compatible vLLM server given by URL (bench.vllm_server.VLLMServer; any number of GPUs or nodes). A
+Where vLLM runs (`VLLMEngine`): started here in vLLM's environment (vllm.engine.run_worker), or an existing
+OpenAI-compatible vLLM server given by URL (vllm.server.VLLMServer; any number of GPUs or nodes). A
 server's speculative config is its own; a second URL may name a server of the same model without
 speculation, vLLM's target alone there, for the speedup.
 
@@ -29,9 +29,9 @@ from typing import Callable, Sequence
 
 from playground import decoding, models, outbound, sametext, settings, trace
 from playground.bench.results import Result
-from playground.bench.vllm import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
-from playground.bench.vllm_models import max_model_len, model_folder
-from playground.bench.vllm_server import VLLMServer
+from playground.vllm.engine import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
+from playground.vllm.models import max_model_len, model_folder
+from playground.vllm.server import VLLMServer
 from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
@@ -58,7 +58,7 @@ class VLLMEngine:
     threads_bind: str | None = None  # VLLM_CPU_OMP_THREADS_BIND (None: vLLM's "auto", which keeps a core free)
     draft_sample_method: str | None = None  # None: vLLM's default, "greedy"; "probabilistic": drafts sampled from p
     fast_start: bool = False  # no torch.compile, one process: starts in seconds (tests), not vLLM's layout
-    timeout_s: float | None = None  # per engine (None: bench.vllm.default_timeout), or per server request
+    timeout_s: float | None = None  # per engine (None: vllm.engine.default_timeout), or per server request
     api_key: str | None = field(default=None, repr=False)  # the user's, for the servers they gave: never shown
 
     @property
@@ -254,7 +254,9 @@ def run_peer(
     rows: list[Result] = []
     engines: list[dict] = []
     for pair in pairs if engine.url is None else pairs[:1]:
-        loaded = runner.load(RunSpec(pair, DrafterSpec.target_alone(), decodes[0], next(iter(prompts.values())), chat))
+        spec = RunSpec(pair, DrafterSpec.target_alone(), decodes[0], next(iter(prompts.values())), chat)
+        with runner.session(spec, warm=False) as session:  # the tokenizer and the target's precision
+            loaded = session.load()
         ids = {
             category: encode_prompt(loaded.tokenizer, prompt, chat)[0].tolist() for category, prompt in prompts.items()
         }
@@ -307,7 +309,9 @@ def _run_here(
     if precision not in VLLM_DTYPES:
         raise PlaygroundError(f"vLLM has no {precision.value} target precision.")
     catalog = models.pairs().get(pair.name)
-    if "draft_model" in methods and (not pair.draft or (catalog is not None and catalog.cross_tokenizer)):
+    if "draft_model" in methods and (
+        not pair.draft or (catalog is not None and decoding.two_tokenizers(catalog.drafter))
+    ):
         methods = [m for m in methods if m != "draft_model"]  # vLLM's draft model needs the target's vocabulary
     target = model_folder(pair.target)
     draft = model_folder(pair.draft) if "draft_model" in methods else None

@@ -2,9 +2,9 @@
 
 This file runs INSIDE vLLM's own environment (scripts/install_vllm.sh), never in the playground's:
 it imports only the standard library, vllm and transformers (vLLM pins a transformers of its own).
-The playground drives it through playground/bench/vllm.py:
+The playground drives it through playground/vllm/engine.py:
 
-    VENV/bin/python playground/vllm_worker.py REQUEST.json RESULT.json
+    VENV/bin/python playground/vllm/worker.py REQUEST.json RESULT.json
 
 REQUEST (JSON):
     action           "run" (default) or "probe" (versions and speculative features, no model loaded)
@@ -44,8 +44,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as a script, this file's folder (playground/) would come first on sys.path, and the playground's
-# modules would shadow the standard library's (playground/numbers.py for `numbers`): drop it. The
+# Run as a script, this file's folder (playground/vllm/) would come first on sys.path, and the package's
+# modules would shadow other packages' top-level names (models.py, metrics.py, server.py): drop it. The
 # client also starts python with -P, which leaves it out.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
@@ -238,6 +238,66 @@ def add(total: dict, part: dict) -> dict:
     return out
 
 
+def engine_kwargs(request: dict, spec: dict | None) -> dict:
+    """vLLM's LLM(...) arguments for the request: neutral defaults, not the model's repetition penalty or top_k."""
+    kwargs = {
+        "model": request["target"],
+        "dtype": request.get("dtype", "auto"),
+        "max_model_len": int(request.get("max_model_len", 4096)),
+        "enforce_eager": bool(request.get("enforce_eager", False)),
+        "seed": int(request.get("seed", 0)),
+        "disable_log_stats": False,  # the spec-decode counters are only kept with stats on
+        "generation_config": "vllm",
+        "enable_prefix_caching": bool(request.get("prefix_caching", False)),
+    }
+    if spec is not None:
+        kwargs["speculative_config"] = spec
+    if request.get("in_process"):
+        kwargs["distributed_executor_backend"] = "uni"
+    return kwargs
+
+
+def sampling(request: dict, temperature: float, tokens: int):
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        temperature=float(temperature),
+        top_p=float(request.get("top_p", 1.0)),
+        top_k=int(request.get("top_k", 0)) or 0,
+        max_tokens=tokens,
+        seed=int(request.get("seed", 0)),
+        ignore_eos=bool(request.get("ignore_eos", False)),
+        repetition_penalty=1.0,
+    )
+
+
+def timed(llm, request: dict, prompt_id: str, ids: list[int], temperature: float, repeat: int) -> dict:
+    """One prompt generated at one temperature, timed alone, with the counters it moved."""
+    before = snapshot(llm)
+    start = time.perf_counter()
+    params = sampling(request, temperature, int(request.get("max_tokens", 64)))
+    output = llm.generate([{"prompt_token_ids": ids}], params, use_tqdm=False)[0]
+    wall_s = time.perf_counter() - start
+    counters = difference(snapshot(llm), before)
+    stats = getattr(output, "metrics", None)
+    ttft = None
+    if stats is not None and getattr(stats, "first_token_ts", 0) and getattr(stats, "queued_ts", 0):
+        ttft = stats.first_token_ts - stats.queued_ts
+    completion = output.outputs[0]
+    return {
+        "id": prompt_id,
+        "temperature": temperature,
+        "repeat": repeat,
+        "prompt_token_ids": ids,
+        "token_ids": list(completion.token_ids),
+        "text": completion.text,
+        "finish_reason": completion.finish_reason,
+        "wall_s": wall_s,
+        "ttft_s": ttft,
+        "counters": counters,
+    }
+
+
 def run(request: dict) -> dict:
     target_config = check_folder(request.get("target"), "target")
     spec = speculative_config(request, target_config)
@@ -252,75 +312,27 @@ def run(request: dict) -> dict:
     encoded = [(str(p.get("id", i)), encode(p, tokenizer, vocab_size)) for i, p in enumerate(prompts)]
 
     info = features()
-    from vllm import LLM, SamplingParams
+    from vllm import LLM
 
-    kwargs = {
-        "model": request["target"],
-        "dtype": request.get("dtype", "auto"),
-        "max_model_len": int(request.get("max_model_len", 4096)),
-        "enforce_eager": bool(request.get("enforce_eager", False)),
-        "seed": int(request.get("seed", 0)),
-        "disable_log_stats": False,  # the spec-decode counters are only kept with stats on
-        "generation_config": "vllm",
-        "enable_prefix_caching": bool(request.get("prefix_caching", False)),
-    }  # neutral defaults: not the model's repetition penalty or top_k
-    if spec is not None:
-        kwargs["speculative_config"] = spec
-    if request.get("in_process"):
-        kwargs["distributed_executor_backend"] = "uni"
+    kwargs = engine_kwargs(request, spec)
     start = time.perf_counter()
     llm = LLM(**kwargs)
     load_s = time.perf_counter() - start
 
     max_tokens = int(request.get("max_tokens", 64))
-    seed = int(request.get("seed", 0))
-
-    def params(temperature: float, tokens: int) -> SamplingParams:
-        return SamplingParams(
-            temperature=float(temperature),
-            top_p=float(request.get("top_p", 1.0)),
-            top_k=int(request.get("top_k", 0)) or 0,
-            max_tokens=tokens,
-            seed=seed,
-            ignore_eos=bool(request.get("ignore_eos", False)),
-            repetition_penalty=1.0,
-        )
-
     temperatures = [float(t) for t in request.get("temperatures", [0.0])]
     if request.get("warmup", True):
         for temperature in temperatures:
-            llm.generate([{"prompt_token_ids": encoded[0][1]}], params(temperature, min(8, max_tokens)), use_tqdm=False)
+            params = sampling(request, temperature, min(8, max_tokens))
+            llm.generate([{"prompt_token_ids": encoded[0][1]}], params, use_tqdm=False)
     results = []
     totals = snapshot(llm)
     totals = difference(totals, totals)
     for temperature in temperatures:
         for prompt_id, ids in encoded:
             for repeat in range(int(request.get("repeats", 1))):
-                before = snapshot(llm)
-                start = time.perf_counter()
-                output = llm.generate([{"prompt_token_ids": ids}], params(temperature, max_tokens), use_tqdm=False)[0]
-                wall_s = time.perf_counter() - start
-                counters = difference(snapshot(llm), before)
-                totals = add(totals, counters)
-                stats = getattr(output, "metrics", None)
-                ttft = None
-                if stats is not None and getattr(stats, "first_token_ts", 0) and getattr(stats, "queued_ts", 0):
-                    ttft = stats.first_token_ts - stats.queued_ts
-                completion = output.outputs[0]
-                results.append(
-                    {
-                        "id": prompt_id,
-                        "temperature": temperature,
-                        "repeat": repeat,
-                        "prompt_token_ids": ids,
-                        "token_ids": list(completion.token_ids),
-                        "text": completion.text,
-                        "finish_reason": completion.finish_reason,
-                        "wall_s": wall_s,
-                        "ttft_s": ttft,
-                        "counters": counters,
-                    }
-                )
+                results.append(timed(llm, request, prompt_id, ids, temperature, repeat))
+                totals = add(totals, results[-1]["counters"])
     return {
         "ok": True,
         **info,
@@ -342,7 +354,7 @@ def write(path: str, payload: dict) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
-        print("usage: python vllm_worker.py REQUEST.json RESULT.json", file=sys.stderr)
+        print("usage: python worker.py REQUEST.json RESULT.json", file=sys.stderr)
         return 2
     request_path, result_path = argv[1], argv[2]
     try:

@@ -34,7 +34,7 @@ from playground.errors import PlaygroundError
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
-from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.config import DecodeConfig, KPolicy
 from playground.spec import DrafterSpec, RunSpec, check_prompt
 from playground.treesize import TreeCosts
 
@@ -113,7 +113,7 @@ class Runner:
         per drafted token; for a sized token tree, the draft's passes over n rows too (its Vd(n))."""
         invariant = pair.use_kernels(spec.pair.invariant)
         done = self._warm.setdefault(pair.target, set())
-        for drafter in (DrafterSpec(DrafterKind.TARGET_ALONE), spec.drafter):
+        for drafter in (DrafterSpec.target_alone(), spec.drafter):
             key = self._key(drafter, pair, invariant)
             if key in done:
                 continue

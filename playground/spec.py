@@ -14,8 +14,8 @@ from typing import Any
 
 from playground import settings
 from playground.config import K_MAX, K_MIN, TARGET_PRECISIONS, DecodeConfig, DrafterKind, KPolicy, Precision, enum_value
-from playground.decoding import DRAFTERS, kind_of, strategy
-from playground.decoding.options import parse_named
+from playground.decoding import BASELINE, DRAFTERS, Strategy, kind_of, strategy
+from playground.decoding.options import parse_options
 from playground.errors import PlaygroundError, shown
 from playground.inputs import MAX_LIST_CHARS
 
@@ -44,6 +44,11 @@ class DrafterSpec:
         """A drafter from its kind and options by name: DrafterSpec.of("early exit", exit_layer=7)."""
         kind = kind_of(kind)
         return cls(kind, options_of(kind, options, strict=True))
+
+    @classmethod
+    def target_alone(cls) -> "DrafterSpec":
+        """The target alone: no draft (every speedup's baseline; decoding.BASELINE)."""
+        return cls(BASELINE)
 
     def but(self, **changes: Any) -> "DrafterSpec":
         """The same drafter with some options changed (checked again)."""
@@ -76,7 +81,7 @@ class DrafterSpec:
     @property
     def is_baseline(self) -> bool:
         """The target alone: no draft."""
-        return self.kind is DrafterKind.TARGET_ALONE
+        return self.kind is BASELINE
 
 
 def _names(options_type: type) -> tuple[str, ...]:
@@ -158,7 +163,7 @@ class RunSpec:
         """The target alone on the same prompt, target, precision and sampling settings."""
         return replace(
             self,
-            drafter=DrafterSpec(DrafterKind.TARGET_ALONE),
+            drafter=DrafterSpec.target_alone(),
             decode=replace(self.decode, policy=KPolicy.FIXED, tree=None),
         )
 
@@ -249,49 +254,31 @@ def parse_drafter(kind: object, precision: object = None, options: dict | None =
     return DrafterSpec(kind, options_of(kind, values | {"precision": parse_precision(precision)}))
 
 
-SHORT_NAMES = {"staged": DrafterKind.STAGED, "suffix": DrafterKind.SUFFIX, "lookahead": DrafterKind.LOOKAHEAD}
-ALIASES = {"self int8": "self int4:bits=8"}  # a name that stands for a kind with an option
+def _spellings() -> dict[str, tuple[Strategy, str]]:
+    """The command line's drafter names -> (the strategy, options they stand for): each pickable kind's value, its
+    short name (Strategy.short) and its aliases ("self int8": self int4 with "bits=8"), the longest first."""
+    out: dict[str, tuple[Strategy, str]] = {}
+    for s in (strategy(kind) for kind in DRAFTERS):
+        out |= {spelled: (s, "") for spelled in (s.kind.value, s.short) if spelled}
+        out |= {alias: (s, options) for alias, options in (s.aliases or {}).items()}
+    return dict(sorted(out.items(), key=lambda item: -len(item[0])))
 
 
 def parse_drafter_name(name: str) -> DrafterSpec:
-    """The command line's drafter names: "draft model", "draft model:int8" (or :int4; ",vocab=32768": decoding/vocab.py),
-    "early exit:7", "prompt lookup",
-    "cross-tokenizer draft model" (":int8" too), "staged" (its full name too; ":int8" too), "suffix" (":factor=2,
-    min-prob=0.05,depth=32,memory"), "lookahead" (":W=7,N=4,G=7,prompt-pool"), these two by their full names too,
-    "self int4" (":group=64,head=0"; "self int8" = "self int4:bits=8").
-    The options after the colon: a strategy's NAMES ("name=value", a flag alone), a bare precision, a layer."""
+    """The command line's drafter names: a kind's value or its short name ("staged", "suffix", "lookahead"), then
+    optionally ":" and its options (decoding.options.parse_options): "name=value" by an Options field's name
+    ("prompt lookup:max-ngram=4") or a short one ("suffix:factor=2,min-prob=0.05,depth=32,memory",
+    "lookahead:W=7,N=4,G=7,prompt-pool", "self int4:group=64,head=0", "draft model:int8,vocab=32768"), a flag alone,
+    and a bare value for its positional option ("draft model:int8", "early exit:7"). "self int8" = "self int4:bits=8"."""
     name = str(name)
-    alias, colon, rest = name.partition(":")
-    if alias in ALIASES:
-        name = ALIASES[alias] + ("," + rest if colon and rest else "")
-    if name.startswith(DrafterKind.STAGED.value):  # its own name has a colon
-        name = "staged" + name[len(DrafterKind.STAGED.value) :]
-    kind, _, option = name.partition(":")
-    kind = SHORT_NAMES[kind].value if kind in SHORT_NAMES else kind
-    if kind not in [d.value for d in DRAFTERS]:
-        raise PlaygroundError(
-            f"Unknown drafter {shown(name)}: use {[d.value for d in DRAFTERS]}, optionally with "
-            f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit."
-        )
-    s = strategy(kind)
-    fields_ = _names(s.options)
-    if not option:
-        return DrafterSpec(s.kind)
-    if "exit_layer" in fields_:
-        if not (option.isascii() and option.isdigit()):
-            raise PlaygroundError(f"Early exit takes a layer number after the colon, got {shown(name)}.")
-        return DrafterSpec.of(s.kind, exit_layer=int(option))
-    names = s.names or {}
-    if "precision" in fields_:  # "draft model:int8", "draft model:vocab=32768", "draft model:int8,vocab=32768"
-        named = [p for p in option.split(",") if "=" in p]
-        bare = [p for p in option.split(",") if p and "=" not in p]
-        options = parse_named(s.options, names, ",".join(named), name, kind)
-        if len(bare) > 1:
-            raise PlaygroundError(f"{shown(name)}: one precision at most, got {shown(', '.join(bare))}.")
-        return DrafterSpec.of(s.kind, **options, **({"precision": bare[0]} if bare else {}))
-    if names:
-        return DrafterSpec.of(s.kind, **parse_named(s.options, names, option, name, kind))
-    raise PlaygroundError(f"{shown(kind)} takes no option, got {shown(name)}.")
+    for spelled, (s, preset) in _spellings().items():
+        if name == spelled or name.startswith(spelled + ":"):
+            text = ",".join(part for part in (preset, name[len(spelled) + 1 :]) if part)
+            return DrafterSpec.of(s.kind, **parse_options(s, text, name))
+    raise PlaygroundError(
+        f"Unknown drafter {shown(name)}: use {[d.value for d in DRAFTERS]}, optionally with "
+        f":{'/:'.join(p.value for p in Precision)} for a draft model, :L (a layer) for early exit."
+    )
 
 
 def parse_k(value: str) -> tuple[int, KPolicy]:

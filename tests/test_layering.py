@@ -1,11 +1,13 @@
 """The layers import only what their layer may: views and the pure core (the decoding registry included)
 never load torch, transformers or gradio; the engine layer (every decoding strategy included) never loads
 gradio or plotly; only playground/ui/ imports gradio. Each module is imported in a fresh interpreter, so
-what another test imported does not hide a violation. The engine names no strategy, and only the spec and
-the registry branch on a DrafterKind (and the export's and bench's adapter tables keyed by kind). No module grows past 400 lines, and no import circle: no module reaches
-itself through the imports that run (at the top or inside a function; not those under `if TYPE_CHECKING:`). The types
-of decoding (playground/draft.py) sit at the bottom: the acceptance rule and the engine lean on nothing above them,
-the model catalog knows no drafter, and the prefix rule is written only in acceptance.py."""
+what another test imported does not hide a violation. The engine names no strategy, only the spec and the
+registry branch on a DrafterKind, and outside decoding/ and config.py a DrafterKind member is named only where a
+default is chosen (and in the catalog's pairs): the registry's entry carries the rest. No module grows past 400 lines,
+and no import circle: no module reaches itself through the imports that run (at the top or inside a function; not
+those under `if TYPE_CHECKING:`). The types of decoding (playground/draft.py) sit at the bottom: the acceptance rule
+and the engine lean on nothing above them, the model catalog knows no drafter, and the prefix rule is written only in
+acceptance.py."""
 
 from __future__ import annotations
 
@@ -141,9 +143,8 @@ def test_the_engine_names_no_strategy():
 
 
 def test_only_the_spec_and_the_registry_branch_on_a_drafter_kind():
-    """...and the adapters: the export's and the bench's own tables from our kinds to their peers' words."""
-    adapters = {PACKAGE / "views" / "export_code.py", PACKAGE / "bench" / "hf.py", PACKAGE / "vllm" / "peer.py"}
-    allowed = {PACKAGE / "spec.py", PACKAGE / "decoding" / "__init__.py"} | adapters
+    """The export and the bench have no table keyed by kind: a strategy's peers are its entry's (Strategy.hf, .vllm)."""
+    allowed = {PACKAGE / "spec.py", PACKAGE / "decoding" / "__init__.py"}
     offenders = [
         f"{p.relative_to(ROOT)}:{i}"
         for p in sorted(PACKAGE.rglob("*.py"))
@@ -169,6 +170,85 @@ def test_the_branch_check_recognises_branches():
         "default=DrafterKind.DRAFT_MODEL",
     ):
         assert not KIND_BRANCH.search(line), line
+
+
+# ---------------------------------------------------------------- a strategy lives in its registry entry
+
+# Outside decoding/ and config.py, the files that may name a DrafterKind member other than as a default: the
+# catalog's pairs name the drafter their tokenizers need (models.Pair.drafter). At most two.
+NAMING_KINDS = {"playground/models/catalog.py"}
+
+
+def kind_members(source: str) -> list[tuple[int, bool]]:
+    """Each DrafterKind member named in `source`: (its line, whether it is a default there: a parameter's default, a
+    class field's default, a call's `default=` or `value=` (a CLI option's, a widget's first value), or the fallback
+    of `.get(key, fallback)`)."""
+    tree = ast.parse(source)
+    defaults: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            roots = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+        elif isinstance(node, ast.ClassDef):
+            roots = [s.value for s in node.body if isinstance(s, ast.AnnAssign) and s.value is not None]
+        elif isinstance(node, ast.keyword) and node.arg in ("default", "value"):
+            roots = [node.value]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            roots = node.args[1:2]
+        else:
+            continue
+        defaults |= {id(n) for root in roots for n in ast.walk(root)}
+    return [
+        (n.lineno, id(n) in defaults)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "DrafterKind"
+        if n.attr.isupper()
+    ]
+
+
+def kinds_named(root: Path) -> dict[str, list[int]]:
+    """The files under root's playground/ (decoding/ and config.py aside) and app.py that name a DrafterKind member
+    other than as a default -> those lines."""
+    package = root / "playground"
+    files = [p for p in sorted(package.rglob("*.py")) if package / "decoding" not in p.parents]
+    out = {}
+    for path in [p for p in files if p != package / "config.py"] + [root / "app.py"]:
+        lines = sorted(line for line, default in kind_members(path.read_text(encoding="utf-8")) if not default)
+        if lines:
+            out[str(path.relative_to(root))] = lines
+    return out
+
+
+def test_a_drafter_kind_is_named_only_in_the_registry_and_where_a_default_is_chosen():
+    """Export, bench and spec read a strategy's peers, CLI names and options from its registry entry (Strategy):
+    naming a kind elsewhere is a strategy living in another file."""
+    named = kinds_named(ROOT)
+    assert {path: lines for path, lines in named.items() if path not in NAMING_KINDS} == {}
+    assert len(NAMING_KINDS) <= 2
+
+
+def test_the_kind_check_tells_a_default_from_a_use(tmp_path):
+    source = (
+        "class Pair:\n"
+        "    drafter: DrafterKind = DrafterKind.DRAFT_MODEL\n"  # a field's default
+        "def of(kind=DrafterKind.DRAFT_MODEL, *, other=DrafterKind.STAGED): ...\n"  # parameters' defaults
+        "p.add_argument('--drafters', default=[DrafterKind.DRAFT_MODEL.value])\n"
+        "gr.Radio(choices, value=DrafterKind.DRAFT_MODEL.value)\n"
+        "item.get('drafter', DrafterKind.DRAFT_MODEL)\n"
+        "base = DrafterSpec(DrafterKind.TARGET_ALONE)\n"  # uses: lines 7 to 10
+        "HF = {DrafterKind.STAGED: 'assisted'}\n"
+        "if kind is DrafterKind.EARLY_EXIT: pass\n"
+        "name = DrafterKind.SUFFIX.value\n"
+        "kinds = [k.value for k in DrafterKind]\n"  # the enum, no member
+    )
+    assert sorted(kind_members(source)) == [(2, True), (3, True), (3, True), (4, True), (5, True), (6, True)] + [
+        (line, False) for line in (7, 8, 9, 10)
+    ]
+    (tmp_path / "playground" / "decoding").mkdir(parents=True)
+    (tmp_path / "playground" / "config.py").write_text("X = DrafterKind.STAGED\n")  # the kinds' own module
+    (tmp_path / "playground" / "decoding" / "a.py").write_text("X = DrafterKind.STAGED\n")  # the registry
+    (tmp_path / "playground" / "views.py").write_text(source)
+    (tmp_path / "app.py").write_text("spec = DrafterSpec.of(DrafterKind.DRAFT_MODEL)\n")
+    assert kinds_named(tmp_path) == {"app.py": [1], "playground/views.py": [7, 8, 9, 10]}
 
 
 # ---------------------------------------------------------------- no import circle

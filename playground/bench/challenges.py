@@ -32,7 +32,7 @@ from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.runner import Runner, encode_prompt
-from playground.config import BASELINE, SPECULATIVE, DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.config import BASELINE, SPECULATIVE, DecodeConfig, KPolicy, Precision
 from playground.spec import DrafterSpec, RunSpec
 
 MAX_BATCH = 64
@@ -145,9 +145,7 @@ def batch_sweep(
         runs = min(sizes[-1], len(ids)) + 2 * len(sizes)
         for i in range(min(sizes[-1], len(ids))):
             progress(f"[{i + 1}/{runs}] solo target alone, prompt {i + 1} (the reference output)", i / runs)
-            base = RunSpec(
-                spec.pair, DrafterSpec(DrafterKind.TARGET_ALONE), replace(decode, k=1), prompts[i], spec.chat
-            )
+            base = RunSpec(spec.pair, DrafterSpec.target_alone(), replace(decode, k=1), prompts[i], spec.chat)
             solo.append(list(session.rounds(base)))
         rows = []
         done = len(solo)
@@ -304,7 +302,7 @@ def precision_grid(
     if models.choose_device().type != "cpu" and {Precision.INT8, Precision.INT4} & set(drafts):
         raise PlaygroundError("int8 and int4 are CPU precisions; on this device use bf16 or fp16.")
     pairs = [replace(spec.pair, target_precision=p) for p in targets]  # PairSpec checks each target precision
-    drafters = [DrafterSpec.of(DrafterKind.DRAFT_MODEL, precision=p) for p in drafts]
+    drafters = [DrafterSpec.of(precision=p) for p in drafts]  # the default drafter: the draft model
     results = run_grid(
         runner,
         pairs,

@@ -26,7 +26,7 @@ from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.runner import Runner
-from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.config import DecodeConfig, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec, check_prompt, parse_k
 from playground.treeshape import TreeShape, parse_tree
 
@@ -80,10 +80,11 @@ def count_runs(pairs: Sequence, prompts: dict, decodes: Sequence, drafters: Sequ
 
 def _drafters_for(decode: DecodeConfig, drafters: Sequence[DrafterSpec]) -> list[DrafterSpec]:
     """The drafters a config runs with: all of them for a chain; for a token tree those that can draft one,
-    or the draft model when none of them can."""
+    or, when none of them can, the first drafter that can (the draft model)."""
     if decode.tree is None:
         return list(drafters)
-    return [d for d in drafters if decoding.strategy(d.kind).tree] or [DrafterSpec(DrafterKind.DRAFT_MODEL)]
+    first = next(kind for kind in decoding.DRAFTERS if decoding.strategy(kind).tree)
+    return [d for d in drafters if decoding.strategy(d.kind).tree] or [DrafterSpec(first)]
 
 
 def _baseline_decode(decode: DecodeConfig) -> DecodeConfig:
@@ -252,7 +253,7 @@ def run_grid(
             pairs, enumerate(prompts.items()), groups.items()
         ):
             results += grid.group(
-                RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), base_decode, prompt, chat),
+                RunSpec(pair, DrafterSpec.target_alone(), base_decode, prompt, chat),
                 category,
                 group,
                 rotate=i,
@@ -340,9 +341,7 @@ def _hf_jobs(
     pair: PairSpec, group: list[DecodeConfig], drafters: Sequence[DrafterSpec], prompt: str, chat: bool
 ) -> list[tuple]:
     """(HFConfig, RunSpec whose load gives the models it runs on) for the HF peers of a group, deduplicated."""
-    jobs = {
-        (hf.HFConfig(hf.HF_TARGET_ALONE)): RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), group[0], prompt, chat)
-    }
+    jobs = {(hf.HFConfig(hf.HF_TARGET_ALONE)): RunSpec(pair, DrafterSpec.target_alone(), group[0], prompt, chat)}
     for decode in group:
         for d in drafters:
             precision = (d.precision or models.default_draft_precision()).value if d.needs_draft_model else ""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from typing import Iterator
 
 import torch
@@ -39,7 +40,8 @@ from transformers import PreTrainedModel
 from playground.engine import clock
 from playground.models import LoadedPair
 from playground.runner import WARM_PROMPT, encode_prompt
-from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground import decoding
+from playground.config import DecodeConfig, KPolicy
 from playground.spec import DrafterSpec
 
 HF_TARGET_ALONE = "hf target alone"
@@ -52,13 +54,8 @@ HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_PRO
 HF_SPECULATIVE = HF_METHODS[1:]  # what vs_best_hf compares against
 HF_ASSISTED = (HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_UNIVERSAL)  # those that run the pair's draft model
 
-# Our drafters that HF's generate has a peer of -> which peer (configs_for); the others have none
-HF_PEERS = {
-    DrafterKind.DRAFT_MODEL: "assisted",
-    DrafterKind.PROMPT_LOOKUP: "prompt lookup",
-    DrafterKind.CROSS_TOKENIZER: "universal",
-    DrafterKind.TARGET_ALONE: "target alone",
-}
+# The transformers adapter (decoding.Peer.adapter: a strategy's Strategy.hf, where the bench runs it) each method runs
+ADAPTERS = {HF_TARGET_ALONE: "target alone", HF_PROMPT_LOOKUP: "prompt lookup", HF_UNIVERSAL: "universal"}
 
 ASSISTANT_FIELDS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
@@ -85,17 +82,17 @@ class HFConfig:
         return self.schedule if self.schedule != "constant" else str(self.k)
 
     @property
-    def drafter(self) -> DrafterKind:
-        """Our drafter this one corresponds to (the one whose HF_PEERS entry this method is)."""
-        peer = {HF_TARGET_ALONE: "target alone", HF_PROMPT_LOOKUP: "prompt lookup", HF_UNIVERSAL: "universal"}
-        return next(kind for kind, name in HF_PEERS.items() if name == peer.get(self.method, "assisted"))
+    def drafter(self) -> Enum:
+        """Our drafter this one corresponds to: the one the bench runs this method's adapter for (its Strategy.hf)."""
+        return decoding.benched("hf", ADAPTERS.get(self.method, "assisted"))
 
 
 def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str = "") -> list[HFConfig]:
-    """The HF peers of one of our configurations, by its HF_PEERS entry (none for early exit, staged
-    drafting and token trees: HF has no such drafter; the draft-confidence policy's peer is HF's
-    assistant_confidence_threshold)."""
-    peer = HF_PEERS.get(drafter.kind, "")
+    """The HF peers of one of our configurations, by its strategy's transformers adapter where the bench runs it
+    (Strategy.hf; none for early exit, staged drafting and token trees: HF has no such drafter; the
+    draft-confidence policy's peer is HF's assistant_confidence_threshold)."""
+    hf = decoding.strategy(drafter.kind).hf
+    peer = hf.adapter if hf.bench else ""
     if decode.tree is not None:
         return []
     if peer == "assisted" and decode.policy is KPolicy.CONFIDENCE:

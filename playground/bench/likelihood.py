@@ -24,7 +24,7 @@ from playground.bench.results import Result
 from playground.numbers import fmt
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
-from playground.config import DecodeConfig, DrafterKind
+from playground.config import DecodeConfig
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.grid import BASELINE
 
@@ -56,9 +56,7 @@ def score(
     by_name = {p.name: p for p in pairs}
     sampled = [r for r in results if r.temperature > 0 and r.new_tokens and r.pair in by_name]
     for name in dict.fromkeys(r.pair for r in sampled):
-        spec = RunSpec(
-            by_name[name], DrafterSpec(DrafterKind.TARGET_ALONE), DecodeConfig(), next(iter(prompts.values())), chat
-        )
+        spec = RunSpec(by_name[name], DrafterSpec.target_alone(), DecodeConfig(), next(iter(prompts.values())), chat)
         with runner.session(spec, warm=False) as session:  # the target scores: loaded and on its kernels, no warm-up
             loaded = session.load()
             ids = {c: encode_prompt(loaded.tokenizer, p, chat) for c, p in prompts.items()}

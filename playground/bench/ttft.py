@@ -30,7 +30,7 @@ from playground.engine import clock
 from playground.models import LoadedPair
 from playground.progress import Progress, quiet
 from playground.runner import Runner, Session, encode_prompt
-from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.config import DecodeConfig, KPolicy
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
@@ -109,7 +109,7 @@ def run_ttft(
     progress: Progress = quiet,
 ) -> list[TTFTRow]:
     """The rows for each prompt length. vllm: given {length: token ids}, vLLM's seconds per length (its repeats)."""
-    target_alone = DrafterSpec(DrafterKind.TARGET_ALONE)
+    target_alone = DrafterSpec.target_alone()
     default = DrafterSpec()
     with runner.session(RunSpec(pair_spec, default, prompt="x"), progress) as session:
         pair = session.ready().pair  # loaded, on its kernels, warm for the target alone and the default drafter

@@ -3,8 +3,9 @@
 The way transformers' candidate generators and vLLM's proposers are separated from the verifier: a strategy
 proposes (a chain of draft tokens, or a token tree), the engine has the target verify it in one pass and keeps
 the accepted prefix, and the engine names no strategy. This module is the registry: each DrafterKind with the
-factory that builds its drafter and what it can do (the UI, the benchmark, the export and the spec read these
-capabilities instead of branching on the kind). It imports no torch: each kind's entry, options and factory
+factory that builds its drafter, what it can do, its options (their command-line names, the page's widgets) and
+its peers (how transformers and vLLM run it, or "none"): the UI, the benchmark, the export and the spec read these
+instead of naming a kind. It imports no torch: each kind's entry, options and factory
 live in strategies/ (one module a kind; options.py: the generic types), a factory importing its drafter module
 when it is called.
 
@@ -28,7 +29,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy, Widget
+from playground.decoding.options import NONE, Context, Peer, Strategy, Widget
 from playground.decoding.strategies import MODULES
 from playground.errors import PlaygroundError, shown
 from playground.progress import Progress, quiet
@@ -40,11 +41,26 @@ if TYPE_CHECKING:
     from playground.treeshape import TreeShape
     from playground.treesize import TreeCosts
 
-__all__ = ["Context", "Strategy", "Widget", "REGISTRY", "DRAFTERS", "kind_of", "strategy", "register", "make_drafter"]
+__all__ = [
+    "NONE",
+    "Context",
+    "Peer",
+    "Strategy",
+    "Widget",
+    "REGISTRY",
+    "DRAFTERS",
+    "BASELINE",
+    "kind_of",
+    "strategy",
+    "benched",
+    "register",
+    "make_drafter",
+]
 
 REGISTRY: dict[Enum, Strategy] = {m.STRATEGY.kind: m.STRATEGY for m in MODULES}
 
 DRAFTERS = tuple(kind for kind, s in REGISTRY.items() if s.pickable)  # what a user can pick, in this order
+BASELINE = DrafterKind.TARGET_ALONE  # no draft: what every speedup is measured against (spec.DrafterSpec.target_alone)
 
 
 def kind_of(value: object) -> Enum:
@@ -58,6 +74,12 @@ def kind_of(value: object) -> Enum:
 
 def strategy(kind: Enum | str) -> Strategy:
     return REGISTRY[kind_of(kind)]
+
+
+def benched(peer: str, adapter: str) -> Enum:
+    """Whose row a peer's benchmark run stands beside: the first registered kind that the peer ("hf" or "vllm") runs
+    by `adapter` in the benchmark (Peer.bench): benched("vllm", "ngram") is prompt lookup."""
+    return next(k for k, s in REGISTRY.items() if getattr(s, peer).adapter == adapter and getattr(s, peer).bench)
 
 
 def register(new: Strategy) -> None:

@@ -42,9 +42,27 @@ class Context:
     progress: Progress = quiet
 
 
+NONE = "none"  # a peer's adapter where it has no equivalent of a strategy
+
+
+@dataclass(frozen=True)
+class Peer:
+    """How a peer runs a strategy (Strategy.hf: transformers' generate; Strategy.vllm: vLLM). adapter: the peer's way
+    to run it, by a name the peer's code knows (views/export_code.py writes its snippet, bench/hf.py and
+    bench/vllm_peer.py run it): transformers' "assisted", "universal", "prompt lookup", "nearest prompt lookup",
+    "early exit", "lookahead" (lade); vLLM's methods "draft_model", "ngram", "suffix"; "target alone" (the peer
+    runs the target alone: no drafting); or "none" (no equivalent: the export's snippet is the note). note: what
+    the exported code does not do of the strategy, as comment lines ({tool}: "transformers" or "vLLM"). bench: the
+    benchmark runs the adapter beside ours (the same algorithm on the same models)."""
+
+    adapter: str = NONE
+    note: str = ""
+    bench: bool = False
+
+
 @dataclass(frozen=True)
 class Strategy:
-    """A kind's factory, capabilities and options (the registry's entry; each strategies/ module has one)."""
+    """A kind's factory, capabilities, options and peers (the registry's entry; each strategies/ module has one)."""
 
     kind: Enum
     build: Callable[[Any, LoadedPair, Context], Drafter]  # build(options, pair, context): the drafter
@@ -61,7 +79,15 @@ class Strategy:
     options: type = NoOptions  # its Options dataclass (DrafterSpec.options): defaults, checks, label
     widgets: tuple[Widget, ...] = ()  # how the UI shows the options it shows (layout.py builds the controls)
     about: str = ""  # the UI's note above its widgets; with one, they sit folded in the options accordion
-    names: dict[str, str] | None = None  # the command line's "name=value" options after the colon, by field
+    # The command line (spec.parse_drafter_name): "NAME:OPTIONS", NAME the kind's value or `short`, OPTIONS
+    # "name=value" by an Options field's name (dashes for underscores) or a short name (`names`), a flag alone, and a
+    # bare value for the `positional` field ("draft model:int8": the precision; "early exit:7": the layer)
+    short: str = ""  # the command line's short name ("staged", "suffix"), beside the kind's value
+    names: dict[str, str] | None = None  # short option names -> Options field ({"w": "lookahead_window"})
+    positional: str = ""  # the Options field that a bare value after the colon sets
+    aliases: dict[str, str] | None = None  # a name that stands for it with options: {"self int8": "bits=8"}
+    hf: Peer = Peer()  # how transformers' generate runs it (the export's snippet, the bench's HF rows)
+    vllm: Peer = Peer()  # how vLLM runs it
     session: Callable[[], Any] | None = None  # a new session's state for this kind (suffix decoding's memory)
     summary: Callable[[dict], list[tuple[str, str]]] | None = None  # its rows in the summary panel (trace.summarize)
 
@@ -69,6 +95,22 @@ class Strategy:
     def draft_model(self) -> bool:
         """Whether it runs the pair's draft model."""
         return self.model == "draft"
+
+    @property
+    def option_names(self) -> dict[str, str]:
+        """The command line's option names -> Options field: the short ones, then every field by its own name with
+        dashes ("max-ngram"), the positional one's too ("early exit:exit-layer=7")."""
+        return dict(self.names or {}) | {f.name.replace("_", "-"): f.name for f in fields(self.options)}
+
+    @property
+    def listed_names(self) -> list[str]:
+        """One name per option, as an error message lists them: the short names' options first, by their short name;
+        the positional option only where it is the only one."""
+        names = self.names or {}
+        first = {field: short for short, field in reversed(names.items())}
+        order = dict.fromkeys([*names.values(), *(f.name for f in fields(self.options))])
+        listed = [first.get(field, field.replace("_", "-")) for field in order if field != self.positional]
+        return listed or [self.positional.replace("_", "-")] * bool(self.positional)
 
 
 def precision_of(options: Any) -> None:
@@ -79,8 +121,9 @@ def precision_of(options: Any) -> None:
 
 @dataclass(frozen=True)
 class Widget:
-    """How the UI shows one option: a slider (low..high by step), a checkbox (a bool default) or a dropdown
-    (choices); label and help as the page shows them. The Options field of the same name holds the default."""
+    """How the UI shows one option: a slider (low..high by step; a number box where `box`: a range too wide to drag),
+    a checkbox (a bool default) or a dropdown (choices); label and help as the page shows them. The Options field of
+    the same name holds the default."""
 
     name: str  # the Options field (and the control's and the link's name)
     label: str
@@ -90,6 +133,7 @@ class Widget:
     help: str = ""
     choices: tuple[str, ...] = ()
     unset: Any = None  # the widget's value that stands for the option's None (the early-exit layer's 0)
+    box: bool = False  # a number box rather than a slider
 
     def shown(self, value: Any) -> Any:
         """The widget's value for an option's value."""
@@ -127,22 +171,30 @@ def typed(options: Any, **values: Any) -> None:
         object.__setattr__(options, name, value)
 
 
-def parse_named(options_type: type, names: dict[str, str], text: str, name: str, drafter: str) -> dict[str, Any]:
-    """The command line's options after the colon, "W=7,N=4,G=7" with names {"w": "lookahead_window", ...} ->
-    {"lookahead_window": 7, ...} (options_type's fields); a bool field ("memory", "prompt-pool") alone means true, "=0"
-    false (self int4's "head=0")."""
-    kinds = {f.name: f for f in fields(options_type)}
-    defaults = options_type()
+def parse_options(s: Strategy, text: str, name: str) -> dict[str, Any]:
+    """The command line's options after the colon -> the Options' values by field (spec.parse_drafter_name): "W=7,N=4"
+    by Strategy.option_names ({"lookahead_window": 7, ...}); a flag ("memory", "prompt-pool") alone means true, "=0"
+    false (self int4's "head=0"); a bare value sets the positional option ("int8": the precision). The Options check
+    the values. name: the whole name, for the messages."""
+    defaults, names, kind = s.options(), s.option_names, s.kind.value
+    if text.strip() and not fields(s.options):
+        raise PlaygroundError(f"{shown(kind)} takes no option, got {shown(name)}.")
     out: dict[str, Any] = {}
+    bare: list[str] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, eq, value = (part.strip() for part in item.partition("="))
         field = names.get(key.lower().replace("_", "-"))
-        if field is None or field not in kinds:
+        if field is None and not eq and s.positional:
+            bare.append(item)
+            continue
+        if field is None:
+            listed = s.listed_names
             raise PlaygroundError(
-                f"{shown(name)}: {shown(key)} is not an option of {drafter}; use {', '.join(names)} "
-                f"(e.g. {name.partition(':')[0]}:{list(names)[0]}=...)."
+                f"{shown(name)}: {shown(key)} is not an option of {kind}; use {', '.join(listed)} "
+                f"(e.g. {s.short or kind}:{listed[0]}=...)."
             )
-        if isinstance(getattr(defaults, field), bool):
+        default = getattr(defaults, field)
+        if isinstance(default, bool):
             on, off = value.lower() in ("1", "true", "yes", "on"), value.lower() in ("0", "false", "no", "off")
             if eq and not (on or off):
                 raise PlaygroundError(
@@ -150,8 +202,25 @@ def parse_named(options_type: type, names: dict[str, str], text: str, name: str,
                 )
             out[field] = not (eq and off)
             continue
-        try:
-            out[field] = float(value) if isinstance(getattr(defaults, field), float) else int(value)
-        except ValueError:
-            raise PlaygroundError(f"{shown(name)}: {key} takes a number, got {shown(value)}.") from None
+        out[field] = _read(default, value, f"{shown(name)}: {key}")
+    if len(bare) > 1:
+        what = s.positional.replace("_", " ")
+        raise PlaygroundError(f"{shown(name)}: one {what} at most, got {shown(', '.join(bare))}.")
+    if bare:
+        out[s.positional] = _read(getattr(defaults, s.positional), bare[0], shown(name))
     return out
+
+
+def _read(default: Any, text: str, what: str) -> Any:
+    """A command-line value as its option's type: the default's (int, float); a str for an option whose default is
+    None, a whole number as an int (a layer): the Options check it (a precision's name)."""
+    if isinstance(default, str):
+        return text
+    try:
+        if isinstance(default, float):
+            return float(text)
+        if isinstance(default, int):
+            return int(text)
+    except ValueError:
+        raise PlaygroundError(f"{what} takes a number, got {shown(text)}.") from None
+    return int(text) if text.isascii() and text.isdigit() else text

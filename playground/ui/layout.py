@@ -183,8 +183,9 @@ def _model_controls(catalog: list[str]) -> tuple[dict, gr.HTML]:
 
 
 def _drafter_controls() -> dict:
-    """The drafter and its options: the draft's precision (three drafters share it), then the strategies' own
-    widgets (decoding/strategies/: WIDGETS), the early-exit layer in the open, the rest in an accordion."""
+    """The drafter and its options: the draft's precision (three drafters share it) in a row with the strategies' own
+    widgets that have no note (decoding/strategies/: WIDGETS; the draft's vocabulary, the lookup's n-gram size, the
+    early-exit layer: CSS shows those the chosen drafter uses), the rest in an accordion."""
     drafter = gr.Radio(
         [d.value for d in DRAFTERS],
         value=DrafterKind.DRAFT_MODEL.value,
@@ -192,22 +193,28 @@ def _drafter_controls() -> dict:
         elem_id="drafter",
         info=DRAFTER_INFO,
     )
-    draft_precision = gr.Dropdown(
-        precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
-        value=DEFAULT_PRECISION,
-        label="Draft precision",
-        elem_id="draft-precision",
-        info="draft model drafter only; int8 and int4 on CPU",
-    )
-    return dict(drafter=drafter, draft_precision=draft_precision) | _option_controls()
+    with gr.Row(equal_height=True, elem_id="drafter-options"):
+        draft_precision = gr.Dropdown(
+            precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
+            value=DEFAULT_PRECISION,
+            label="Draft precision",
+            elem_id="draft-precision",
+            info="draft model drafter only; int8 and int4 on CPU",
+            min_width=100,
+        )
+        out = _option_controls(noted=False)
+    return dict(drafter=drafter, draft_precision=draft_precision) | out | _option_controls(noted=True)
 
 
-def _option_controls() -> dict:
-    """The strategies' own options, built from their WIDGETS (their Options hold the defaults and check the values):
-    a strategy's widgets in the open, or, where it has a note (Strategy.about: suffix, lookahead, self int4), under
-    that note in the accordion."""
+def _option_controls(noted: bool) -> dict:
+    """The strategies' own options, built from their WIDGETS (their Options hold the defaults and check the values),
+    each once (staged drafting's n-gram size is prompt lookup's control): a strategy's widgets in the open
+    (noted=False), or, where it has a note (Strategy.about: suffix, lookahead, self int4), under that note in the
+    accordion."""
     strategies = [decoding.strategy(kind) for kind in DRAFTERS]
-    out = {w.name: _widget(w) for s in strategies if not s.about for w in s.widgets}
+    if not noted:
+        return {w.name: _widget(w) for w in _once(w for s in strategies if not s.about for w in s.widgets)}
+    out = {}
     with gr.Accordion("Suffix, lookahead decoding and self int4 options", open=False, elem_id="draftfree-options"):
         for s in (s for s in strategies if s.about):
             gr.Markdown(s.about)
@@ -215,12 +222,24 @@ def _option_controls() -> dict:
     return out
 
 
+def _once(widgets) -> list[decoding.Widget]:
+    """Each widget's first, by name (a strategy may share another's: staged, prompt lookup's n-gram size)."""
+    first: dict[str, decoding.Widget] = {}
+    for w in widgets:
+        first.setdefault(w.name, w)
+    return list(first.values())
+
+
 def _widget(w: decoding.Widget) -> gr.components.Component:
-    """A checkbox for a flag, else a slider; its value the Options' default (common.OPTION_DEFAULTS)."""
+    """A checkbox for a flag, else a slider (or a number box); its value the Options' default
+    (common.OPTION_DEFAULTS)."""
     elem_id, value, info = w.name.replace("_", "-"), OPTION_DEFAULTS[w.name], w.help or None
     if isinstance(value, bool):
         return gr.Checkbox(value, label=w.label, elem_id=elem_id, info=info)
-    return checked_by_us(gr.Slider(w.low, w.high, value=value, step=w.step, label=w.label, elem_id=elem_id, info=info))
+    given = dict(value=value, step=w.step, label=w.label, elem_id=elem_id, info=info, min_width=100)
+    if w.box:
+        return checked_by_us(gr.Number(minimum=w.low, maximum=w.high, precision=0, **given))
+    return checked_by_us(gr.Slider(w.low, w.high, **given))
 
 
 def _decoding_controls() -> dict:

@@ -14,7 +14,7 @@ from typing import Callable
 
 from playground import decoding
 from playground.errors import PlaygroundError
-from playground.config import DrafterKind, KPolicy, Precision
+from playground.config import KPolicy, Precision
 from playground.spec import RunSpec
 
 # The offline packs are GGUF re-uploads of these Hub models.
@@ -24,36 +24,6 @@ PACK_HUB_IDS = {
 }
 TORCH_DTYPES = {Precision.FP32: "torch.float32", Precision.BF16: "torch.bfloat16", Precision.FP16: "torch.float16"}
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
-
-
-# Our drafters -> the transformers template that exports them (HF_TEMPLATES) and vLLM's (vllm_config, VLLM_NONE:
-# why none); a drafter without an entry exports the target alone's generate (a strategy added from outside)
-HF_EXPORT = {
-    DrafterKind.DRAFT_MODEL: "assistant",
-    DrafterKind.STAGED: "assistant",
-    DrafterKind.PROMPT_LOOKUP: "prompt lookup",
-    DrafterKind.EARLY_EXIT: "early exit",
-    DrafterKind.CROSS_TOKENIZER: "universal",
-    DrafterKind.SUFFIX: "suffix",
-    DrafterKind.LOOKAHEAD: "lookahead",
-}
-VLLM_EXPORT = {
-    DrafterKind.DRAFT_MODEL: "draft model",
-    DrafterKind.STAGED: "draft model",
-    DrafterKind.PROMPT_LOOKUP: "ngram",
-    DrafterKind.EARLY_EXIT: "no early exit",
-    DrafterKind.CROSS_TOKENIZER: "no own tokenizer",
-    DrafterKind.SUFFIX: "suffix",
-    DrafterKind.LOOKAHEAD: "no lookahead",
-    DrafterKind.TARGET_ALONE: "plain",
-}
-# What of a strategy the exported code does not do, as a comment ({tool}: transformers or vLLM)
-EXPORT_NOTES = {
-    DrafterKind.STAGED: "The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} "
-    "equivalent: the draft model alone drafts here.",
-    DrafterKind.SELF_QUANT: "The playground's self int4 (the target's own quantised copy drafts for it) has no {tool} "
-    "equivalent built in: this runs the target alone. A quantised copy of the target can be its draft model.",
-}
 
 
 def hub_id(model: str) -> str:
@@ -113,7 +83,7 @@ def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     drafter, k, precisions and sampling. exit_layer: the resolved early-exit layer, needed when the
     run's drafter is early exit and its options.exit_layer is None (the default layer)."""
     strategy = decoding.strategy(spec.drafter.kind)
-    drafting, speculative = HF_TEMPLATES[HF_EXPORT.get(spec.drafter.kind, "")](spec, exit_layer)
+    drafting, speculative = HF_TEMPLATES.get(strategy.hf.adapter, _hf_plain)(spec, exit_layer)
     return (
         "\n".join(
             _hf_setup(spec, strategy)
@@ -162,9 +132,18 @@ def _hf_notes(spec: RunSpec, strategy: decoding.Strategy) -> list[str]:
             f"# The playground drafted a token tree ({decode.tree.label}); transformers has no token trees: "
             f"its assisted generation drafts a chain (here of k = {decode.k})."
         )
-    if spec.drafter.kind in EXPORT_NOTES:
-        notes.append("# " + EXPORT_NOTES[spec.drafter.kind].format(tool="transformers"))
-    return notes
+    return notes + _note(spec, strategy.hf, "transformers")
+
+
+def _note(spec: RunSpec, peer: decoding.Peer, tool: str) -> list[str]:
+    """The peer's note on the strategy (Strategy.hf, .vllm: what the code does not do), as comment lines; a peer
+    with no equivalent and no note says so."""
+    note = peer.note or (
+        f"{tool} has no equivalent of the playground's {spec.drafter.kind.value!r} drafter: this runs the target alone."
+        if peer.adapter == decoding.NONE
+        else ""
+    )
+    return ["# " + line for line in note.format(tool=tool).splitlines()]
 
 
 def _hf_assistant(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
@@ -191,13 +170,15 @@ def _hf_early_exit(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], st
     return lines, f"assistant_early_exit={_layer(spec, exit_layer)}, "
 
 
-def _hf_suffix(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    """transformers has no suffix decoding: prompt lookup, its nearest (n-grams of the prompt and the output)."""
-    lines = [
-        "# transformers has no suffix decoding (vLLM has: the vLLM snippet). Its nearest is prompt lookup:",
-        "# n-grams of the prompt and the output, the first match, no frequencies, a fixed draft length.",
-    ]
-    return lines, f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size=3, "
+def _hf_nearest_prompt_lookup(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    """Prompt lookup as the nearest transformers has (suffix decoding: n-grams of the prompt and the output), at our
+    prompt lookup's default n-gram size (the strategy's note says what differs)."""
+    return [], f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size=3, "
+
+
+def _hf_plain(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
+    """The target alone's generate: no drafting."""
+    return [], ""
 
 
 def _hf_lookahead(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
@@ -217,15 +198,15 @@ def _hf_lookahead(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str
     ], ""
 
 
-# HF_EXPORT's names -> (the lines that set up the drafting, the generate arguments that turn it on)
+# transformers' adapters (decoding.Peer.adapter, a strategy's Strategy.hf) -> (the lines that set up the drafting,
+# the generate arguments that turn it on); any other ("target alone", "none"): the target alone's generate
 HF_TEMPLATES: dict[str, Callable[[RunSpec, int | None], tuple[list[str], str]]] = {
-    "assistant": _hf_assistant,
+    "assisted": _hf_assistant,
     "universal": _hf_universal,
     "prompt lookup": _hf_prompt_lookup,
+    "nearest prompt lookup": _hf_nearest_prompt_lookup,
     "early exit": _hf_early_exit,
-    "suffix": _hf_suffix,
     "lookahead": _hf_lookahead,
-    "": lambda spec, layer: ([], ""),
 }
 
 
@@ -261,18 +242,18 @@ def _hf_generate(spec: RunSpec, speculative: str) -> list[str]:
 def vllm_config(spec: RunSpec) -> dict | None:
     """The `speculative_config` for vLLM's `LLM(model=..., speculative_config=...)`; None when vLLM
     has no equivalent (early exit: no layer-skip self-speculation for ordinary models) or nothing
-    drafts (the target alone)."""
-    template, k = VLLM_EXPORT.get(spec.drafter.kind, ""), spec.decode.k
-    if template == "draft model":  # staged: the draft model alone (a comment says so)
+    drafts (the target alone). By the strategy's vLLM adapter (Strategy.vllm): vLLM's method."""
+    method, k = decoding.strategy(spec.drafter.kind).vllm.adapter, spec.decode.k
+    if method == "draft_model":  # staged: the draft model alone (its note says so)
         return {"model": hub_id(spec.pair.draft), "num_speculative_tokens": k}
-    if template == "ngram":
+    if method == "ngram":
         return {
             "method": "ngram",
             "num_speculative_tokens": k,
             "prompt_lookup_max": spec.drafter.options.max_ngram,
             "prompt_lookup_min": 1,
         }
-    if template == "suffix":  # vLLM >= 0.11 through Snowflake's Arctic Inference (pip install arctic-inference)
+    if method == "suffix":  # vLLM >= 0.11 through Snowflake's Arctic Inference (pip install arctic-inference)
         d = spec.drafter.options
         return {
             "method": "suffix",
@@ -285,32 +266,13 @@ def vllm_config(spec: RunSpec) -> dict | None:
     return None
 
 
-# VLLM_EXPORT's names for a strategy vLLM has no equivalent of -> the snippet, comments only
-VLLM_NONE = {
-    "no early exit": (
-        "# vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
-        "# Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit.\n"
-    ),
-    "no own tokenizer": (
-        "# This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
-        "# vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
-        "# or use HF's universal assisted decoding (the transformers snippet).\n"
-    ),
-    "no lookahead": (
-        "# vLLM has no lookahead decoding. Its reference implementation runs on transformers (the\n"
-        "# transformers snippet: hao-ai-lab/LookaheadDecoding, `lade`); TensorRT-LLM has it too\n"
-        "# (LookaheadDecodingConfig(max_window_size=W, max_ngram_size=N, max_verification_set_size=G)).\n"
-    ),
-}
-
-
 def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     """A runnable vLLM snippet (a script: vLLM starts worker processes, so the engine is created under
     `if __name__ == "__main__":`); for early exit, a comment-only snippet saying vLLM has no equivalent.
     (exit_layer is accepted for symmetry with hf_generate_code; vLLM has no use for it.)"""
-    template, decode, k = VLLM_EXPORT.get(spec.drafter.kind, ""), spec.decode, spec.decode.k
-    if template in VLLM_NONE:
-        return VLLM_NONE[template]
+    peer, decode, k = decoding.strategy(spec.drafter.kind).vllm, spec.decode, spec.decode.k
+    if peer.adapter == decoding.NONE:  # no equivalent: the note alone
+        return "".join(line + "\n" for line in _note(spec, peer, "vLLM"))
     params = f"temperature={decode.temperature!r}, top_p={decode.top_p!r}, max_tokens={decode.max_new_tokens}"
     if decode.top_k:
         params += f", top_k={decode.top_k}"
@@ -328,8 +290,7 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
         notes.append(
             f"# The playground drafted a token tree ({decode.tree.label}); vLLM drafts a chain here (of k = {k})."
         )
-    if spec.drafter.kind in EXPORT_NOTES:
-        notes.append("# " + EXPORT_NOTES[spec.drafter.kind].format(tool="vLLM"))
+    notes += _note(spec, peer, "vLLM")
     return (
         "\n".join(
             notes
@@ -364,9 +325,9 @@ def vllm_serve_command(spec: RunSpec, tensor_parallel: int = 4, pipeline_paralle
     """vLLM's OpenAI-compatible server for this run's pair and speculative config, as shell command lines: one GPU,
     `tensor_parallel` GPUs of one node, and `tensor_parallel` x `pipeline_parallel` GPUs over nodes through Ray;
     then the Compare pairs tab reads it by URL. Every user string is shell-quoted (shlex.quote)."""
-    template = VLLM_EXPORT.get(spec.drafter.kind, "")
-    if template in VLLM_NONE:
-        return "\n".join("# " + line.removeprefix("# ") for line in VLLM_NONE[template].splitlines()) + "\n"
+    peer = decoding.strategy(spec.drafter.kind).vllm
+    if peer.adapter == decoding.NONE:  # no equivalent: the note alone
+        return "".join(line + "\n" for line in _note(spec, peer, "vLLM"))
     config = vllm_config(spec)
     args = [f"--port {port}"]
     if spec.pair.target_precision in VLLM_DTYPES:

@@ -14,10 +14,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.config import DrafterKind
+from playground import decoding
 from playground.views import charts
 
-BASELINE = DrafterKind.TARGET_ALONE.value
+BASELINE = decoding.BASELINE.value  # the target alone's method
 COMPARED = (
     ("tokens_per_s", "tokens/s"),
     ("alpha", "α"),

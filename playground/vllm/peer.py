@@ -35,18 +35,15 @@ from playground.vllm.server import VLLMServer
 from playground.errors import PlaygroundError
 from playground.progress import Progress, quiet
 from playground.runner import Runner, encode_prompt
-from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.config import DecodeConfig, KPolicy, Precision
 from playground.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.grid import BASELINE as TARGET_ALONE  # a target-alone row's drafter
 
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
 SERVER, SERVER_TARGET = "vLLM server", "vLLM server target alone"
-# vLLM's method -> the drafter of ours it stands beside (a row's `drafter`)
-OUR_DRAFTER = {
-    "target": TARGET_ALONE,
-    "draft_model": DrafterKind.DRAFT_MODEL.value,
-    "ngram": DrafterKind.PROMPT_LOOKUP.value,
-}
+BENCH_METHODS = ("draft_model", "ngram")  # the vLLM methods run beside ours (a strategy's vLLM adapter: Strategy.vllm)
+# vLLM's method -> the drafter of ours it stands beside (a row's `drafter`; decoding.benched)
+OUR_DRAFTER = {"target": TARGET_ALONE} | {m: decoding.benched("vllm", m).value for m in BENCH_METHODS}
 PROBE = "Speculative decoding: def quick_brown_fox(n): return n * 12345  # ok?"  # for the tokenizer check
 nan = float("nan")
 
@@ -119,19 +116,18 @@ def check(engine: VLLMEngine, should_stop: Callable[[], bool] | None = None) -> 
             ).check()
 
 
-# Our drafters that one of vLLM's methods drafts like -> that method (staged drafting runs the draft model alone)
-VLLM_METHODS = {
-    DrafterKind.DRAFT_MODEL: "draft_model",
-    DrafterKind.STAGED: "draft_model",
-    DrafterKind.PROMPT_LOOKUP: "ngram",
-}
+def method_of(drafter: DrafterSpec) -> str:
+    """The vLLM method the bench runs beside one of our drafters (its Strategy.vllm, where Peer.bench): the draft
+    model (staged drafts with it too) -> "draft_model", prompt lookup -> "ngram"; "" for a drafter with no vLLM
+    equivalent (early exit, a draft of another tokenizer)."""
+    peer = decoding.strategy(drafter.kind).vllm
+    return peer.adapter if peer.bench and peer.adapter in BENCH_METHODS else ""
 
 
 def methods_for(drafters: Sequence[DrafterSpec]) -> list[str]:
-    """vLLM's methods for our drafters: the draft model (staged drafts with it too) -> "draft_model", prompt
-    lookup -> "ngram"; drafters with no vLLM equivalent (early exit, a draft of another tokenizer) none."""
-    wanted = {VLLM_METHODS.get(d.kind) for d in drafters}
-    return [m for m in ("draft_model", "ngram") if m in wanted]
+    """vLLM's methods for our drafters (method_of), in BENCH_METHODS' order."""
+    wanted = {method_of(d) for d in drafters}
+    return [m for m in BENCH_METHODS if m in wanted]
 
 
 def vllm_ks(decodes: Sequence[DecodeConfig]) -> list[int]:
@@ -250,15 +246,15 @@ def run_peer(
         tuple(dict.fromkeys(d.temperature for d in decodes)),
         vllm_ks(decodes),
         next(
-            (d.options.max_ngram for d in drafters if VLLM_METHODS.get(d.kind) == "ngram"),
-            DrafterSpec(DrafterKind.PROMPT_LOOKUP).options.max_ngram,
+            (d.options.max_ngram for d in drafters if method_of(d) == "ngram"),
+            DrafterSpec(decoding.benched("vllm", "ngram")).options.max_ngram,
         ),
     )
     methods = list(methods_for(drafters) if methods is None else methods)
     rows: list[Result] = []
     engines: list[dict] = []
     for pair in pairs if engine.url is None else pairs[:1]:
-        spec = RunSpec(pair, DrafterSpec(DrafterKind.TARGET_ALONE), decodes[0], next(iter(prompts.values())), chat)
+        spec = RunSpec(pair, DrafterSpec.target_alone(), decodes[0], next(iter(prompts.values())), chat)
         with runner.session(spec, warm=False) as session:  # the tokenizer and the target's precision
             loaded = session.load()
         ids = {

@@ -117,10 +117,17 @@ def test_the_sidebar_fits_one_screen_with_its_help_folded(page):
     finally:
         page.locator("#help-toggle input").uncheck()
     assert not page.locator("#exit-layer").is_visible() and page.locator("#draft-precision").is_visible()
+    assert page.locator("#draft-vocab").is_visible() and not page.locator("#max-ngram").is_visible()
     page.locator("#drafter label", has_text="early exit").click()
     try:
         page.wait_for_selector("#exit-layer", state="visible")
         assert not page.locator("#draft-precision").is_visible()
+        # each drafter's own options show (every drafter of a CSS rule's, not only its first: issue 45)
+        for drafter, shown in (("prompt lookup", "#max-ngram"), ("self int4", "#draftfree-options")):
+            page.locator("#drafter label", has_text=drafter).first.click()
+            page.wait_for_selector(shown, state="visible")
+        page.locator("#drafter label", has_text="lookahead decoding").click()
+        page.wait_for_selector("#draftfree-options", state="visible")
     finally:
         page.locator("#drafter label", has_text="draft model").first.click()
     page.wait_for_selector("#exit-layer", state="hidden")

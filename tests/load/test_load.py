@@ -61,6 +61,8 @@ def args(
         invariant,
         drafter,
         draft_precision,
+        0,  # the draft's vocabulary: all of it
+        3,  # prompt lookup's (and staged's) longest n-gram
         exit_layer,
         *draftfree,
         k,

@@ -40,7 +40,23 @@ def test_the_sidebars_css_hides_exactly_the_controls_a_drafter_does_not_use():
     names is a drafter or a k policy, and each rule's drafters are those the registry says use the control."""
     picked = {k.value: decoding.strategy(k) for k in DrafterKind if decoding.strategy(k).pickable}
     shown_for = lambda elem_id: _values(_css_rule(f"#{elem_id}"), "drafter")
+    for name in {w.name for s in picked.values() if not s.about for w in s.widgets}:  # the options in the open
+        assert shown_for(name.replace("_", "-")) == {
+            k for k, s in picked.items() if name in [w.name for w in s.widgets]
+        }
     assert shown_for("exit-layer") == {k for k, s in picked.items() if s.model == "target"}
     assert shown_for("draftfree-options") == {k for k, s in picked.items() if s.about}  # its widgets are there
     assert shown_for("draft-precision") == {k for k, s in picked.items() if not s.draft_model}  # hidden for these
     assert _values(_css_rule("#confidence"), "adaptive") == {KPolicy.CONFIDENCE.label}
+
+
+def test_a_rule_that_hides_a_control_names_one_drafter_per_has():
+    """Gradio prefixes each part of a selector list with its own container's selector, inside :has() too: in
+    `:not(:has(A, B))` the prefixed B never matches, so the control stayed hidden for B (self int4's and lookahead's
+    options did)."""
+    css = re.sub(
+        r"/\*.*?\*/", "", (Path(__file__).resolve().parents[2] / "assets" / "style.css").read_text(), flags=re.S
+    )
+    rules = [r.split("{")[0].strip() for r in re.split(r"}\s*", css) if "{" in r]
+    hiding = [r for r in rules if ":not(:has(" in r]
+    assert len(hiding) >= 4 and [r for r in hiding if "," in r] == []

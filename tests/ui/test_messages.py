@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground import models
+from playground import decoding, models
 from playground.ui import challenges_tab, compare_tab, export_tab, run_tab, step_tab, sweep_tab, theory_tab
 from playground.ui.common import NAMES, pair_info
 from playground.ui.state import SessionState
@@ -61,12 +61,9 @@ def test_a_value_of_the_wrong_type_names_its_field(tiny_catalog, runner):
 def test_a_1mb_value_in_any_control_is_answered_in_a_line(tiny_catalog, runner, field):
     """Issue 29.7: a 1 MB input was echoed back in full (a 2 MB answer). A drafter's own options are read when
     that drafter runs: the run uses it."""
-    drafter = {
-        "suffix": "suffix decoding",
-        "lookahead": "lookahead decoding",
-        "exit": "early exit",
-        "self": "self int4",
-    }.get(field.split("_")[0])
+    drafter = next(
+        (k.value for k in decoding.DRAFTERS if field in [w.name for w in decoding.strategy(k).widgets]), None
+    )
     status = status_of("run", runner, **{field: BIG}, **({"drafter": drafter} if drafter else {}))
     assert "status-error" in status and len(status) < MOST, (field, len(status))
 

@@ -401,7 +401,7 @@ def test_the_first_generate_on_the_initial_prompt_produces_tokens(tiny_catalog, 
 
 def test_controls_are_the_inputs_in_page_order():
     assert (
-        common.N_CONTROLS == 28 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")
+        common.N_CONTROLS == 30 and controls().as_inputs()[0] == PAIR and controls().as_inputs()[-1].startswith("Once")
     )
 
 

@@ -1,12 +1,15 @@
 """One module per strategy: its Options (the checks, the label), WIDGETS (the UI's ranges, labels, help), NAMES
-(the command line's option names), build() and STRATEGY, the registry's entry (playground.decoding collects them).
+(the command line's short option names), build() and STRATEGY, the registry's entry (playground.decoding collects
+them): everything the rest of playground/ knows of the strategy.
 
 Adding one: a module here, in MODULES below. Options: a frozen dataclass (defaults, checks in __post_init__, a
 label). WIDGETS: the sidebar's controls and the link's fields are built from them (Strategy.about: folded in the
 options accordion under that note). build(options, pair, context) -> the Drafter (playground/draft.py); context
 (options.Context): the confidence threshold, the prompt's encoder, an own token tree, the session's kept state.
-STRATEGY: the capabilities, an optional session-state factory (Strategy.session) and summary rows
-(Strategy.summary). Export and bench have adapter tables keyed by kind, for a strategy a peer has an equivalent of.
+STRATEGY: the capabilities, the command line's short name and positional option (Strategy.short, .positional; every
+Options field is an option there by its own name too), an optional session-state factory (Strategy.session),
+summary rows (Strategy.summary), and its peers (Strategy.hf, .vllm: which of transformers' or vLLM's adapters runs
+it, or "none", with the note the export shows; views/export_code.py and bench/ hold the adapters, by name).
 tests/test_new_strategy.py adds a small one ("repeat the last n-gram") from outside the package.
 
 Why not in the drafter modules (model.py, suffix.py, ...): those import torch, and the registry, the spec and the

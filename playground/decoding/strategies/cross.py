@@ -6,11 +6,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
-from playground.decoding.options import Context, Strategy, precision_of
+from playground.decoding.options import NONE, Context, Peer, Strategy, precision_of
 
 if TYPE_CHECKING:
     from playground.draft import Drafter
     from playground.models import LoadedPair
+
+NO_VLLM = (  # the vLLM export's whole snippet, as comments
+    "This run's draft has its own tokenizer. vLLM's draft-model speculation expects the target's\n"
+    "vocabulary; check your vLLM version's documentation for drafts with another vocabulary,\n"
+    "or use HF's universal assisted decoding (the transformers snippet)."
+)
 
 
 @dataclass(frozen=True)
@@ -33,4 +39,13 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     return CrossTokenizerDrafter(pair.draft, draft_tok, pair.tokenizer, run.encode(draft_tok) if run.encode else None)
 
 
-STRATEGY = Strategy(DrafterKind.CROSS_TOKENIZER, build, model="draft", pair_draft=True, options=Options)
+STRATEGY = Strategy(
+    DrafterKind.CROSS_TOKENIZER,
+    build,
+    model="draft",
+    pair_draft=True,
+    options=Options,
+    positional="precision",
+    hf=Peer("universal", bench=True),  # transformers' universal assisted decoding
+    vllm=Peer(NONE, NO_VLLM),
+)

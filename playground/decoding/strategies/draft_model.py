@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
-from playground.decoding.options import Context, Strategy, precision_of, typed
+from playground.decoding.options import Context, Peer, Strategy, Widget, precision_of, typed
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
 
@@ -15,6 +15,17 @@ if TYPE_CHECKING:
     from playground.models import LoadedPair
 
 NAMES = {"vocab": "draft_vocab"}  # "draft model:int8,vocab=32768" (a bare word: the precision)
+WIDGETS = (
+    Widget(
+        "draft_vocab",
+        "Draft vocab",
+        0,
+        262_144,
+        256,
+        help="draft model drafter, chains only: it proposes from the first N token ids and the sequence's own; 0: all",
+        box=True,
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -66,5 +77,9 @@ STRATEGY = Strategy(
     batch=True,
     ran="draft {draft}",
     options=Options,
+    widgets=WIDGETS,
     names=NAMES,
+    positional="precision",
+    hf=Peer("assisted", bench=True),
+    vllm=Peer("draft_model", bench=True),
 )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy, Widget, typed
+from playground.decoding.options import NONE, Context, Peer, Strategy, Widget, typed
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
 
@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 LABEL = "Early-exit layer L (0 = a quarter of the target's layers)"
 WIDGETS = (Widget("exit_layer", LABEL, 0, 64, help="early exit drafter only", unset=0),)  # 0: Options' None
+NO_VLLM = (  # the vLLM export's whole snippet, as comments
+    "vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
+    "Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit."
+)
 
 
 @dataclass(frozen=True)
@@ -53,4 +57,7 @@ STRATEGY = Strategy(
     ran="draft: the target's first layers ({target})",
     options=Options,
     widgets=WIDGETS,
+    positional="exit_layer",  # "early exit:7"
+    hf=Peer("early exit"),  # transformers' assistant_early_exit
+    vllm=Peer(NONE, NO_VLLM),
 )

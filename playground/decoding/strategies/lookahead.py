@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy, Widget, flag, typed, whole
+from playground.decoding.options import NONE, Context, Peer, Strategy, Widget, flag, typed, whole
 from playground.errors import PlaygroundError
 
 if TYPE_CHECKING:
@@ -40,6 +40,11 @@ ABOUT = (  # the UI's note above the widgets
     "lookahead decoding only: the window W (columns guessed ahead), the n-gram size N (N − 1 Jacobi "
     "levels; drafts of up to N − 1 tokens), and G, the n-grams verified per round. Each pass scores "
     "(W − 1) + (N − 2)·W window tokens and up to G·(N − 1) candidates"
+)
+NO_VLLM = (  # the vLLM export's whole snippet, as comments
+    "vLLM has no lookahead decoding. Its reference implementation runs on transformers (the\n"
+    "transformers snippet: hao-ai-lab/LookaheadDecoding, `lade`); TensorRT-LLM has it too\n"
+    "(LookaheadDecodingConfig(max_window_size=W, max_ngram_size=N, max_verification_set_size=G))."
 )
 
 
@@ -89,5 +94,8 @@ STRATEGY = Strategy(
     options=Options,
     widgets=WIDGETS,
     about=ABOUT,
+    short="lookahead",
     names=NAMES,
+    hf=Peer("lookahead"),  # the reference implementation, lade, on transformers
+    vllm=Peer(NONE, NO_VLLM),
 )

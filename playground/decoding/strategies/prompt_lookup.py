@@ -6,25 +6,36 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy, typed, whole
+from playground.decoding.options import Context, Peer, Strategy, Widget, typed, whole
 
 if TYPE_CHECKING:
     from playground.draft import Drafter
     from playground.models import LoadedPair
 
-MAX_NGRAM = (1, 8)
+MAX_NGRAM, NGRAM = (1, 8), 3  # the longest n-gram matched: its range, its default
+# the page's control, staged drafting's too (its lookup's)
+WIDGETS = (
+    Widget(
+        "max_ngram", "Max n-gram", *MAX_NGRAM, help="prompt lookup and staged: the longest n-gram matched", box=True
+    ),
+)
 
 
 @dataclass(frozen=True)
 class Options:
-    max_ngram: int = 3  # the longest n-gram matched
+    max_ngram: int = NGRAM  # the longest n-gram matched
 
     def __post_init__(self) -> None:
         typed(self, max_ngram=whole(self.max_ngram, *MAX_NGRAM, "The prompt-lookup n-gram size"))
 
     @property
     def label(self) -> str:
-        return ""
+        return ngram_label(self.max_ngram)
+
+
+def ngram_label(max_ngram: int) -> str:
+    """The longest n-gram where it is not the default: "n-grams up to 5"."""
+    return f"n-grams up to {max_ngram}" if max_ngram != NGRAM else ""
 
 
 def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
@@ -33,4 +44,12 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     return PromptLookupDrafter(max_ngram=o.max_ngram)
 
 
-STRATEGY = Strategy(DrafterKind.PROMPT_LOOKUP, build, ran="draft: prompt lookup (no model)", options=Options)
+STRATEGY = Strategy(
+    DrafterKind.PROMPT_LOOKUP,
+    build,
+    ran="draft: prompt lookup (no model)",
+    options=Options,
+    widgets=WIDGETS,
+    hf=Peer("prompt lookup", bench=True),
+    vllm=Peer("ngram", bench=True),
+)

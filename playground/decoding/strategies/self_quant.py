@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy, Widget, flag, typed
+from playground.decoding.options import Context, Peer, Strategy, Widget, flag, typed
 from playground.errors import PlaygroundError, shown
 from playground.numbers import is_int
 
@@ -28,6 +28,12 @@ ABOUT = (  # the UI's note above the widgets
     "to int4 (a scale per group of weights) or int8 (a scale per row), sharing its embedding and norms: no second "
     "model to load, about a quarter (int8: half) of the target's bf16 weights more memory, counted in the model "
     "cache's budget. CPU kernels only (a bf16 target)"
+)
+
+# What the exported code does instead ({tool}: transformers or vLLM): the target alone
+NO_PEER = (
+    "The playground's self int4 (the target's own quantised copy drafts for it) has no {tool} equivalent built in: "
+    "this runs the target alone. A quantised copy of the target can be its draft model."
 )
 
 
@@ -87,4 +93,7 @@ STRATEGY = Strategy(
     widgets=WIDGETS,
     about=ABOUT,
     names=NAMES,
+    aliases={"self int8": "bits=8"},
+    hf=Peer("target alone", NO_PEER),
+    vllm=Peer("target alone", NO_PEER),
 )

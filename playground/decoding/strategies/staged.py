@@ -7,13 +7,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind, Precision
-from playground.decoding.options import Context, Strategy, precision_of, typed, whole
+from playground.decoding.options import Context, Peer, Strategy, precision_of, typed, whole
 from playground.decoding.strategies import prompt_lookup
 from playground.numbers import fmt
 
 if TYPE_CHECKING:
     from playground.draft import Drafter
     from playground.models import LoadedPair
+
+# The peers run the draft model alone ({tool}: transformers or vLLM); vLLM's bench rows stand beside it too
+ALONE = (
+    "The playground's staged drafting (prompt lookup drafting for the draft model) has no {tool} equivalent: the "
+    "draft model alone drafts here."
+)
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,9 @@ class Options:
 
     @property
     def label(self) -> str:
-        return self.precision.value if self.precision else ""
+        return ", ".join(
+            p for p in (self.precision and self.precision.value, prompt_lookup.ngram_label(self.max_ngram)) if p
+        )
 
 
 def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
@@ -56,5 +64,10 @@ STRATEGY = Strategy(
     same_tokenizer=True,
     ran="draft {draft}, its drafts by prompt lookup",
     options=Options,
+    widgets=prompt_lookup.WIDGETS,  # prompt lookup's n-gram size: the page's one control serves both
+    short="staged",  # its own name has a colon
+    positional="precision",
+    hf=Peer("assisted", ALONE),
+    vllm=Peer("draft_model", ALONE, bench=True),
     summary=summary,
 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy, Widget, flag, real, typed, whole
+from playground.decoding.options import Context, Peer, Strategy, Widget, flag, real, typed, whole
 
 if TYPE_CHECKING:
     from playground.draft import Drafter
@@ -28,6 +28,10 @@ ABOUT = (  # the UI's note above the widgets
     "suffix decoding only (vLLM's names): a draft holds at most factor × the matched length tokens "
     "(max_spec_factor), stops where its frequency estimate falls under the minimum probability "
     "(min_token_prob), and the tree counts stretches up to its depth (max_tree_depth)"
+)
+NEAREST = (  # the transformers export: prompt lookup, the nearest it has
+    "transformers has no suffix decoding (vLLM has: the vLLM snippet). Its nearest is prompt lookup:\n"
+    "n-grams of the prompt and the output, the first match, no frequencies, a fixed draft length."
 )
 
 
@@ -92,6 +96,9 @@ STRATEGY = Strategy(
     options=Options,
     widgets=WIDGETS,
     about=ABOUT,
+    short="suffix",
     names=NAMES,
+    hf=Peer("nearest prompt lookup", NEAREST),
+    vllm=Peer("suffix"),  # vLLM >= 0.11 through Snowflake's Arctic Inference
     session=session_state,
 )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.config import DrafterKind
-from playground.decoding.options import Context, Strategy
+from playground.decoding.options import Context, Peer, Strategy
 
 if TYPE_CHECKING:
     from playground.draft import Drafter
@@ -24,4 +24,10 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     return NoDrafter()
 
 
-STRATEGY = Strategy(DrafterKind.TARGET_ALONE, build, pickable=False)
+STRATEGY = Strategy(
+    DrafterKind.TARGET_ALONE,
+    build,
+    pickable=False,
+    hf=Peer("target alone", bench=True),
+    vllm=Peer("target alone", bench=True),
+)

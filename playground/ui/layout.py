@@ -13,14 +13,13 @@ from playground.runner import Runner
 from playground.startup import Startup
 from playground.config import (
     DecodeConfig,
-    DrafterKind,
     KPolicy,
     K_MAX,
     K_MIN,
     Precision,
     TARGET_PRECISIONS,
 )
-from playground.spec import DEFAULT_PRECISION
+from playground.spec import DEFAULT_PRECISION, DrafterSpec
 from playground import decoding
 from playground.decoding import DRAFTERS
 from playground.errors import shown
@@ -188,7 +187,7 @@ def _drafter_controls() -> dict:
     early-exit layer: CSS shows those the chosen drafter uses), the rest in an accordion."""
     drafter = gr.Radio(
         [d.value for d in DRAFTERS],
-        value=DrafterKind.DRAFT_MODEL.value,
+        value=DrafterSpec().kind.value,  # the default drafter, chosen once (spec.DrafterSpec)
         label="Drafter",
         elem_id="drafter",
         info=DRAFTER_INFO,

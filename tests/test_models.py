@@ -78,6 +78,24 @@ def test_incompatible_tokenizers_name_the_mismatch(tiny_models):
         models.load_pair(str(tiny_models["other"]), str(tiny_models["target"]))
 
 
+def test_tokenizers_of_one_size_whose_ids_differ_are_refused_every_time(tiny_models):
+    """The vocabulary's digest is kept on each tokenizer (check_compatible runs on every click): two tokenizers of
+    one size that give one token different ids are still refused, the first time and the next."""
+    from transformers import AutoTokenizer
+
+    from playground.models.load import check_compatible
+
+    first = AutoTokenizer.from_pretrained(tiny_models["target"])
+    second = AutoTokenizer.from_pretrained(tiny_models["target"])
+    check_compatible(first, second)  # the same files agree
+    second.add_tokens(["<extra-a>"])
+    first.add_tokens(["<extra-b>"])  # one size again, one id meaning two tokens
+    assert len(first) == len(second)
+    for _ in range(2):
+        with pytest.raises(PlaygroundError, match="token ids differ"):
+            check_compatible(first, second)
+
+
 @pytest.mark.parametrize("spec", ["../../etc", "/etc", "/", "~/.ssh", "./secrets/../../etc"])
 def test_paths_outside_the_model_roots_are_refused(tiny_models, spec):
     with pytest.raises(PlaygroundError, match="allowed model roots"):

@@ -42,9 +42,16 @@ class Snapshot:
 class Startup:
     """Prepares one pair (the default) in a background thread; begin() starts it, once."""
 
-    def __init__(self, runner: Runner, pair_name: str | None = None, log: Callable[[str], None] | None = None) -> None:
-        """log: told the final line (ready or failed), e.g. the server's log: a Space's logs show it."""
-        self.runner, self.log = runner, log
+    def __init__(
+        self,
+        runner: Runner,
+        pair_name: str | None = None,
+        log: Callable[[str], None] | None = None,
+        first_prompt: str | None = None,
+    ) -> None:
+        """log: told the final line (ready or failed), e.g. the server's log: a Space's logs show it. first_prompt:
+        the prompt the page opens with; its prefill is kept for the first click (Session.keep_prefix)."""
+        self.runner, self.log, self.first_prompt = runner, log, first_prompt
         self.pair_name = pair_name or models.default_pair()
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -153,6 +160,9 @@ class Startup:
             self._set("loading", "Loading the default pair …", 0.85)
             with self.runner.session(spec, self._progress("loading")) as session:
                 session.ready()
+                if self.first_prompt:
+                    self._set("loading", "Prefilling the example prompt for the first click", 0.98)
+                    session.keep_prefix(self.first_prompt)
                 kernels = kernel_ops.describe() if session.invariant else self._stock(session)
             took = time.monotonic() - self._began
             note = f"; {kernels}" + (f"; {self.packs}" if self.packs else "")
@@ -192,7 +202,7 @@ class Startup:
             def report(message: str, fraction: float) -> None:
                 with self._lock:
                     lines[pack] = (message, fraction)
-                    joined = " · ".join(m for m, _ in lines.values())
+                    joined = " · ".join(dict.fromkeys(m for m, _ in lines.values()))  # one line once (the install)
                     least = min(f for _, f in lines.values())
                 self._set("preparing", joined, least, step=message)
 

@@ -157,6 +157,8 @@ def test_the_start_up_converts_the_two_packs_at_once_and_logs_each_ones_steps(pa
     converted = []
 
     def convert(pack, progress, dtype):
+        progress("Installing the model packs: 1 s", 0.0)  # both wait for the one install: one line, shown once
+        both.wait()
         progress(f"Converting {pack.name}: 1 s", 0.5)
         both.wait()
         converted.append(pack.name)
@@ -164,10 +166,17 @@ def test_the_start_up_converts_the_two_packs_at_once_and_logs_each_ones_steps(pa
 
     monkeypatch.setattr(models, "convert_pack", convert)
     monkeypatch.setattr(models, "load_dtype", lambda precision: None)  # not the kernels' build in this cache
-    told = []
+    told, shown = [], []
     startup = Startup(Runner(), log=told.append)
+    record = startup._set
+    startup._set = lambda phase, message, fraction=0.0, **kw: (
+        shown.append(message) or record(phase, message, fraction, **kw)
+    )
     startup.begin()
     assert startup._done.wait(30)
     assert sorted(converted) == ["other", "present"]  # the barrier held: both at once
+    assert "Installing the model packs: 1 s" in shown and not any(" · Installing" in m for m in shown)
+    assert any("Converting present: 1 s" in m and "Converting other: 1 s" in m for m in shown)
     assert "stop after present" in startup.snapshot().message  # the target's failure is the one told
-    assert {line.split(": ", 1)[1] for line in told[1:3]} == {"Converting present: 1 s", "Converting other: 1 s"}
+    steps = {line.split(": ", 1)[1] for line in told[1:4]}
+    assert steps == {"Installing the model packs: 1 s", "Converting present: 1 s", "Converting other: 1 s"}

@@ -14,11 +14,14 @@ from playground.errors import PlaygroundError
 from playground.runner import Runner
 from playground.startup import Startup
 from playground.ui import build_demo, launch_options
+from playground.ui.common import load_examples
 
 try:
     runner = Runner()
     # the default pair, prepared in the background once the server runs; its last line in the server's log too
-    startup = Startup(runner, log=lambda line: print(f"Start-up: {line}", flush=True))
+    startup = Startup(
+        runner, log=lambda line: print(f"Start-up: {line}", flush=True), first_prompt=load_examples()[0]["prompt"]
+    )
     demo = build_demo(runner, startup)  # reads every PLAYGROUND_* variable once: a bad value stops the app here
 except PlaygroundError as exc:  # say which variable and what to set, in one line (no traceback)
     raise SystemExit(f"The playground cannot start: {exc}") from None

@@ -145,6 +145,13 @@ class SpeculativeDecoder:
         self.threads = threads
         drafter.reset()
 
+    def start_from(self, cache: DynamicCache) -> None:
+        """Start from a cache that holds every prompt position but the last (prefixes.py): the first round then
+        feeds the target the prompt's last token and the draft only."""
+        if self.rounds or cache.get_seq_length() != self.prompt_len - 1:
+            raise ValueError("a kept prefix holds the prompt but its last token, and comes before the first round")
+        self.cache, self.cached = cache, self.prompt_len - 1
+
     @property
     def new_tokens(self) -> list[int]:
         return self.ids[0, self.prompt_len :].tolist()

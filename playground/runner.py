@@ -32,6 +32,7 @@ from playground.batch import BatchedDecoder
 from playground.engine import SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
+from playground.prefixes import Prefixes
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
 from playground.config import DecodeConfig, KPolicy
@@ -78,6 +79,7 @@ class Runner:
         self._draft_passes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {key: {n: Vd(n) s}}
         self._warm_batch: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {(draft, k, invariant)}
         self.threads = threads.Fit()  # every round's thread count, fitted to the cores other processes leave
+        self.prefixes = Prefixes()  # the target's cache of the example prompt, kept by the start-up
 
     # ------------------------------------------------------------ loading
 
@@ -172,9 +174,10 @@ class Runner:
     # ------------------------------------------------------------ running
 
     def _build(
-        self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet
+        self, spec: RunSpec, pair: LoadedPair, kept: Any = None, progress: Progress = quiet, prefix: bool = False
     ) -> SpeculativeDecoder:
-        """A decoder of the spec on the pair as it is (warm or not)."""
+        """A decoder of the spec on the pair as it is (warm or not). prefix: start from the prompt's kept prefill
+        where there is one (prefixes.py; the Run tab's runs)."""
         kernels = pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
         profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
@@ -190,17 +193,21 @@ class Runner:
         )
         # fitted threads only where every model runs the kernels: there the thread count changes no bit
         fit = self.threads if kernels and threads.exact_on_any_threads(pair.draft) else None
-        return SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile, fit)
+        decoder = SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile, fit)
+        start = self.prefixes.find(pair.target, ids) if prefix and kernels else None  # the example prompt's
+        if start is not None:
+            decoder.start_from(start)
+        return decoder
 
     def _decoder(
-        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None
+        self, spec: RunSpec, pair: LoadedPair, progress: Progress = quiet, kept: Any = None, prefix: bool = False
     ) -> SpeculativeDecoder:
         """A ready decoder, warm (Session.decoder, Session.rounds): call step() for one round, or iterate it. kept:
         the browser session's state for the spec's drafter kind (Strategy.session; suffix decoding reads and
         extends its memory of earlier runs when its spec asks; warm-ups never touch it)."""
         if not self.is_warm(spec, pair):
             self._warm_up(spec, pair, progress)
-        return self._build(spec, pair, kept, progress)
+        return self._build(spec, pair, kept, progress, prefix)
 
     def session(
         self,
@@ -210,14 +217,17 @@ class Runner:
         warm: bool = True,
         fast_verify: bool | None = None,
         check: Callable[[], None] | None = None,
+        prefix: bool = False,
     ) -> Session:
         """`with runner.session(spec) as s:` the one way to decode: iterating s loads the pair (cached), sets the
         target's kernels and warms up (once per model and drafter), yielding a status event before each step;
         then s.rounds() / s.decoder() run on the warm pair, kept in use until the block ends. kept: the browser
         session's state for the spec's drafter kind (SessionState.kept). warm=False: load and kernels only (a peer
         that decodes with its own engine on our models). fast_verify: set speed.fast_verify on the target (True /
-        False; None leaves it). check: called after every round (a job that nobody listens to ends there)."""
-        return Session(self, spec, progress, kept, warm, fast_verify, check)
+        False; None leaves it). check: called after every round (a job that nobody listens to ends there). prefix:
+        a run of a prompt whose prefill the start-up kept starts from it (prefixes.py): the Run tab's runs, not a
+        comparison with a peer that prefills."""
+        return Session(self, spec, progress, kept, warm, fast_verify, check, prefix)
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,7 @@ class Session:
     warm: bool = True
     fast_verify: bool | None = None
     check: Callable[[], None] | None = None
+    prefix: bool = False  # start from the prompt's kept prefill (prefixes.py)
     pair: LoadedPair | None = None
     invariant: bool = False  # the target runs the batch-invariant kernels
     segments: list[tuple[int, int]] = field(default_factory=list)  # compare(): (its rounds, the baseline's) per segment
@@ -291,10 +302,18 @@ class Session:
     def profile(self, spec: RunSpec | None = None) -> theory.CostProfile | None:
         return self.runner.profile(spec or self.spec, self.ready().pair)
 
+    def keep_prefix(self, prompt: str) -> None:
+        """Prefill the target on the prompt once and keep its cache for the prompt's later runs (prefixes.py), where
+        the target runs the batch-invariant kernels."""
+        pair = self.ready().pair
+        if pair.use_kernels(self.spec.pair.invariant):
+            self.runner.prefixes.keep(pair.target, encode_prompt(pair.tokenizer, prompt, self.spec.chat))
+
     def decoder(self, spec: RunSpec | None = None) -> SpeculativeDecoder:
         """A decoder of the session's spec (or another spec on the same pair), for one round at a time."""
         spec = spec or self.spec
-        decoder = self.runner._decoder(spec, self.ready().pair, self.progress, self.kept if spec is self.spec else None)
+        kept = self.kept if spec is self.spec else None
+        decoder = self.runner._decoder(spec, self.ready().pair, self.progress, kept, self.prefix)
         return _Checked(decoder, self.check) if self.check is not None else decoder
 
     def rounds(self, spec: RunSpec | None = None) -> Iterator[RoundRecord]:

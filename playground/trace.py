@@ -116,7 +116,8 @@ def summarize(
     - tokens/s = new tokens / the run's engine time (the sum of its rounds' draft and verify seconds;
       the first round's pass includes the prompt). The same definition for the target-alone baseline.
     - time to first token (ttft_s) = the first round's draft and verify seconds: the prompt passes (the
-      draft's and the target's) and the first draft, after which the first round's tokens appear together.
+      draft's and the target's) and the first draft, after which the first round's tokens appear together. A
+      round 0 whose `prefill` is 0 fed the target no prompt: its prefill was kept (playground/prefixes.py).
     - speedup = tokens/s / the baseline's tokens/s (same prompt, target, precision, sampling); only when
       a baseline ran.
     - alpha = accepted / drafted; alpha_eval = accepted / evaluated (drafts after a rejection are never

@@ -73,7 +73,7 @@ def generate(
         for message in startup.wait(spec) if startup is not None else ():
             yield unchanged(status=status_html(f"Waiting for the start-up to prepare this pair: {message}", "busy"))
         # the pair stays in use until the session ends
-        with runner.session(spec, progress, state.kept(spec.drafter.kind)) as session:
+        with runner.session(spec, progress, state.kept(spec.drafter.kind), prefix=True) as session:
             for event in session:  # the load, then (once per model and drafter) the warm-up
                 if event.step == "load":
                     yield unchanged(

@@ -97,6 +97,13 @@ def precisions(run: CurrentRun) -> str:
     return " · ".join(p for p in (f"target {run.target_precision}{kernels}", draft) if p)
 
 
+TTFT = "time to first token (the prompt's passes and the first round)"
+# a round 0 that fed the target no prompt: the start-up kept the example prompt's prefill (playground/prefixes.py)
+TTFT_KEPT = (
+    "time to first token (the first round; the target's prefill of this example prompt was kept from the start-up)"
+)
+
+
 def summary_markdown(s: dict, run: CurrentRun) -> str:
     """The summary panel: the three speedups side by side, each with what it assumes; then the measures."""
     k = max(1, round(s["mean_k"])) if s["mean_k"] else None
@@ -112,7 +119,7 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
     source = SOURCES.get(s["step_source"], s["step_source"])
     rows = [
         ("tokens/s", fmt(s["tokens_per_s"], 1) + base),
-        ("time to first token (the prompt's passes and the first round)", fmt(s["ttft_s"], 2, " s")),
+        (TTFT_KEPT if run.rounds and run.rounds[0].prefill == 0 else TTFT, fmt(s["ttft_s"], 2, " s")),
         ("precisions that ran", precisions(run)),
         ("α acceptance (accepted / drafted)", fmt(s["alpha"], 3)),
         ("mean accepted tokens per round", fmt(s["mean_accepted"], 2)),

@@ -464,3 +464,16 @@ def test_a_sized_tree_run_shows_its_plan_in_the_tree_panel_and_the_summary(tiny_
     )
     assert row and re.fullmatch(r"[\d.]+ in [\d.]+ · [\d.]+ in [\d.]+", row.group(1)), final.summary
     assert "sized tree" not in call(runner, SessionState(), tree="dynamic:6", max_new_tokens=24)[-1].summary
+
+
+def test_the_first_token_says_when_the_prompt_s_prefill_was_kept(tiny_catalog, runner):
+    """A run whose first round fed the target no prompt (the start-up kept the example prompt's prefill,
+    playground/prefixes.py) says so beside its time to first token; a run that prefilled does not."""
+    state = SessionState()
+    final = call(runner, state, compare=False, max_new_tokens=8)[-1]
+    assert run_view.TTFT in final.summary and run_view.TTFT_KEPT not in final.summary
+    assert state.run.rounds[0].prefill > 0
+    first = replace(state.run.rounds[0], prefill=0)
+    kept = replace(state.run, rounds=[first, *state.run.rounds[1:]])
+    shown = run_view.summary_markdown(kept.summary(), kept)
+    assert run_view.TTFT_KEPT in shown and run_view.TTFT + " |" not in shown

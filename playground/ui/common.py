@@ -162,7 +162,7 @@ def gradio_progress(bar: Any, check: Callable[[], None] | None = None) -> Progre
 
 def precision_choices(default: str, options: tuple[str, ...]) -> list[tuple[str, str]]:
     """(label, value) pairs for a precision dropdown: the device default first, named."""
-    return [(f"default ({default} on this machine)", DEFAULT_PRECISION)] + [(p, p) for p in options]
+    return [(f"{default} (default)", DEFAULT_PRECISION)] + [(p, p) for p in options]
 
 
 def checked_by_us(component: gr.components.Component) -> gr.components.Component:

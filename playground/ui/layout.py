@@ -182,7 +182,7 @@ def _model_controls(catalog: list[str]) -> tuple[dict, gr.HTML]:
 
 
 def _drafter_controls() -> dict:
-    """The drafter and its options: the draft's precision (three drafters share it), then a row of the strategies' own
+    """The drafter and its options: the draft's precision (three drafters share it) in a row with the strategies' own
     widgets that have no note (decoding/strategies/: WIDGETS; the draft's vocabulary, the lookup's n-gram size, the
     early-exit layer: CSS shows those the chosen drafter uses), the rest in an accordion."""
     drafter = gr.Radio(
@@ -192,14 +192,15 @@ def _drafter_controls() -> dict:
         elem_id="drafter",
         info=DRAFTER_INFO,
     )
-    draft_precision = gr.Dropdown(  # the row's width: its choices are long ("default (int8 on this machine)")
-        precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
-        value=DEFAULT_PRECISION,
-        label="Draft precision",
-        elem_id="draft-precision",
-        info="draft model drafter only; int8 and int4 on CPU",
-    )
     with gr.Row(equal_height=True, elem_id="drafter-options"):
+        draft_precision = gr.Dropdown(  # half the row: "int8 (default)" shows whole
+            precision_choices(models.default_draft_precision().value, tuple(p.value for p in DRAFT_PRECISIONS)),
+            value=DEFAULT_PRECISION,
+            label="Draft precision",
+            elem_id="draft-precision",
+            info="draft model drafter only; int8 and int4 on CPU",
+            min_width=120,
+        )
         out = _option_controls(noted=False)
     return dict(drafter=drafter, draft_precision=draft_precision) | out | _option_controls(noted=True)
 

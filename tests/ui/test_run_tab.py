@@ -376,7 +376,7 @@ def test_build_demo(tiny_catalog, runner):
         "confidence",
     } <= set(blocks)
     assert blocks["pair"].value == PAIR
-    assert blocks["target-precision"].value == "default" and "default (fp32 on this machine)" in str(
+    assert blocks["target-precision"].value == "default" and "fp32 (default)" in str(
         blocks["target-precision"].choices
     )
     assert {"fp32", "bf16", "int8"} <= {value for _, value in blocks["draft-precision"].choices}

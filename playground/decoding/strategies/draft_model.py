@@ -18,7 +18,7 @@ NAMES = {"vocab": "draft_vocab"}  # "draft model:int8,vocab=32768" (a bare word:
 WIDGETS = (
     Widget(
         "draft_vocab",
-        "Draft vocabulary (0 = all)",
+        "Vocab (0 = all)",
         0,
         262_144,
         256,

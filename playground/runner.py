@@ -103,7 +103,7 @@ class Runner:
         model = id(pair.draft) if spec.needs_draft_model else None
         return (spec.but(precision=None) if spec.precision else spec, model, invariant)
 
-    def is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
+    def _is_warm(self, spec: RunSpec, pair: LoadedPair) -> bool:
         invariant = pair.kernels_for(spec.pair.invariant)
         key = self._key(spec.drafter, pair, invariant)
         sized = not _sized(spec) or key in self._draft_passes.get(pair.target, {})
@@ -150,14 +150,14 @@ class Runner:
                 BatchedDecoder(pair.target, pair.draft, (prompts * 2)[:2], warm_k, 4, pair.eos).run()
                 done.add(key)
 
-    def tree_costs(self, spec: RunSpec, pair: LoadedPair) -> TreeCosts | None:
+    def _tree_costs(self, spec: RunSpec, pair: LoadedPair) -> TreeCosts | None:
         """What a sized token tree plans with: the target's V(n) and the draft's Vd(n) (None before warm_up)."""
         invariant = pair.kernels_for(spec.pair.invariant)
         verify = self._verify.get(pair.target, {}).get(invariant)
         draft = self._draft_passes.get(pair.target, {}).get(self._key(spec.drafter, pair, invariant))
         return TreeCosts(dict(verify), dict(draft)) if verify and draft else None
 
-    def profile(self, spec: RunSpec, pair: LoadedPair) -> theory.CostProfile | None:
+    def _profile(self, spec: RunSpec, pair: LoadedPair) -> theory.CostProfile | None:
         """The measured costs of this target and drafter (None before warm_up)."""
         invariant = pair.kernels_for(spec.pair.invariant)
         verify = self._verify.get(pair.target, {}).get(invariant)
@@ -165,11 +165,6 @@ class Runner:
             return None
         draft_s = self._draft_s.get(pair.target, {}).get(self._key(spec.drafter, pair, invariant), 0.0)
         return theory.CostProfile(dict(verify), draft_s)
-
-    def step_s(self, pair: LoadedPair) -> float | None:
-        """One target step on this machine, V(1), once profiled."""
-        verify = self._verify.get(pair.target, {}).get(pair.invariant)
-        return verify[1] if verify else None
 
     # ------------------------------------------------------------ running
 
@@ -180,7 +175,7 @@ class Runner:
         where there is one (prefixes.py; the Run tab's runs)."""
         kernels = pair.use_kernels(spec.pair.invariant)
         ids = encode_prompt(pair.tokenizer, spec.prompt, spec.chat)
-        profile = self.profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
+        profile = self._profile(spec, pair) if spec.decode.policy is KPolicy.THEORY else None
         drafter = decoding.make_drafter(
             spec.drafter,
             pair,
@@ -189,7 +184,7 @@ class Runner:
             lambda tokenizer: encode_prompt(tokenizer, spec.prompt, spec.chat)[0].tolist(),
             kept,
             progress,
-            self.tree_costs(spec, pair) if _sized(spec) else None,
+            self._tree_costs(spec, pair) if _sized(spec) else None,
         )
         # fitted threads only where every model runs the kernels: there the thread count changes no bit
         fit = self.threads if kernels and threads.exact_on_any_threads(pair.draft) else None
@@ -205,7 +200,7 @@ class Runner:
         """A ready decoder, warm (Session.decoder, Session.rounds): call step() for one round, or iterate it. kept:
         the browser session's state for the spec's drafter kind (Strategy.session; suffix decoding reads and
         extends its memory of earlier runs when its spec asks; warm-ups never touch it)."""
-        if not self.is_warm(spec, pair):
+        if not self._is_warm(spec, pair):
             self._warm_up(spec, pair, progress)
         return self._build(spec, pair, kept, progress, prefix)
 
@@ -282,7 +277,7 @@ class Session:
             if self.fast_verify is not None:
                 speed.fast_verify(pair.target, self.fast_verify)
             self.invariant = pair.use_kernels(spec.pair.invariant)
-        if self.warm and not self.runner.is_warm(spec, self.pair):  # warms the target alone too
+        if self.warm and not self.runner._is_warm(spec, self.pair):  # warms the target alone too
             yield Event("warm-up", "Warming up and measuring this machine's V(n) (once per model and drafter)")
             self.runner._warm_up(spec, self.pair, self.progress)
 
@@ -300,7 +295,16 @@ class Session:
         return self
 
     def profile(self, spec: RunSpec | None = None) -> theory.CostProfile | None:
-        return self.runner.profile(spec or self.spec, self.ready().pair)
+        """The measured costs of the target and the spec's drafter (None before the warm-up measured them)."""
+        return self.runner._profile(spec or self.spec, self.ready().pair)
+
+    def tree_costs(self, spec: RunSpec | None = None) -> TreeCosts | None:
+        """What a sized token tree of the spec plans with (None before the warm-up measured them)."""
+        return self.runner._tree_costs(spec or self.spec, self.ready().pair)
+
+    def warmed(self, spec: RunSpec | None = None) -> bool:
+        """Whether the spec's first run pays no warm-up: its target and drafter are warm, its costs measured."""
+        return self.runner._is_warm(spec or self.spec, self.load())
 
     def keep_prefix(self, prompt: str) -> None:
         """Prefill the target on the prompt once and keep its cache for the prompt's later runs (prefixes.py), where

@@ -42,6 +42,18 @@ def load_pair(runner, spec, progress=None, warm=False):
         return session.ready().pair
 
 
+def warmed(runner, spec) -> bool:
+    """Whether the spec's first run would pay no warm-up (Session.warmed), asked without warming."""
+    with runner.session(spec, warm=False) as session:
+        return session.warmed()
+
+
+def profile(runner, spec):
+    """The runner's measured costs for the spec (Session.profile), asked without warming."""
+    with runner.session(spec, warm=False) as session:
+        return session.profile()
+
+
 def run_all(runner, spec, progress=None, kept=None) -> list[RoundRecord]:
     """A spec's rounds through runner.session, the one way anything decodes."""
     with runner.session(spec, *([progress] if progress is not None else []), kept=kept) as session:

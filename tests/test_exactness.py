@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers import run_all, load_pair
+from tests.helpers import load_pair, profile, run_all
 from playground import models, sametext
 from playground.kernels import model as kernel_model
 from playground.batch import decode_batch
@@ -122,10 +122,10 @@ def test_switching_the_kernels_off_is_per_run_and_shows(runner, bf16_spec):
     loaded = load_pair(runner, stock)
     run_all(runner, stock)
     assert not loaded.invariant and not kernel_model.is_invariant(loaded.target)
-    assert runner.profile(stock, loaded) is not None
+    assert profile(runner, stock) is not None
     run_all(runner, spec)
     assert loaded.invariant  # each run sets the kernels it asked for; both have their own V(n) profile
-    assert runner.profile(stock, loaded).verify_s != runner.profile(spec, loaded).verify_s
+    assert profile(runner, stock).verify_s != profile(runner, spec).verify_s
 
 
 def test_an_exact_comparison_never_calls_a_difference_a_near_tie():

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tests.helpers import run_all, load_pair
+from tests.helpers import load_pair, profile, run_all
 from playground import models, sametext, trace
 from playground.kernels import ops as kernel_ops
 from playground.bench import prompts as bench_prompts
@@ -67,7 +67,7 @@ def test_default_pair_is_lossless_against_the_target_alone_and_hf_generate(real)
             ids, do_sample=False, max_new_tokens=24, pad_token_id=loaded.tokenizer.eos_token_id
         )
     assert new_tokens(base) == ref[0, ids.shape[1] :].tolist()  # the baseline is HF's own greedy decoding
-    summary = trace.summarize(rounds, base, runner.profile(spec, loaded))
+    summary = trace.summarize(rounds, base, profile(runner, spec))
     assert summary["alpha"] > 0.3  # a real same-family pair agrees often on code
     text = loaded.tokenizer.decode(new_tokens(rounds))
     assert "def" in text or "fib" in text.lower(), text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.helpers import run_all, load_pair
+from tests.helpers import load_pair, profile, run_all, warmed
 from playground import sametext, trace
 from playground.runner import Runner, encode_prompt, new_tokens
 from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
@@ -31,27 +31,24 @@ def test_run_equals_target_generate_for_every_drafter_and_policy(runner, tiny_sp
 def test_warm_up_happens_once_per_target_and_drafter(tiny_spec, monkeypatch):
     runner = Runner()
     spec = tiny_spec(max_new_tokens=5)
-    pair = load_pair(runner, spec)
     run_all(runner, spec)
-    assert runner.is_warm(spec, pair)
+    assert warmed(runner, spec)
     calls = []
     monkeypatch.setattr(runner, "_warm_up", lambda *a, **k: calls.append(a))
     run_all(runner, spec)
     run_all(runner, spec.baseline())
     assert calls == []
     lookup = tiny_spec(drafter=DrafterKind.PROMPT_LOOKUP, max_new_tokens=5)
-    assert not runner.is_warm(lookup, load_pair(runner, lookup))  # a new drafter on the same target is cold
+    assert not warmed(runner, lookup)  # a new drafter on the same target is cold
 
 
 def test_cost_profile_has_one_positive_value_per_measured_n(runner, tiny_spec):
     spec = tiny_spec(max_new_tokens=5)
-    pair = load_pair(runner, spec)
     run_all(runner, spec)
-    profile = runner.profile(spec, pair)
-    assert sorted(profile.verify_s) == [1, 2, 3, 5, 9, 17]
-    assert all(s > 0 and s == s for s in profile.verify_s.values())
-    assert profile.draft_s > 0  # the draft model costs something per token
-    assert runner.step_s(pair) == profile.verify_s[1]
+    costs = profile(runner, spec)
+    assert sorted(costs.verify_s) == [1, 2, 3, 5, 9, 17]
+    assert all(s > 0 and s == s for s in costs.verify_s.values())
+    assert costs.draft_s > 0  # the draft model costs something per token
 
 
 def test_theory_policy_with_a_fixed_profile_is_reproducible_for_a_seed(runner, tiny_spec):
@@ -81,11 +78,10 @@ def test_baseline_runs_at_the_same_target_precision(runner, tiny_models):
 
 def test_figures_are_the_same_with_and_without_a_baseline(runner, tiny_spec):
     spec = tiny_spec(max_new_tokens=30, k=4)
-    pair = load_pair(runner, spec)
     rounds = run_all(runner, spec)
-    profile = runner.profile(spec, pair)
-    alone = trace.summarize(rounds, None, profile)
-    compared = trace.summarize(rounds, run_all(runner, spec.baseline()), profile)
+    costs = profile(runner, spec)
+    alone = trace.summarize(rounds, None, costs)
+    compared = trace.summarize(rounds, run_all(runner, spec.baseline()), costs)
     assert (alone["c"], alone["calibrated_speedup"], alone["best_k_calibrated"]) == (
         compared["c"],
         compared["calibrated_speedup"],
@@ -124,15 +120,15 @@ def test_an_interleaved_run_measures_its_own_c_and_v(runner, tiny_spec):
     spec = tiny_spec(max_new_tokens=30, k=4)
     with runner.session(spec) as session:
         events = list(session.compare())
-        profile = session.profile()
+        costs = session.profile()
         segments = session.segments
     rounds = [r for baseline, r in events if not baseline]
     base = [r for baseline, r in events if baseline]
-    s = trace.summarize(rounds, base, profile, segments)
+    s = trace.summarize(rounds, base, costs, segments)
     steps = [r.verify_s for r in base[1:]]
-    assert s["step_source"] == trace.IN_RUN and s["step_s"] == sum(steps) / len(steps) != profile.step_s
+    assert s["step_source"] == trace.IN_RUN and s["step_s"] == sum(steps) / len(steps) != costs.step_s
     later = [r for r in rounds[1:] if r.k]
     assert s["c"] == (sum(r.draft_s for r in later) / sum(r.k for r in later)) / s["step_s"]
     assert s["segments"] == len(segments) and s["segment_speedup_min"] <= s["segment_speedup_max"]
-    apart = trace.summarize(rounds, base, profile)  # the same rounds without their segments: the calibration's
+    apart = trace.summarize(rounds, base, costs)  # the same rounds without their segments: the calibration's
     assert apart["step_source"] == trace.CALIBRATION and apart["c"] != s["c"] and apart["segments"] == 0

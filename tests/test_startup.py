@@ -10,7 +10,7 @@ import time
 
 from playground.runner import Runner
 from playground.startup import Startup
-from tests.helpers import load_pair
+from tests.helpers import profile, warmed
 
 
 def finished(startup: Startup, limit_s: float = 300) -> str:
@@ -32,8 +32,7 @@ def test_the_default_pair_is_ready_and_warm_after_the_start_up(tiny_catalog):
     assert finished(startup) == "ready", startup.snapshot().message
     assert "Ready" in startup.snapshot().message and "after start-up" in startup.snapshot().message
     spec = startup.spec()
-    pair = load_pair(runner, spec)
-    assert runner.is_warm(spec, pair) and runner.profile(spec, pair) is not None  # the first Generate pays nothing
+    assert warmed(runner, spec) and profile(runner, spec) is not None  # the first Generate pays nothing
     assert seen & {"preparing", "loading"}
 
 

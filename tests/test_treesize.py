@@ -171,7 +171,7 @@ def test_a_sized_run_plans_from_measured_costs_and_records_its_plans(runner, tin
     spec = tiny_spec("def fibonacci(n):", tree="sized:8", max_new_tokens=30)
     with runner.session(spec) as session:
         rounds = list(session.rounds())
-        costs = runner.tree_costs(spec, session.pair)
+        costs = session.tree_costs()
     assert costs is not None and set(costs.draft_s) == set(costs.verify_s)  # the draft's passes, measured too
     trees = [r for r in rounds if r.is_tree]
     assert trees and all(isinstance(r.extras, SizedExtras) for r in trees)

@@ -376,9 +376,7 @@ def test_build_demo(tiny_catalog, runner):
         "confidence",
     } <= set(blocks)
     assert blocks["pair"].value == PAIR
-    assert blocks["target-precision"].value == "default" and "fp32 (default)" in str(
-        blocks["target-precision"].choices
-    )
+    assert blocks["target-precision"].value == "default" and "fp32 (default)" in str(blocks["target-precision"].choices)
     assert {"fp32", "bf16", "int8"} <= {value for _, value in blocks["draft-precision"].choices}
     assert {"fixed k", "adaptive (heuristic)", "adaptive (theory)", "adaptive (draft confidence)"} == {
         value for _, value in blocks["adaptive"].choices

@@ -33,7 +33,8 @@ def in_child(gguf: Path, out: Path, dtype: str) -> None:
 
 
 def _end_with(parent: int) -> None:
-    """Linux: a SIGTERM when the app's process ends, so a stopped app leaves no conversion running."""
+    """Linux: a SIGTERM when the app's process ends, so a stopped app leaves no conversion running. The kernel sends
+    it when the thread that started this process ends: in_child waits in that thread until this process is done."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG

@@ -11,9 +11,47 @@
  * portable.c's finish_i8().
  */
 #define BI_OWN_LINEARS
-#include "portable.c"
-
+#define BI_OWN_EXP
+#define BI_OWN_SILU
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+/* portable.c's exp_clamped for 8 lanes, by the same operations (MADD is a fused multiply-add in this build,
+ * nearbyintf rounds to nearest even as _mm256_round_ps does here), so the same bits. */
+static inline __m256 exp8(__m256 x) {
+  x = _mm256_blendv_ps(x, _mm256_set1_ps(-87.0f), _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ));
+  x = _mm256_blendv_ps(x, _mm256_set1_ps(88.0f), _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_GT_OQ));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 neg = _mm256_xor_ps(n, _mm256_set1_ps(-0.0f));
+  __m256 r = _mm256_fmadd_ps(neg, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fmadd_ps(neg, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+/* The attention's exp_shifted (portable.c), 8 scores at a time; the last few through a padded copy. */
+static void exp_shifted(float *s, int64_t n, float mx) {
+  __m256 m = _mm256_set1_ps(mx);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), m)));
+  if (j < n) {
+    float t[8] = {0};
+    memcpy(t, s + j, sizeof(float) * (size_t)(n - j));
+    _mm256_storeu_ps(t, exp8(_mm256_sub_ps(_mm256_loadu_ps(t), m)));
+    memcpy(s + j, t, sizeof(float) * (size_t)(n - j));
+  }
+}
+
+#include "portable.c"
 
 #define MC 128   /* input rows per cache block: a weight block is read from memory once per MC rows */
 #ifndef GROUP
@@ -468,4 +506,22 @@ void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int
   free(xs);
   free(nc);
   free(sx);
+}
+
+/* portable.c's bi_silu_mul, 8 elements at a time by the same operations (exp8), the rest one by one. */
+void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
+#pragma omp parallel for schedule(static) if (M * I > 65536)
+  for (int64_t m = 0; m < M; m++) {
+    const uint16_t *g = gu + m * 2 * I, *u = g + I;
+    int64_t i = 0;
+    for (; i + 8 <= I; i += 8) {
+      __m256 gv = from_bf16x8(g + i), e = exp8(_mm256_xor_ps(gv, _mm256_set1_ps(-0.0f)));
+      __m256 y = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), from_bf16x8(u + i));
+      _mm_storeu_si128((__m128i *)(out + m * I + i), to_bf16x8(y));
+    }
+    for (; i < I; i++) {
+      float gf = from_bf16(g[i]);
+      out[m * I + i] = to_bf16((gf / (1.0f + exp_clamped(-gf))) * from_bf16(u[i]));
+    }
+  }
 }

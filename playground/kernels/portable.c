@@ -305,6 +305,10 @@ static void exp_shifted(float *s, int64_t n, float mx) {
 
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
 
+#ifndef EXACT_MADD8 /* acc + a * b, a * b exact (two bf16): avx2.c makes it one fused multiply-add, the same bits */
+#define EXACT_MADD8(acc, a, b) ((acc) + (a) * (b))
+#endif
+
 static inline f32x8 widen8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
   u16x8 h;
   memcpy(&h, p, sizeof h);
@@ -454,8 +458,8 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
             for (int64_t c = 0; c < D / 16; c++) {
               f32x8 ko, ke;
               split16(kr + 16 * c, &ko, &ke);
-              a0 = a0 + qo[c] * ko;
-              a1 = a1 + qe[c] * ke;
+              a0 = EXACT_MADD8(a0, qo[c], ko);
+              a1 = EXACT_MADD8(a1, qe[c], ke);
             }
             sums[t] = a0 + a1;
           }

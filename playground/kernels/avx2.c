@@ -347,11 +347,12 @@ static void outer(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, in
         int64_t nr = nc - p * NR < NR ? nc - p * NR : NR;
         pack_panel(w + (n0 + p * NR) * K, K, Kp, (int)nr, wp + p * NR * Kp / 2);
       }
+      /* Each thread its share of the panels (the same number for every block of rows, whatever M). */
+      int64_t parts = omp_get_num_threads();
 #pragma omp for schedule(static) collapse(2)
-      for (int64_t b = 0; b < mblocks; b++)
-        for (int64_t half = 0; half < 2; half++) {
-          int64_t p0 = half * ((panels + 1) / 2), p1 = half ? panels : (panels + 1) / 2;
-          for (int64_t p = p0; p < p1; p++) {
+      for (int64_t part = 0; part < parts; part++)
+        for (int64_t b = 0; b < mblocks; b++) {
+          for (int64_t p = part * panels / parts; p < (part + 1) * panels / parts; p++) {
             int64_t nr = nc - p * NR < NR ? nc - p * NR : NR, n = n0 + p * NR;
             for (int64_t m = b * mc; m < M && m < (b + 1) * mc; m += MR) {
               int mb = M - m < MR ? (int)(M - m) : MR;

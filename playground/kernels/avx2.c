@@ -7,6 +7,8 @@
  * i then takes fma(w[2i + 1], x[2i + 1], acc), then fma(w[2i], x[2i], acc), chunk after chunk: portable.c's
  * chunk(), in the same order; the epilogue is its finish(). Every register block computes each element by that
  * one sequence, so a row's bits never depend on the pass.
+ * Passes of 24 rows or more compute the same sequence as outer products over repacked weight panels (outer()).
+ * The softmax's and SiLU's exp run 8 lanes at a time by portable.c's operations (exp8).
  * The int8 linear: integer sums are exact in any order (vpmaddwd on int16, no saturation), and the epilogue is
  * portable.c's finish_i8().
  */

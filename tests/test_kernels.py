@@ -52,6 +52,17 @@ def test_a_linear_row_is_its_definition_in_every_pass_of_1_to_4096_rows():
             assert torch.equal(kernel_ops.linear(x[:m], w, b, resid[:m]), ref_resid[:m]), m
 
 
+def test_a_linear_of_many_rows_is_its_definition_with_partial_chunks_and_panels():
+    """Passes of many rows take other code (avx2.c: repacked weight panels of 16 rows, 512 packed at once, an
+    outer-product micro-kernel of 6 rows): 1100 weight rows (three packings, a partial panel) and 200 inputs (a
+    partial chunk), with a bias and a residual, must give the definition's bits."""
+    w, b, x = bf16(1100, 200, seed=29, scale=0.1), bf16(1100, seed=30), bf16(301, 200, seed=31)
+    resid = bf16(301, 1100, seed=32)
+    ref = kernel_ops.linear(x, w, b, resid, reference=True)
+    for m in (24, 25, 29, 301):
+        assert torch.equal(kernel_ops.linear(x[:m], w, b, resid[:m]), ref[:m]), m
+
+
 def test_an_int8_row_is_the_same_in_every_pass_of_1_to_300_rows():
     """The int8 draft's linear (16 weight rows a block, taken 16 or 8 at a time, pairs of input rows and a single
     one): integer sums are exact, and every output element goes through the same epilogue whatever its block.

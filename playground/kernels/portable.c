@@ -296,7 +296,18 @@ static inline float exp_clamped(float x) {
   return p * scale;
 }
 
+#ifndef BI_OWN_EXP
+/* s[j] = exp_clamped(s[j] - mx) for j < n (avx2.c: 8 at a time, by the same operations lane-wise). */
+static void exp_shifted(float *s, int64_t n, float mx) {
+  for (int64_t j = 0; j < n; j++) s[j] = exp_clamped(s[j] - mx);
+}
+#endif
+
 typedef uint16_t u16x8 __attribute__((vector_size(16)));
+
+#ifndef EXACT_MADD8 /* acc + a * b, a * b exact (two bf16): avx2.c makes it one fused multiply-add, the same bits */
+#define EXACT_MADD8(acc, a, b) ((acc) + (a) * (b))
+#endif
 
 static inline f32x8 widen8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
   u16x8 h;
@@ -447,8 +458,8 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
             for (int64_t c = 0; c < D / 16; c++) {
               f32x8 ko, ke;
               split16(kr + 16 * c, &ko, &ke);
-              a0 = a0 + qo[c] * ko;
-              a1 = a1 + qe[c] * ke;
+              a0 = EXACT_MADD8(a0, qo[c], ko);
+              a1 = EXACT_MADD8(a1, qe[c], ke);
             }
             sums[t] = a0 + a1;
           }
@@ -457,11 +468,9 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
           for (int64_t t = j0; t < j0 + 8 && t < n; t++)
             if (scores[t] > mx) mx = scores[t];
         }
+        exp_shifted(scores, n, mx);
         float l = 0.0f;
-        for (int64_t j = 0; j < n; j++) {
-          scores[j] = exp_clamped(scores[j] - mx);
-          l += scores[j];
-        }
+        for (int64_t j = 0; j < n; j++) l += scores[j];
         float inv = 1.0f / l;
         for (int64_t d0 = 0; d0 < D; d0 += 64) { /* 4 chunks of 16 values at a time, odd and even, in registers */
           int64_t nc = (D - d0) / 16 < 4 ? (D - d0) / 16 : 4;
@@ -546,6 +555,7 @@ void bi_rotary_split(const uint16_t *qkv, int64_t B, int64_t S, int64_t H, int64
 }
 
 /* out[m, i] = silu(gu[m, i]) * gu[m, I + i] in fp32, rounded once; gu: (M, 2I), out: (M, I). */
+#ifndef BI_OWN_SILU
 void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
 #pragma omp parallel for schedule(static) if (M * I > 65536)
   for (int64_t m = 0; m < M; m++)
@@ -554,5 +564,6 @@ void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
       out[m * I + i] = to_bf16((g / (1.0f + exp_clamped(-g))) * u);
     }
 }
+#endif
 
 #include "step.c" /* a whole forward in one call (kernels/step.py); avx2.c gets it through this file */

@@ -457,20 +457,76 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
   free(sx);
 }
 
+/* mb input rows (1 or 2) against nb weight rows (at most 4) from row n0, input row m: each element's lanes by the
+ * sequence above. Inlined with constant mb and nb, the loops unroll and the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void block_i4(const int8_t *xs, const int32_t *nc, int64_t Kp,
+                                                           const uint8_t *w, const uint16_t *s, int64_t S, int64_t G,
+                                                           const float *sx, const uint16_t *bias,
+                                                           const uint16_t *resid, uint16_t *out, int64_t N, int64_t m,
+                                                           int64_t n0, int mb, int nb) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  int64_t ldw = Kp / 2;
+  __m256 acc[2][4];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
+  for (int64_t k0 = 0; k0 < Kp; k0 += 128) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+      if (j >= nb) break;
+      const uint8_t *wr = w + (n0 + j) * ldw + k0 / 2;
+      _mm_prefetch((const char *)(wr + AHEAD * 4 * ldw), _MM_HINT_T1);
+      __m256i v0 = _mm256_loadu_si256((const __m256i *)wr), v1 = _mm256_loadu_si256((const __m256i *)(wr + 32));
+      __m256i wv[4] = {_mm256_and_si256(v0, low), _mm256_and_si256(v1, low),
+                       _mm256_and_si256(_mm256_srli_epi16(v0, 4), low), _mm256_and_si256(_mm256_srli_epi16(v1, 4), low)};
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; t++) {
+        int64_t k = k0 + 32 * t;
+        __m256 sc = _mm256_set1_ps(scale_i4(s + (n0 + j) * S, k, G));
+#pragma GCC unroll 2
+        for (int i = 0; i < 2; i++) {
+          if (i >= mb) break;
+          __m256i xv = _mm256_loadu_si256((const __m256i *)(xs + (m + i) * Kp + k));
+          __m256i start = _mm256_loadu_si256((const __m256i *)(nc + ((m + i) * Kp + k) / 4));
+          __m256i sum = _mm256_add_epi32(start, _mm256_madd_epi16(_mm256_maddubs_epi16(wv[t], xv), ones));
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sc, acc[i][j]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < mb; i++)
+    for (int j = 0; j < nb; j++) {
+      float lanes[8];
+      _mm256_storeu_ps(lanes, acc[i][j]);
+      int64_t n = n0 + j;
+      out[(m + i) * N + n] = finish_i4(lanes, sx[m + i], bias ? bias + n : NULL, resid ? resid + (m + i) * N + n : NULL);
+    }
+}
+
+static void block_i4_1x4(const int8_t *xs, const int32_t *nc, int64_t Kp, const uint8_t *w, const uint16_t *s,
+                         int64_t S, int64_t G, const float *sx, const uint16_t *bias, const uint16_t *resid,
+                         uint16_t *out, int64_t N, int64_t m, int64_t n0) {
+  block_i4(xs, nc, Kp, w, s, S, G, sx, bias, resid, out, N, m, n0, 1, 4);
+}
+
+static void block_i4_2x4(const int8_t *xs, const int32_t *nc, int64_t Kp, const uint8_t *w, const uint16_t *s,
+                         int64_t S, int64_t G, const float *sx, const uint16_t *bias, const uint16_t *resid,
+                         uint16_t *out, int64_t N, int64_t m, int64_t n0) {
+  block_i4(xs, nc, Kp, w, s, S, G, sx, bias, resid, out, N, m, n0, 2, 4);
+}
+
 /* The int4 linear: portable.c's definition (8 fp32 lanes; per 32 k in increasing order, each lane's exact integer
  * sum of 4 products times the group's scale), the integer sums by vpmaddubsw (nibble * int8, pairs: at most
  * 2 * 15 * 127, no saturation) and vpmaddwd against ones, started at -8 times the sum of the lane's x. A chunk of
  * 128 k is two 32-byte loads; the 32 k of each half is an AND, or a shift and an AND. Blocks of 4 weight rows,
- * 1 or 2 input rows. */
+ * 1 or 2 input rows (block_i4; full blocks through its unrolled copies). */
 void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int64_t N, const uint16_t *s, int64_t G,
                   const uint16_t *bias, const uint16_t *resid, uint16_t *out) {
-  int64_t Kp = (K + 127) & ~(int64_t)127, S = (Kp + G - 1) / G, ldw = Kp / 2;
+  int64_t Kp = (K + 127) & ~(int64_t)127, S = (Kp + G - 1) / G;
   int8_t *xs = (int8_t *)malloc((size_t)(M * Kp));
   int32_t *nc = (int32_t *)malloc(sizeof(int32_t) * (size_t)(M * Kp / 4));
   float *sx = (float *)malloc(sizeof(float) * (size_t)M);
   quantize_rows_i4(x, M, K, Kp, xs, nc, sx);
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
   int64_t nblocks = (N + 3) / 4;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < nblocks; b++) {
@@ -478,35 +534,12 @@ void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int
     int nb = N - n0 < 4 ? (int)(N - n0) : 4;
     for (int64_t m = 0; m < M; m += 2) {
       int mb = M - m < 2 ? 1 : 2;
-      __m256 acc[2][4];
-      for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
-      for (int64_t k0 = 0; k0 < Kp; k0 += 128) {
-        for (int j = 0; j < nb; j++) {
-          const uint8_t *wr = w + (n0 + j) * ldw + k0 / 2;
-          _mm_prefetch((const char *)(wr + AHEAD * 4 * ldw), _MM_HINT_T1);
-          __m256i v0 = _mm256_loadu_si256((const __m256i *)wr), v1 = _mm256_loadu_si256((const __m256i *)(wr + 32));
-          __m256i wv[4] = {_mm256_and_si256(v0, low), _mm256_and_si256(v1, low),
-                           _mm256_and_si256(_mm256_srli_epi16(v0, 4), low), _mm256_and_si256(_mm256_srli_epi16(v1, 4), low)};
-          for (int t = 0; t < 4; t++) {
-            int64_t k = k0 + 32 * t;
-            __m256 sc = _mm256_set1_ps(scale_i4(s + (n0 + j) * S, k, G));
-            for (int i = 0; i < mb; i++) {
-              __m256i xv = _mm256_loadu_si256((const __m256i *)(xs + (m + i) * Kp + k));
-              __m256i start = _mm256_loadu_si256((const __m256i *)(nc + ((m + i) * Kp + k) / 4));
-              __m256i sum = _mm256_add_epi32(start, _mm256_madd_epi16(_mm256_maddubs_epi16(wv[t], xv), ones));
-              acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sc, acc[i][j]);
-            }
-          }
-        }
-      }
-      for (int i = 0; i < mb; i++)
-        for (int j = 0; j < nb; j++) {
-          float lanes[8];
-          _mm256_storeu_ps(lanes, acc[i][j]);
-          int64_t n = n0 + j;
-          out[(m + i) * N + n] = finish_i4(lanes, sx[m + i], bias ? bias + n : NULL, resid ? resid + (m + i) * N + n : NULL);
-        }
+      if (nb == 4 && mb == 1)
+        block_i4_1x4(xs, nc, Kp, w, s, S, G, sx, bias, resid, out, N, m, n0);
+      else if (nb == 4)
+        block_i4_2x4(xs, nc, Kp, w, s, S, G, sx, bias, resid, out, N, m, n0);
+      else
+        block_i4(xs, nc, Kp, w, s, S, G, sx, bias, resid, out, N, m, n0, mb, nb);
     }
   }
   free(xs);

@@ -21,6 +21,15 @@
 /* Weight blocks are prefetched into L2 this many blocks ahead: the hardware prefetcher alone leaves the
  * loads waiting, and the multiply-adds of a multi-row pass then stop overlapping with the streaming. */
 #define AHEAD 2
+/* Software prefetch distances, in bytes along a thread's weight stream (its blocks are contiguous): one-row passes
+ * are a plain stream, and the farther lead keeps more lines in flight than AHEAD blocks did (int4 one row:
+ * docs/levers.md). */
+#ifndef PF_I4
+#define PF_I4 16384
+#endif
+#ifndef PF_I8
+#define PF_I8 32768
+#endif
 /* Input rows per cache block: a block of weight rows is read from memory once per MC rows and reused
  * from cache by all of them. */
 #define MC 128
@@ -685,8 +694,8 @@ static inline __attribute__((always_inline)) __m512i block_i8(const uint8_t *xq,
   for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
   int64_t full = K & ~(int64_t)63;
   for (int64_t k = 0; k < full; k += 64) {
-    for (int j = 0; j < NB_; j++) /* the weight rows AHEAD blocks on (a block of 16 rows is contiguous) */
-      _mm_prefetch((const char *)(w + (j + AHEAD * 16) * K + k), _MM_HINT_T1);
+    for (int j = 0; j < NB_; j++) /* PF_I8 bytes on in the weights (a block of 16 rows is contiguous) */
+      _mm_prefetch((const char *)(w + j * K + k + PF_I8), _MM_HINT_T1);
     for (int i = 0; i < MB_; i++) {
       __m512i xv = _mm512_loadu_si512((const void *)(xq + i * Kp + k));
       for (int j = 0; j < NB_; j++)
@@ -787,39 +796,42 @@ static void quantize_rows_i4(const uint16_t *x, int64_t M, int64_t K, int64_t Kp
 }
 
 /* The scales of one chunk as fp32 lanes: lo (k0 .. k0 + 63: lanes 0-7 the group of k0, 8-15 that of k0 + 32)
- * and hi (k0 + 64 ..). A masked 16-bit permute puts each bf16 in the top half of its 32-bit lane: widened. */
-static inline void scales_i4(const uint16_t *s, int64_t k0, int64_t G, __m512 *lo, __m512 *hi) {
-  __m128i four;
+ * and hi (k0 + 64 ..). The four bf16 go to every 128-bit lane, and a byte shuffle puts each in the top half of
+ * its 32-bit lanes (zeros below): widened, exactly. */
+static inline __attribute__((always_inline)) void scales_i4(const uint16_t *s, int64_t k0, int64_t G, __m512 *lo,
+                                                            __m512 *hi) {
+  __m512i four;
   if (G == 32)
-    four = _mm_loadl_epi64((const __m128i *)(s + k0 / 32));
+    four = _mm512_set1_epi64(*(const long long *)(s + k0 / 32));
   else
-    four = _mm_setr_epi16((short)s[k0 / G], (short)s[(k0 + 32) / G], (short)s[(k0 + 64) / G], (short)s[(k0 + 96) / G],
-                          0, 0, 0, 0);
-  const __m512i ilo = _mm512_set_epi16(1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0, 0, 0, 0, 0);
-  const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(2));
-  __m512i v = _mm512_castsi128_si512(four);
-  *lo = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16((__mmask32)0xAAAAAAAAu, ilo, v));
-  *hi = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16((__mmask32)0xAAAAAAAAu, ihi, v));
+    four = _mm512_set1_epi64((long long)((uint64_t)s[k0 / G] | (uint64_t)s[(k0 + 32) / G] << 16 |
+                                         (uint64_t)s[(k0 + 64) / G] << 32 | (uint64_t)s[(k0 + 96) / G] << 48));
+  const __m512i pick_lo = _mm512_set_epi32(0x0302FFFF, 0x0302FFFF, 0x0302FFFF, 0x0302FFFF, 0x0302FFFF, 0x0302FFFF,
+                                           0x0302FFFF, 0x0302FFFF, 0x0100FFFF, 0x0100FFFF, 0x0100FFFF, 0x0100FFFF,
+                                           0x0100FFFF, 0x0100FFFF, 0x0100FFFF, 0x0100FFFF);
+  const __m512i pick_hi = _mm512_add_epi32(pick_lo, _mm512_set1_epi32(0x04040000));
+  *lo = _mm512_castsi512_ps(_mm512_shuffle_epi8(four, pick_lo));
+  *hi = _mm512_castsi512_ps(_mm512_shuffle_epi8(four, pick_hi));
 }
 
-/* mb input rows against nb weight rows; acc[i * I4_NB + j]: 16 lanes per element, as the comment above says. */
-static inline __attribute__((always_inline)) void block_i4(const int8_t *xs, const int32_t *nc, int64_t Kp,
-                                                           const uint8_t *w, const uint16_t *s, int64_t S, int64_t G,
-                                                           const uint16_t *bias, const uint16_t *resid, uint16_t *out,
-                                                           int64_t ldo, const float *sx, int mb, int nb) {
-  __m512 acc[I4_MB * I4_NB];
-  for (int i = 0; i < I4_MB * I4_NB; i++) acc[i] = _mm512_setzero_ps();
+/* The k loop of block_i4: acc[i * I4_NB + j] += row i against weight row j, 16 lanes per element. Fully unrolled
+ * over the block (the accumulators stay in registers); G is a constant where the caller passes one (32: a chunk's
+ * four scales are contiguous). */
+static inline __attribute__((always_inline)) void loop_i4(const int8_t *xs, const int32_t *nc, int64_t Kp,
+                                                          const uint8_t *w, const uint16_t *s, int64_t S, int64_t G,
+                                                          __m512 *acc, int mb, int nb) {
   const __m512i low = _mm512_set1_epi8(0x0F);
   int64_t ldw = Kp / 2;
   for (int64_t k0 = 0; k0 < Kp; k0 += 128) {
+#pragma GCC unroll 8
     for (int j = 0; j < I4_NB; j++) {
       if (j >= nb) break;
-      _mm_prefetch((const char *)(w + (j + AHEAD * nb) * ldw + k0 / 2), _MM_HINT_T1);
+      _mm_prefetch((const char *)(w + j * ldw + k0 / 2 + PF_I4), _MM_HINT_T1);
       __m512i v = _mm512_loadu_si512((const void *)(w + j * ldw + k0 / 2));
       __m512i wlo = _mm512_and_si512(v, low), whi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
       __m512 slo, shi;
       scales_i4(s + j * S, k0, G, &slo, &shi);
+#pragma GCC unroll 4
       for (int i = 0; i < I4_MB; i++) {
         if (i >= mb) break;
         const int8_t *xr = xs + i * Kp + k0;
@@ -832,10 +844,24 @@ static inline __attribute__((always_inline)) void block_i4(const int8_t *xs, con
       }
     }
   }
+}
+
+/* mb input rows against nb weight rows; acc[i * I4_NB + j]: 16 lanes per element, as the comment above says. */
+static inline __attribute__((always_inline)) void block_i4(const int8_t *xs, const int32_t *nc, int64_t Kp,
+                                                           const uint8_t *w, const uint16_t *s, int64_t S, int64_t G,
+                                                           const uint16_t *bias, const uint16_t *resid, uint16_t *out,
+                                                           int64_t ldo, const float *sx, int mb, int nb) {
+  __m512 acc[I4_MB * I4_NB];
+  for (int i = 0; i < I4_MB * I4_NB; i++) acc[i] = _mm512_setzero_ps();
+  if (G == 32)
+    loop_i4(xs, nc, Kp, w, s, S, 32, acc, mb, nb);
+  else
+    loop_i4(xs, nc, Kp, w, s, S, G, acc, mb, nb);
   __m512 live[I4_MB * I4_NB];
   int c = 0;
   for (int i = 0; i < mb; i++)
     for (int j = 0; j < nb; j++) live[c++] = acc[i * I4_NB + j];
+  for (; c & 15; c++) live[c] = _mm512_setzero_ps(); /* reduce16's tree is reduce1's: padding changes no sum */
   float res[I4_MB * I4_NB];
   reduce_many(live, c, res);
   __mmask16 cols = (__mmask16)((1u << nb) - 1u);

@@ -254,3 +254,23 @@ def test_engine_tree_two_token_distribution_equals_target(tiny_pair, shape):
     )
     assert stat < CHI2_999[df], (stat, df)
     assert 50 < sum(corrections) < 1450  # both kept paths and rejections of every candidate happened
+
+
+def test_keep_path_moves_the_path_in_filled_layers_and_skips_a_layer_that_holds_nothing():
+    """A cache whose deeper layers hold no position yet (None, or the 1-D empty tensor of a lazily made layer):
+    the filled layers get the path gathered into place, the empty ones are left as they are."""
+    from transformers import DynamicCache, Qwen2Config
+
+    from playground.decoding.tree import keep_path
+
+    config = Qwen2Config(
+        num_hidden_layers=3, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64
+    )
+    cache = DynamicCache(config=config)
+    keys = torch.arange(48.0).view(1, 1, 6, 8)
+    cache.update(keys, keys + 100, 0)
+    cache.layers[1].keys = cache.layers[1].values = torch.tensor([])
+    keep_path(cache, 1, [3, 5])
+    assert cache.get_seq_length() == 3
+    assert cache.layers[0].keys[0, 0, :, 0].tolist() == [0.0, 24.0, 40.0]
+    assert cache.layers[0].values[0, 0, :, 0].tolist() == [100.0, 124.0, 140.0]

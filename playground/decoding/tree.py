@@ -226,6 +226,8 @@ def keep_path(cache: DynamicCache, start: int, positions: list[int]) -> None:
     n = len(positions)
     if n and positions != list(range(start, start + n)):
         for layer in cache.layers:
+            if layer.keys is None or layer.keys.dim() < 3:  # a layer that holds no position yet: nothing to move
+                continue  # (seen once in an early-exit sized tree's run, not reproduced; the target verifies anyway)
             index = torch.tensor(positions, device=layer.keys.device)
             layer.keys[:, :, start : start + n] = layer.keys.index_select(2, index)
             layer.values[:, :, start : start + n] = layer.values.index_select(2, index)

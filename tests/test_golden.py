@@ -106,7 +106,7 @@ BATCH_PROMPTS = [CODE, STORY, "The quick brown fox", "x"]
 class FixedCostRunner(Runner):
     """The runner with THEORY's costs fixed (the measured profile would depend on the machine's load)."""
 
-    def profile(self, spec: RunSpec, pair: models.LoadedPair) -> theory.CostProfile:
+    def _profile(self, spec: RunSpec, pair: models.LoadedPair) -> theory.CostProfile:
         return COSTLY if spec.drafter.kind is DrafterKind.EARLY_EXIT else CHEAP
 
 

@@ -6,8 +6,8 @@ prompt ids on the same target starts from a copy of that cache instead of prefil
 keys and values are the same bits whether the prompt is fed alone, with the first round's draft tokens, or in chunks
 (tests/test_kernels.py), so the run decides every token as it would have. Only the Run tab's sessions ask for it
 (Runner.session(prefix=True)), on both sides of its comparison with the target alone; the benchmark, Compare pairs
-(whose peers prefill) and other prompts prefill as before. At most KEEP prompts per target (a few MB each: 56 tokens
-of the default target are 1.6 MB)."""
+(whose peers prefill) and other prompts prefill as before. At most KEEP prompts per target (a prompt's keys and
+values: a few MB for the default pair)."""
 
 from __future__ import annotations
 

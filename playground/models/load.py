@@ -237,8 +237,8 @@ def _load_error(spec: str, exc: Exception) -> str:
 
 def _vocab_digest(tokenizer: PreTrainedTokenizerBase) -> str:
     """A digest of the tokenizer's token -> id map, kept on the tokenizer for as long as its size does not change
-    (an added token changes it): check_compatible runs on every click, and reading a 150,000-token vocabulary
-    took 0.4 s of the first token's time (py-spy, AMD Zen 4)."""
+    (an added token changes it): check_compatible runs on every click, where reading two whole vocabularies again
+    delayed the first token (docs/first-minutes.md, round six)."""
     kept = tokenizer.__dict__.get("_playground_vocab_digest")
     if kept is not None and kept[0] == len(tokenizer):
         return kept[1]

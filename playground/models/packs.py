@@ -144,9 +144,9 @@ def assemble_pack(pack: Pack, progress: Progress = quiet) -> Path:
     return out
 
 
-# The progress line's estimate of a conversion's time: CONVERT_S + CONVERT_S_PER_BPARAM a billion parameters. Measured
-# on 2 idle cores (AMD EPYC Zen 4, 2026-12-06) with the default pair's two packs converting at once: 0.49 B in 56 s,
-# 1.54 B in 69 s. Most of it does not grow with the weights: gguf's reader parses the vocabulary three times.
+# The progress line's estimate of a conversion's time: CONVERT_S + CONVERT_S_PER_BPARAM a billion parameters, fitted
+# to the two packs converting at once (docs/first-minutes.md, round six). Most of it does not grow with the weights:
+# gguf's reader parses the vocabulary three times.
 CONVERT_S = 45.0
 CONVERT_S_PER_BPARAM = 15.0
 TICK_S = 1.0

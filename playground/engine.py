@@ -115,10 +115,11 @@ class SpeculativeDecoder:
         config: DecodeConfig,
         eos_token_ids: set[int] | None = None,
         profile: theory.CostProfile | None = None,
-        threads: Callable[[], int] | None = None,
+        threads: Callable[[], tuple[int, float]] | None = None,
     ):
         """profile: the costs the THEORY k policy plans with (fixed for the run; see KSchedule). threads: called
-        before each round to fit the thread count to the cores other processes leave (playground/threads.py)."""
+        before each round to fit the thread count to the cores other processes leave, or only to read their load
+        (playground/threads.py: Fit, Fit.watch); it returns (threads, load), which the round's record keeps."""
         if input_ids.ndim != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] == 0:
             raise PlaygroundError("The prompt is empty: type something to continue.")
         window = getattr(target.config, "max_position_embeddings", None)
@@ -167,8 +168,7 @@ class SpeculativeDecoder:
         length = self.ids.shape[1]
         budget = self.config.max_new_tokens - (length - self.prompt_len)  # >= 1
         k = min(self.drafter.depth(self.schedule.k), budget - 1)  # a round yields at most k + 1 tokens
-        if self.threads is not None:
-            self.threads()
+        threads, load = self.threads() if self.threads is not None else (0, 0.0)
 
         t0 = clock(self.device)
         draft = self.drafter.propose(self.ids, k, self.params, self.generator)
@@ -177,6 +177,7 @@ class SpeculativeDecoder:
         record = draft.verify(self.target, self.cache, self.ids, self.cached, self.config, self.generator)
         record.draft_s, record.verify_s = t1 - t0, clock(self.device) - t1
         record.round, record.prefill = len(self.rounds), length - self.cached - 1
+        record.threads, record.load = threads, load
 
         self.drafter.observe(record.accepted)
         self.drafter.annotate(record)

@@ -283,7 +283,14 @@ def _within(name: str, values: list[float], low: float, high: float, slack: floa
 
 PROBABILITY = (0.0, 1.0, PROB_SLACK)  # probabilities and uniform draws
 # A round's fields and their types are records.RoundRecord's (HINTS); beyond its type, what a run can hold is here.
-RANGES = {"p": PROBABILITY, "q": PROBABILITY, "u": PROBABILITY, "token_q": PROBABILITY, "margins": (0.0, math.inf, 0.0)}
+RANGES = {
+    "p": PROBABILITY,
+    "q": PROBABILITY,
+    "u": PROBABILITY,
+    "token_q": PROBABILITY,
+    "margins": (0.0, math.inf, 0.0),
+    "load": (0.0, 4096.0, 0.0),
+}
 SECONDS = ("draft_s", "verify_s")  # a round's time is always measured: never null, NaN or infinite
 CHOICES = {"token_kind": KINDS, "stop": STOPS}
 SIGNED = ("token",)  # the one whole number that may be -1 (none); every other is >= 0

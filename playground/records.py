@@ -167,6 +167,8 @@ def _own_fields(cls: type) -> list[str]:
 
 # ---------------------------------------------------------------- the round
 
+LOADED = 0.5  # cores' worth of other processes' CPU from which a round counts as run under load (a thread less)
+
 
 @dataclass
 class RoundRecord:
@@ -196,6 +198,10 @@ class RoundRecord:
     residual: list[tuple[int, float]] = field(default_factory=list)
     stop: str = ""  # "eos", "length" when this round ended the run
     prefill: int = 0  # tokens the target scored in this pass beyond the k + 1 (the prompt, in round 0)
+    # The machine as the round started (playground/threads.py): the threads it ran on (0: not recorded) and the
+    # cores' worth of CPU that other processes used just before (load >= LOADED: the round ran under load).
+    threads: int = 0
+    load: float = 0.0
     extras: Extras | None = (
         None  # what the strategy adds to the round (cross-tokenizer, tree, staged, suffix, lookahead)
     )

@@ -186,8 +186,10 @@ class Runner:
             progress,
             self._tree_costs(spec, pair) if _sized(spec) else None,
         )
-        # fitted threads only where every model runs the kernels: there the thread count changes no bit
-        fit = self.threads if kernels and threads.exact_on_any_threads(pair.draft) else None
+        # fitted threads only where every model runs the kernels: there the thread count changes no bit; elsewhere
+        # the load is only read (each round's record keeps it)
+        exact = kernels and threads.exact_on_any_threads(pair.draft)
+        fit = self.threads if exact else self.threads.watch
         decoder = SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile, fit)
         start = self.prefixes.find(pair.target, ids) if prefix and kernels else None  # the example prompt's
         if start is not None:

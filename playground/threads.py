@@ -17,6 +17,8 @@ import time
 
 import torch
 
+from playground.records import LOADED
+
 WINDOW_S = 0.25  # how often the load is read again: a round or two of the draft, shorter than a segment
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -46,7 +48,8 @@ def exact_on_any_threads(draft: torch.nn.Module | None) -> bool:
 
 class Fit:
     """Called before each round (SpeculativeDecoder.step): sets the calling thread's torch / OpenMP thread count to
-    the cores other processes left free over the last window, and returns it."""
+    the cores other processes left free over the last window, and returns (threads, others): the thread count and
+    the cores' worth of other processes' work it was fitted to (the round's RoundRecord.threads and .load)."""
 
     def __init__(self, cores: int | None = None) -> None:
         self.cores = max(1, cores or os.cpu_count() or 1)
@@ -54,7 +57,20 @@ class Fit:
         self.others = 0.0  # cores' worth of other processes' work in the last window
         self._last: tuple[float, float, float] | None = None
 
-    def __call__(self) -> int:
+    def __call__(self) -> tuple[int, float]:
+        self._read()
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        return self.threads, self.others
+
+    def watch(self) -> tuple[int, float]:
+        """The same reading, the thread count left as it is: for a run on torch's kernels, whose bits may depend on
+        it. Returns (its threads, others)."""
+        self._read()
+        return torch.get_num_threads(), self.others
+
+    def _read(self) -> None:
+        """Read the load again once a window has passed: others, and the threads that leave them their cores."""
         now = time.monotonic()
         if self._last is None or now - self._last[0] >= WINDOW_S:
             seconds = cpu_seconds()
@@ -62,11 +78,8 @@ class Fit:
                 if self._last is not None:
                     t, busy, own = self._last
                     self.others = max(0.0, (seconds[0] - busy) - (seconds[1] - own)) / (now - t)
-                    self.threads = max(1, self.cores - int(self.others + 0.5))
+                    self.threads = max(1, self.cores - int(self.others + 1 - LOADED))
                 self._last = (now, *seconds)
-        if torch.get_num_threads() != self.threads:
-            torch.set_num_threads(self.threads)
-        return self.threads
 
     def release(self) -> None:
         """Every core again for what the calling thread runs next (a profile, another job)."""

@@ -8,7 +8,7 @@ import statistics
 import pandas as pd
 
 from playground import theory
-from playground.records import COLUMNS, RoundRecord, SizedExtras, counts
+from playground.records import COLUMNS, LOADED, RoundRecord, SizedExtras, counts
 
 NAN = float("nan")
 
@@ -137,26 +137,37 @@ def summarize(
     - with `segments`, the spread between them (segment_figures): per segment where both sides ran, its
       speedup; their min and max, and step_spread, how much the target alone's mean step varied between
       segments (max / min - 1): the machine's load changing during the run shows there.
+    - with `segments`, the load: a segment ran under load when a round of either side started while other
+      processes used at least records.LOADED cores' worth of CPU (RoundRecord.load; the loop then ran on fewer
+      threads). When some segments ran under load and others did not, the figures of time (speedup, step_s, c,
+      v and the predictions' costs) come from the segments without load (quiet_part), so that the shown speedup
+      is one machine's, not a mix of two; loaded_segments counts the others and speedup_loaded is theirs. Else
+      they come from the whole run. speedup_all: the whole run's tokens/s over the target alone's, always.
     - a strategy's own counts, summed over the run (staged drafting's stage_proposed, stage_accepted,
       stage_passes: extras_totals); a sized tree's plans: what they expected per round (planned).
     """
     summary = _totals(rounds)
-    run_step = _baseline_step(baseline) if segments and baseline else NAN
+    timed, timed_base, loaded = quiet_part(rounds, baseline or [], segments or [])
+    run_step = _baseline_step(timed_base) if segments and baseline else NAN
     if run_step > 0:
         step, summary["step_source"] = run_step, IN_RUN
-        profile = run_profile(rounds, run_step, profile)
+        profile = run_profile(timed, run_step, profile)
     else:
         step, summary["step_source"] = _target_step(rounds, profile)
     summary["step_s"] = step
-    summary |= _costs(rounds, step)
+    summary |= _costs(timed, step)
     summary["position_acceptance"] = depth_acceptance(rounds)  # a chain's draft positions are its depths
     summary |= extras_totals(rounds)
     summary |= _predictions(rounds, summary, profile)
     summary |= planned(rounds)
     base = summarize(baseline) if baseline else None
     summary["baseline_tokens_per_s"] = base["tokens_per_s"] if base else NAN
-    summary["speedup"] = speedup(summary["tokens_per_s"], base["tokens_per_s"]) if base else NAN
+    summary["speedup_all"] = speedup(summary["tokens_per_s"], base["tokens_per_s"]) if base else NAN
+    summary["speedup"] = speedup(_rate(timed), _rate(timed_base)) if loaded else summary["speedup_all"]
     summary |= segment_figures(rounds, baseline or [], segments or [])
+    summary["loaded_segments"] = len(loaded)
+    loaded_rounds = [r for part, _ in loaded for r in part], [r for _, part in loaded for r in part]
+    summary["speedup_loaded"] = speedup(_rate(loaded_rounds[0]), _rate(loaded_rounds[1])) if loaded else NAN
     return {key: summary[key] for key in SUMMARY_KEYS}
 
 
@@ -196,6 +207,18 @@ def split_segments(
     return out
 
 
+def quiet_part(rounds: list[RoundRecord], baseline: list[RoundRecord], segments: Segments) -> tuple:
+    """(speculative rounds, target-alone rounds) of the segments that ran without load, and the segments (where
+    both sides ran) that ran under load: a round of either side started while other processes used at least
+    LOADED cores' worth of CPU. When every such segment or none ran under load: the whole run, and no segment."""
+    parts = split_segments(rounds, baseline, segments)
+    busy = [any(r.load >= LOADED for r in a + b) if a and b else False for a, b in parts]
+    if not any(busy) or all(busy[i] for i, (a, b) in enumerate(parts) if a and b):
+        return rounds, baseline, []
+    quiet = [part for part, loaded in zip(parts, busy) if not loaded]
+    return [r for a, _ in quiet for r in a], [r for _, b in quiet for r in b], [p for p, x in zip(parts, busy) if x]
+
+
 def segment_figures(rounds: list[RoundRecord], baseline: list[RoundRecord], segments: Segments) -> dict:
     """The spread between the segments where both sides ran: their count; the min and max of their speedups
     (each segment's tokens/s over the target alone's in the same segment); step_spread, the target alone's
@@ -220,39 +243,13 @@ def _rate(rounds: list[RoundRecord]) -> float:
     return sum(len(r.new_tokens) for r in rounds) / seconds if seconds > 0 else NAN
 
 
-SUMMARY_KEYS = (
-    "rounds",
-    "tokens",
-    "wall_s",
-    "ttft_s",
-    "tokens_per_s",
-    "drafted",
-    "accepted",
-    "alpha",
-    "alpha_eval",
-    "mean_k",
-    "mean_accepted",
-    "tokens_per_round",
-    "draft_s",
-    "verify_s",
-    "step_s",
-    "step_source",
-    "c",
-    "v",
-    "position_acceptance",
+SUMMARY_KEYS = (  # the summary's keys, in order
+    *"rounds tokens wall_s ttft_s tokens_per_s drafted accepted alpha alpha_eval mean_k mean_accepted".split(),
+    *"tokens_per_round draft_s verify_s step_s step_source c v position_acceptance".split(),
     *counts(None),
-    "theory_speedup",
-    "calibrated_speedup",
-    "best_k",
-    "best_k_calibrated",
-    "baseline_tokens_per_s",
-    "speedup",
-    "segments",
-    "segment_speedup_min",
-    "segment_speedup_max",
-    "step_spread",
-    "planned_tokens_per_round",
-    "planned_steps",
+    *"theory_speedup calibrated_speedup best_k best_k_calibrated baseline_tokens_per_s speedup speedup_all".split(),
+    *"segments segment_speedup_min segment_speedup_max step_spread loaded_segments speedup_loaded".split(),
+    *"planned_tokens_per_round planned_steps".split(),
 )
 
 

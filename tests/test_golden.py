@@ -34,7 +34,7 @@ from playground.spec import DrafterSpec, PairSpec, RunSpec
 GOLDEN = Path(__file__).parent / "golden"
 WRITE = os.environ.get("GOLDEN_WRITE") == "1"
 REL_TOL, ABS_TOL = 1e-4, 1e-5
-TIMINGS = {"draft_s", "verify_s"}  # wall clock: never compared
+TIMINGS = {"draft_s", "verify_s", "threads", "load"}  # wall clock and the machine's load: never compared
 
 CODE = (
     "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"

@@ -38,15 +38,15 @@ def test_a_busy_core_is_left_to_the_process_that_keeps_it_busy_and_taken_back_wh
     before = torch.get_num_threads()
     fit = threads.Fit(cores=2)
     try:
-        assert fit() == 2 and torch.get_num_threads() == 2  # the first read: no window yet, every core
+        assert fit() == (2, 0.0) and torch.get_num_threads() == 2  # the first read: no window yet, every core
         clock.advance(threads.WINDOW_S, others=0.7, own=1.3)  # a hog takes a core's share from our two threads
-        assert fit() == 1 and torch.get_num_threads() == 1 and fit.others == pytest.approx(0.7)
+        assert fit()[0] == 1 and torch.get_num_threads() == 1 and fit()[1] == pytest.approx(0.7)
         clock.advance(threads.WINDOW_S / 2, others=1.0, own=1.0)  # within the window: not read again
-        assert fit() == 1
+        assert fit()[0] == 1
         clock.advance(threads.WINDOW_S, others=0.2, own=1.0)  # the hog stopped; a browser uses a little
-        assert fit() == 2 and torch.get_num_threads() == 2
+        assert fit()[0] == 2 and torch.get_num_threads() == 2
         clock.advance(threads.WINDOW_S, others=0.8, own=1.2)
-        assert fit() == 1
+        assert fit()[0] == 1
         fit.release()
         assert torch.get_num_threads() == 2
     finally:
@@ -56,7 +56,19 @@ def test_a_busy_core_is_left_to_the_process_that_keeps_it_busy_and_taken_back_wh
 def test_without_proc_every_core_is_used(monkeypatch):
     monkeypatch.setattr(threads, "cpu_seconds", lambda: None)
     fit = threads.Fit(cores=3)
-    assert fit() == 3 and fit() == 3
+    assert fit() == (3, 0.0) and fit() == (3, 0.0)
+
+
+def test_watching_reads_the_load_and_leaves_the_threads_as_they_are(clock):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    fit = threads.Fit(cores=2)
+    try:
+        fit.watch()
+        clock.advance(threads.WINDOW_S, others=0.9, own=1.1)
+        assert fit.watch() == (2, pytest.approx(0.9)) and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_real_reading_counts_this_process_within_all(monkeypatch):
@@ -105,4 +117,5 @@ def test_the_runner_fits_threads_only_where_every_model_runs_the_kernels(runner,
         with runner.session(
             RunSpec(pair, drafter, DecodeConfig(max_new_tokens=4, policy=KPolicy.FIXED), "Hi", chat=False)
         ) as session:
-            assert (session.decoder().threads is runner.threads) is fitted, (target, draft)
+            fit = session.decoder().threads
+            assert fit == (runner.threads if fitted else runner.threads.watch), (target, draft)

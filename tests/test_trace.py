@@ -8,7 +8,7 @@ from dataclasses import replace
 import pandas as pd
 
 from playground import sametext, theory, trace, tracefile
-from playground.records import CrossExtras, RoundRecord, TreeExtras
+from playground.records import LOADED, CrossExtras, RoundRecord, TreeExtras
 
 
 def rec(i, k, accepted, new, draft_s=0.01, verify_s=0.1, total=0, stop="", margins=None):
@@ -276,3 +276,26 @@ def test_split_segments_gives_each_side_its_rounds_in_order():
     parts = trace.split_segments(spec, base, segments)
     assert [(len(a), len(b)) for a, b in parts] == segments
     assert [r for a, _ in parts for r in a] == spec and [r for _, b in parts for r in b] == base
+
+
+def test_segments_run_under_load_are_counted_apart_from_the_speedup():
+    """A hog in the last segment: the speculative side slows 1.2x there, the target alone 2x (one thread of two,
+    as measured on 2 cores). The shown speedup, step and c are the quiet segments'; the hogged one is counted apart."""
+    spec, base, segments = _interleaved((FAST, FAST, FAST))
+    hogged = lambda r, slow: replace(r, draft_s=r.draft_s * slow, verify_s=r.verify_s * slow, load=1.0)
+    spec[2], base[10:] = hogged(spec[2], 1.2), [hogged(r, 2.0) for r in base[10:]]
+    spec[0] = replace(spec[0], load=LOADED - 0.01)  # a little other work (a browser): not load
+    s = trace.summarize(spec, base, PROFILE, segments)
+    quiet = (10 / 0.28) / (10 / 0.5)
+    assert math.isclose(s["speedup"], quiet) and s["loaded_segments"] == 1
+    assert math.isclose(s["speedup_loaded"], (5 / (0.14 * 1.2)) / (5 / 0.5))
+    assert math.isclose(s["speedup_all"], (15 / (0.28 + 0.14 * 1.2)) / (15 / 1.0)) and s["speedup_all"] > quiet
+    assert math.isclose(s["step_s"], 0.05) and math.isclose(
+        s["c"], 0.04 / 4 / 0.05
+    )  # the quiet rounds' after the first
+    assert s["tokens"] == 15 and math.isclose(s["tokens_per_s"], 15 / (0.28 + 0.14 * 1.2))  # the whole run's output
+    everywhere = [replace(r, load=1.0) for r in spec], [replace(r, load=1.0) for r in base]
+    all_loaded = trace.summarize(*everywhere, PROFILE, segments)  # no quiet segment to take: the whole run
+    assert all_loaded["loaded_segments"] == 0 and all_loaded["speedup"] == all_loaded["speedup_all"]
+    assert math.isnan(all_loaded["speedup_loaded"])
+    assert trace.summarize(spec, base, PROFILE)["loaded_segments"] == 0  # not interleaved: no segments to tell

@@ -18,7 +18,7 @@ from playground import trace
 from playground.replay import RecordingTokenizer
 from playground.progress import Progress, quiet
 from playground.records import RoundRecord
-from playground.runner import Runner, Session
+from playground.runner import Runner, Session, encode_prompt
 from playground.startup import Startup
 from playground.ui import jobs, recorded_runs
 from playground.ui.common import (
@@ -119,6 +119,7 @@ def _loaded(run: CurrentRun, session: Session) -> None:
         run.target_precision = pair.target_precision.value
         run.draft_precision = pair.draft_precision.value if pair.draft_precision else None
         run.invariant = session.invariant
+        run.prompt_tokens = encode_prompt(pair.tokenizer, run.spec.prompt, run.spec.chat).shape[1]
 
 
 def _stream(run: CurrentRun, rounds: Iterator[tuple[bool, RoundRecord]]) -> Iterator[View]:

@@ -24,6 +24,8 @@ SPEEDUPS = (
     "calibrated to this run (its own c and v(k), its first pass)",
     "measured (target alone ran, interleaved)",
 )
+# Some segments ran under load, others not (trace.quiet_part): the measured speedup is the quiet segments'.
+MEASURED_QUIET = "measured (target alone ran, interleaved; the segments without other load)"
 # Without the interleaved target alone, c and v(k) rest on the runner's calibration: said so, never shown as the run's.
 CALIBRATED_BEFORE = "calibrated to the start-up's measurement (another time and load: not this run's)"
 NOISY = 0.2  # the target alone's step varying more than this between segments: the load changed during the run
@@ -104,12 +106,19 @@ TTFT_KEPT = (
 )
 
 
+def kept_prefill(run: CurrentRun) -> bool:
+    """Whether the run started from a kept prefill: its round 0 fed the target no prompt token but the last, and
+    the prompt had more (a one-token prompt's round 0 feeds none either)."""
+    return bool(run.rounds) and run.rounds[0].prefill == 0 and run.prompt_tokens > 1
+
+
 def summary_markdown(s: dict, run: CurrentRun) -> str:
     """The summary panel: the three speedups side by side, each with what it assumes; then the measures."""
     k = max(1, round(s["mean_k"])) if s["mean_k"] else None
     measured = fmt(s["speedup"], 2, "×") if run.baseline_done else "– (tick *Compare with target alone*)"
     in_run = s["step_source"] == trace.IN_RUN
     labels = SPEEDUPS if in_run else (SPEEDUPS[0], CALIBRATED_BEFORE, SPEEDUPS[2])
+    labels = (*labels[:2], MEASURED_QUIET) if s["loaded_segments"] else labels
     speedups = (
         f"**Speedup over the target alone** (k = {fmt(k)}, α of evaluated drafts = {fmt(s['alpha_eval'], 3)})\n\n"
         f"| {' | '.join(labels)} |\n|---|---|---|\n"
@@ -119,7 +128,7 @@ def summary_markdown(s: dict, run: CurrentRun) -> str:
     source = SOURCES.get(s["step_source"], s["step_source"])
     rows = [
         ("tokens/s", fmt(s["tokens_per_s"], 1) + base),
-        (TTFT_KEPT if run.rounds and run.rounds[0].prefill == 0 else TTFT, fmt(s["ttft_s"], 2, " s")),
+        (TTFT_KEPT if kept_prefill(run) else TTFT, fmt(s["ttft_s"], 2, " s")),
         ("precisions that ran", precisions(run)),
         ("α acceptance (accepted / drafted)", fmt(s["alpha"], 3)),
         ("mean accepted tokens per round", fmt(s["mean_accepted"], 2)),
@@ -164,6 +173,12 @@ def spread(s: dict) -> str:
     text = f"{s['segments']} segments · {fmt(low, 2, '×')} to {fmt(high, 2, '×')}"
     if step == step:  # nan: a single segment, no spread to tell
         text += f" · the target alone's step varied {step:.0%}"
+    if s["loaded_segments"]:  # trace.quiet_part: those segments are left out of the speedup, c and v
+        return text + (
+            f" · ⚠ {s['loaded_segments']} ran while other programs used the CPU (the loop ran on fewer threads): "
+            f"{fmt(s['speedup_loaded'], 2, '×')} there, {fmt(s['speedup_all'], 2, '×')} over the whole run; the "
+            f"speedup, c and v above are the other segments'"
+        )
     if step > NOISY:
         text += " · ⚠ noisy: the load changed during the run (both sides shared it; a quiet rerun is steadier)"
     return text

@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from playground import trace
+from playground import threads, trace
 from playground.records import RoundRecord
 from playground.config import DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec
@@ -150,10 +150,11 @@ def numbers(summary: str) -> dict:
     return {"ideal": ideal, "calibrated": calibrated, "measured": measured, "c": c}
 
 
-def test_the_comparison_measures_c_v_and_the_predictions_in_the_run(tiny_catalog, runner):
+def test_the_comparison_measures_c_v_and_the_predictions_in_the_run(tiny_catalog, runner, monkeypatch):
     """With the target alone interleaved, c and the calibrated prediction are this run's own (its target steps),
     the measured speedup and the segments' spread appear; without it, the same rounds show the start-up's
     calibration, labelled as not this run's."""
+    monkeypatch.setattr(threads, "cpu_seconds", lambda: None)  # no load read: no segment set apart (next test)
     state = SessionState()
     final = call(runner, state, compare=True, max_new_tokens=16)[-1]
     with_base = numbers(final.summary)
@@ -176,11 +177,34 @@ def test_the_comparison_measures_c_v_and_the_predictions_in_the_run(tiny_catalog
 
 
 def test_the_spread_warns_when_the_load_changed():
-    quiet = dict(segments=4, segment_speedup_min=1.5, segment_speedup_max=1.7, step_spread=0.05)
+    quiet = dict(segments=4, segment_speedup_min=1.5, segment_speedup_max=1.7, step_spread=0.05, loaded_segments=0)
     assert run_view.spread(quiet) == "4 segments · 1.50× to 1.70× · the target alone's step varied 5%"
     assert "noisy" in run_view.spread(quiet | dict(step_spread=0.8)) and "varied 80%" in run_view.spread(
         quiet | dict(step_spread=0.8)
     )
+    loaded = run_view.spread(quiet | dict(step_spread=0.8, loaded_segments=2, speedup_loaded=2.5, speedup_all=2.1))
+    assert "2 ran while other programs used the CPU" in loaded and "2.50× there, 2.10× over the whole run" in loaded
+    assert "noisy" not in loaded  # the load is named, and its segments left out
+
+
+def test_segments_run_under_load_are_set_apart_on_the_page(tiny_catalog, runner, monkeypatch):
+    """The comparison's rounds carry the load they started under (RoundRecord.load, read by the runner's thread
+    fit); when the later segments ran under load, the page's measured speedup is the quiet segments' and says so."""
+    state = SessionState()
+    call(runner, state, compare=True, max_new_tokens=24)
+    run = state.run
+    assert all(r.threads >= 1 and r.load >= 0 for r in run.rounds + run.baseline)
+    assert run.segments and len(run.segments) >= 3
+    half = len(run.segments) // 2
+    spec_cut, base_cut = (sum(seg[i] for seg in run.segments[:half]) for i in (0, 1))
+    busy = lambda rounds, cut: [replace(r, load=0.0 if i < cut else 1.0) for i, r in enumerate(rounds)]
+    hogged = replace(run, rounds=busy(run.rounds, spec_cut), baseline=busy(run.baseline, base_cut))
+    s = hogged.summary()
+    shown = run_view.summary_markdown(s, hogged)
+    assert s["loaded_segments"] == len(run.segments) - half and run_view.MEASURED_QUIET in shown
+    assert run_view.fmt(s["speedup"], 2, "×") in shown and "ran while other programs used the CPU" in shown
+    calm = replace(run, rounds=busy(run.rounds, 10**6), baseline=busy(run.baseline, 10**6))
+    assert run_view.MEASURED_QUIET not in run_view.summary_markdown(calm.summary(), calm)
 
 
 def test_streamed_and_final_panels_agree(tiny_catalog, runner, monkeypatch):
@@ -475,3 +499,6 @@ def test_the_first_token_says_when_the_prompt_s_prefill_was_kept(tiny_catalog, r
     kept = replace(state.run, rounds=[first, *state.run.rounds[1:]])
     shown = run_view.summary_markdown(kept.summary(), kept)
     assert run_view.TTFT_KEPT in shown and run_view.TTFT + " |" not in shown
+    assert state.run.prompt_tokens > 1
+    one = replace(kept, prompt_tokens=1)  # a one-token prompt (no chat template): its round 0 feeds no prompt either
+    assert run_view.TTFT_KEPT not in run_view.summary_markdown(one.summary(), one)

@@ -190,6 +190,7 @@ class Runner:
         # the load is only read (each round's record keeps it)
         exact = kernels and threads.exact_on_any_threads(pair.draft)
         fit = self.threads if exact else self.threads.watch
+        self.threads.restart()
         decoder = SpeculativeDecoder(pair.target, drafter, ids, spec.decode, pair.eos, profile, fit)
         start = self.prefixes.find(pair.target, ids) if prefix and kernels else None  # the example prompt's
         if start is not None:

@@ -69,6 +69,13 @@ class Fit:
         self._read()
         return torch.get_num_threads(), self.others
 
+    def restart(self) -> None:
+        """A new run starts as on an idle machine, its first window from now: a reading that spans the gap since
+        the last run (another run's load, a hog that has stopped since) is not this run's."""
+        self.threads, self.others = self.cores, 0.0
+        seconds = cpu_seconds()
+        self._last = (time.monotonic(), *seconds) if seconds is not None else None
+
     def _read(self) -> None:
         """Read the load again once a window has passed: others, and the threads that leave them their cores."""
         now = time.monotonic()

@@ -59,6 +59,24 @@ def test_without_proc_every_core_is_used(monkeypatch):
     assert fit() == (3, 0.0) and fit() == (3, 0.0)
 
 
+def test_a_new_run_starts_its_window_afresh(clock):
+    """A run that starts after a hog stopped does not take the hog's time as its own load."""
+    before = torch.get_num_threads()
+    fit = threads.Fit(cores=2)
+    try:
+        fit()
+        clock.advance(threads.WINDOW_S, others=1.0, own=1.0)
+        assert fit() == (1, pytest.approx(1.0))
+        clock.advance(5.0, others=1.0, own=0.0)  # between runs: the hog, then it stops
+        fit.restart()
+        clock.advance(threads.WINDOW_S / 2, others=0.0, own=2.0)
+        assert fit() == (2, 0.0)
+        clock.advance(threads.WINDOW_S, others=0.0, own=2.0)
+        assert fit() == (2, 0.0)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_watching_reads_the_load_and_leaves_the_threads_as_they_are(clock):
     before = torch.get_num_threads()
     torch.set_num_threads(2)

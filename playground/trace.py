@@ -139,10 +139,12 @@ def summarize(
       segments (max / min - 1): the machine's load changing during the run shows there.
     - with `segments`, the load: a segment ran under load when a round of either side started while other
       processes used at least records.LOADED cores' worth of CPU (RoundRecord.load; the loop then ran on fewer
-      threads). When some segments ran under load and others did not, the figures of time (speedup, step_s, c,
-      v and the predictions' costs) come from the segments without load (quiet_part), so that the shown speedup
-      is one machine's, not a mix of two; loaded_segments counts the others and speedup_loaded is theirs. Else
-      they come from the whole run. speedup_all: the whole run's tokens/s over the target alone's, always.
+      threads). When some segments ran under load and others did not, the figures of time come from the segments
+      without load (quiet_part), so that the shown speedup is one machine's, not a mix of two: step_s, c, v and
+      the predictions' costs from their rounds; the speedup with each side's loaded rounds counted at the pace
+      that side kept without load (at_quiet_pace: the whole run's tokens, as on the quiet machine).
+      loaded_segments counts the segments set apart and speedup_loaded is theirs. Else every figure is the
+      whole run's. speedup_all: the whole run's tokens/s over the target alone's, always.
     - a strategy's own counts, summed over the run (staged drafting's stage_proposed, stage_accepted,
       stage_passes: extras_totals); a sized tree's plans: what they expected per round (planned).
     """
@@ -163,11 +165,12 @@ def summarize(
     base = summarize(baseline) if baseline else None
     summary["baseline_tokens_per_s"] = base["tokens_per_s"] if base else NAN
     summary["speedup_all"] = speedup(summary["tokens_per_s"], base["tokens_per_s"]) if base else NAN
-    summary["speedup"] = speedup(_rate(timed), _rate(timed_base)) if loaded else summary["speedup_all"]
+    busy = [r for part, _ in loaded for r in part], [r for _, part in loaded for r in part]
+    paced = speedup(at_quiet_pace(timed, busy[0]), at_quiet_pace(timed_base, busy[1]))
+    summary["speedup"] = paced if loaded else summary["speedup_all"]
     summary |= segment_figures(rounds, baseline or [], segments or [])
     summary["loaded_segments"] = len(loaded)
-    loaded_rounds = [r for part, _ in loaded for r in part], [r for _, part in loaded for r in part]
-    summary["speedup_loaded"] = speedup(_rate(loaded_rounds[0]), _rate(loaded_rounds[1])) if loaded else NAN
+    summary["speedup_loaded"] = speedup(_rate(busy[0]), _rate(busy[1])) if loaded else NAN
     return {key: summary[key] for key in SUMMARY_KEYS}
 
 
@@ -208,15 +211,26 @@ def split_segments(
 
 
 def quiet_part(rounds: list[RoundRecord], baseline: list[RoundRecord], segments: Segments) -> tuple:
-    """(speculative rounds, target-alone rounds) of the segments that ran without load, and the segments (where
-    both sides ran) that ran under load: a round of either side started while other processes used at least
-    LOADED cores' worth of CPU. When every such segment or none ran under load: the whole run, and no segment."""
+    """(speculative rounds, target-alone rounds) of the segments that ran without load, and the segments that ran
+    under load: a round of either side started while other processes used at least LOADED cores' worth of CPU.
+    When every segment or none ran under load: the whole run, and no segment."""
     parts = split_segments(rounds, baseline, segments)
-    busy = [any(r.load >= LOADED for r in a + b) if a and b else False for a, b in parts]
-    if not any(busy) or all(busy[i] for i, (a, b) in enumerate(parts) if a and b):
+    busy = [any(r.load >= LOADED for r in a + b) for a, b in parts]
+    if all(busy) or not any(busy):
         return rounds, baseline, []
     quiet = [part for part, loaded in zip(parts, busy) if not loaded]
     return [r for a, _ in quiet for r in a], [r for _, b in quiet for r in b], [p for p, x in zip(parts, busy) if x]
+
+
+def at_quiet_pace(quiet: list[RoundRecord], loaded: list[RoundRecord]) -> float:
+    """One side's tokens/s with its rounds under load counted at the pace it kept without load: the quiet rounds'
+    seconds, plus the loaded rounds' tokens at the quiet rounds' seconds per token (round 0, the prompt's pass,
+    left out of that pace)."""
+    paced = [r for r in quiet if r.round > 0] or quiet
+    pace = sum(r.seconds for r in paced) / max(1, sum(len(r.new_tokens) for r in paced))
+    seconds = sum(r.seconds for r in quiet) + pace * sum(len(r.new_tokens) for r in loaded)
+    tokens = sum(len(r.new_tokens) for r in quiet + loaded)
+    return tokens / seconds if seconds > 0 else NAN
 
 
 def segment_figures(rounds: list[RoundRecord], baseline: list[RoundRecord], segments: Segments) -> dict:

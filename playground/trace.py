@@ -137,14 +137,12 @@ def summarize(
     - with `segments`, the spread between them (segment_figures): per segment where both sides ran, its
       speedup; their min and max, and step_spread, how much the target alone's mean step varied between
       segments (max / min - 1): the machine's load changing during the run shows there.
-    - with `segments`, the load: a segment ran under load when a round of either side started while other
-      processes used at least records.LOADED cores' worth of CPU (RoundRecord.load; the loop then ran on fewer
-      threads). When some segments ran under load and others did not, the figures of time come from the segments
-      without load (quiet_part), so that the shown speedup is one machine's, not a mix of two: step_s, c, v and
-      the predictions' costs from their rounds; the speedup with each side's loaded rounds counted at the pace
-      that side kept without load (at_quiet_pace: the whole run's tokens, as on the quiet machine).
-      loaded_segments counts the segments set apart and speedup_loaded is theirs. Else every figure is the
-      whole run's. speedup_all: the whole run's tokens/s over the target alone's, always.
+    - with `segments`, the load: a segment ran under load when its rounds' load (RoundRecord.load: other
+      processes' CPU, the loop then on fewer threads), weighted by seconds, is at least records.LOADED. With
+      enough segments without it (quiet_part), the figures of time are theirs, one machine's, not a mix of two:
+      step_s, c, v and the predictions' costs from their rounds; the speedup with each side's loaded tokens at its
+      quiet pace (at_quiet_pace). loaded_segments counts those set apart, speedup_loaded is theirs, speedup_all
+      the whole run's (always).
     - a strategy's own counts, summed over the run (staged drafting's stage_proposed, stage_accepted,
       stage_passes: extras_totals); a sized tree's plans: what they expected per round (planned).
     """
@@ -211,21 +209,28 @@ def split_segments(
 
 
 def quiet_part(rounds: list[RoundRecord], baseline: list[RoundRecord], segments: Segments) -> tuple:
-    """(speculative rounds, target-alone rounds) of the segments that ran without load, and the segments that ran
-    under load: a round of either side started while other processes used at least LOADED cores' worth of CPU.
-    When every segment or none ran under load: the whole run, and no segment."""
+    """(speculative rounds, target-alone rounds) of the segments without load, and the segments under load: their
+    rounds' load, weighted by seconds, at least LOADED (a sustained hog, not a browser's burst of repainting). The
+    whole run and no segment when none ran under load or fewer than QUIET_AFTER_FIRST after the first did not."""
     parts = split_segments(rounds, baseline, segments)
-    busy = [any(r.load >= LOADED for r in a + b) for a, b in parts]
-    if all(busy) or not any(busy):
+    busy = [_load(a + b) >= LOADED for a, b in parts]
+    if not any(busy) or busy[1:].count(False) < QUIET_AFTER_FIRST:
         return rounds, baseline, []
     quiet = [part for part, loaded in zip(parts, busy) if not loaded]
     return [r for a, _ in quiet for r in a], [r for _, b in quiet for r in b], [p for p, x in zip(parts, busy) if x]
 
 
+QUIET_AFTER_FIRST = 2  # segments without load after the first, at least, for the run's figures to come from them
+
+
+def _load(rounds: list[RoundRecord]) -> float:
+    """The rounds' load (RoundRecord.load), each weighted by its seconds; 0 for no time."""
+    seconds = sum(r.seconds for r in rounds)
+    return sum(r.load * r.seconds for r in rounds if r.load == r.load) / seconds if seconds > 0 else 0.0
+
+
 def at_quiet_pace(quiet: list[RoundRecord], loaded: list[RoundRecord]) -> float:
-    """One side's tokens/s with its rounds under load counted at the pace it kept without load: the quiet rounds'
-    seconds, plus the loaded rounds' tokens at the quiet rounds' seconds per token (round 0, the prompt's pass,
-    left out of that pace)."""
+    """One side's tokens/s, its loaded rounds' tokens at its quiet rounds' seconds per token (round 0 left out)."""
     paced = [r for r in quiet if r.round > 0] or quiet
     pace = sum(r.seconds for r in paced) / max(1, sum(len(r.new_tokens) for r in paced))
     seconds = sum(r.seconds for r in quiet) + pace * sum(len(r.new_tokens) for r in loaded)

@@ -282,20 +282,24 @@ def test_segments_run_under_load_are_counted_apart_from_the_speedup():
     """A hog in the last segment: the speculative side slows 1.2x there, the target alone 2x (one thread of two).
     The shown speedup counts the hogged tokens at each side's quiet pace; step and c are the quiet segments'; the
     hogged segment is counted apart."""
-    spec, base, segments = _interleaved((FAST, FAST, FAST))
+    spec, base, segments = _interleaved((FAST,) * 4)
     hogged = lambda r, slow: replace(r, draft_s=r.draft_s * slow, verify_s=r.verify_s * slow, load=1.0)
-    spec[2], base[10:] = hogged(spec[2], 1.2), [hogged(r, 2.0) for r in base[10:]]
+    spec[3], base[15:] = hogged(spec[3], 1.2), [hogged(r, 2.0) for r in base[15:]]
     spec[0] = replace(spec[0], verify_s=0.3, load=LOADED - 0.01)  # the prompt's pass; a browser's bit: not load
     base[0] = replace(base[0], verify_s=0.25)  # the target alone's prompt pass
+    base[6] = replace(base[6], load=2.0)  # a burst in one short step of a segment: not a loaded segment
     s = trace.summarize(spec, base, PROFILE, segments)
-    quiet = (15 / (0.48 + 5 * 0.14 / 5)) / (15 / (0.7 + 5 * 0.05))  # the hogged tokens at each side's quiet pace
+    quiet = (20 / (0.62 + 5 * 0.028)) / (20 / (0.95 + 5 * 0.05))  # the hogged tokens at each side's quiet pace
     assert math.isclose(s["speedup"], quiet) and s["loaded_segments"] == 1
-    assert not math.isclose(quiet, 0.7 / 0.48)  # not the quiet segments' own ratio: their prompt passes weigh more
+    assert not math.isclose(quiet, 0.95 / 0.62)  # not the quiet segments' own ratio: their prompt passes weigh more
     assert math.isclose(s["speedup_loaded"], (5 / (0.14 * 1.2)) / (5 / 0.5))
-    assert math.isclose(s["speedup_all"], (15 / (0.48 + 0.14 * 1.2)) / (15 / 1.2)) and s["speedup_all"] > quiet
+    assert math.isclose(s["speedup_all"], (20 / (0.62 + 0.14 * 1.2)) / (20 / 1.45)) and s["speedup_all"] > quiet
     assert math.isclose(s["step_s"], 0.05)  # the quiet rounds' after the first
     assert math.isclose(s["c"], 0.04 / 4 / 0.05)
-    assert s["tokens"] == 15 and math.isclose(s["tokens_per_s"], 15 / (0.48 + 0.14 * 1.2))  # the whole run's output
+    assert s["tokens"] == 20 and math.isclose(s["tokens_per_s"], 20 / (0.62 + 0.14 * 1.2))  # the whole run's output
+    spec[2], base[10:15] = hogged(spec[2], 1.0), [hogged(r, 1.0) for r in base[10:15]]
+    too_few = trace.summarize(spec, base, PROFILE, segments)  # one quiet segment after the first: the whole run
+    assert too_few["loaded_segments"] == 0 and too_few["speedup"] == too_few["speedup_all"]
     everywhere = [replace(r, load=1.0) for r in spec], [replace(r, load=1.0) for r in base]
     all_loaded = trace.summarize(*everywhere, PROFILE, segments)  # no quiet segment to take: the whole run
     assert all_loaded["loaded_segments"] == 0 and all_loaded["speedup"] == all_loaded["speedup_all"]

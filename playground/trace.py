@@ -220,7 +220,7 @@ def quiet_part(rounds: list[RoundRecord], baseline: list[RoundRecord], segments:
     return [r for a, _ in quiet for r in a], [r for _, b in quiet for r in b], [p for p, x in zip(parts, busy) if x]
 
 
-QUIET_AFTER_FIRST = 2  # segments without load after the first, at least, for the run's figures to come from them
+QUIET_AFTER_FIRST = 1  # segments without load after the first, at least, for the run's figures to come from them
 
 
 def _load(rounds: list[RoundRecord]) -> float:

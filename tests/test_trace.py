@@ -297,8 +297,8 @@ def test_segments_run_under_load_are_counted_apart_from_the_speedup():
     assert math.isclose(s["step_s"], 0.05)  # the quiet rounds' after the first
     assert math.isclose(s["c"], 0.04 / 4 / 0.05)
     assert s["tokens"] == 20 and math.isclose(s["tokens_per_s"], 20 / (0.62 + 0.14 * 1.2))  # the whole run's output
-    spec[2], base[10:15] = hogged(spec[2], 1.0), [hogged(r, 1.0) for r in base[10:15]]
-    too_few = trace.summarize(spec, base, PROFILE, segments)  # one quiet segment after the first: the whole run
+    spec[1:3], base[5:15] = [hogged(r, 1.0) for r in spec[1:3]], [hogged(r, 1.0) for r in base[5:15]]
+    too_few = trace.summarize(spec, base, PROFILE, segments)  # no quiet segment after the first: the whole run
     assert too_few["loaded_segments"] == 0 and too_few["speedup"] == too_few["speedup_all"]
     everywhere = [replace(r, load=1.0) for r in spec], [replace(r, load=1.0) for r in base]
     all_loaded = trace.summarize(*everywhere, PROFILE, segments)  # no quiet segment to take: the whole run

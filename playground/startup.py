@@ -192,7 +192,7 @@ class Startup:
             (models.PACKS[model[len(PACK_PREFIX) :]], precision): None
             for model, precision in (
                 (spec.pair.target, spec.pair.target_precision or models.default_target_precision()),
-                (spec.pair.draft, spec.drafter.precision),  # None: the default, resolved in the pack's thread
+                (spec.pair.draft, spec.drafter.precision or models.default_draft_precision(build=False)),
             )
             if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX) :] in models.PACKS
         }
@@ -214,11 +214,11 @@ class Startup:
                 future.result()  # the first failure is the start-up's
 
     @staticmethod
-    def _convert(pack: models.Pack, precision: str | None, progress: Callable[[str, float], None]) -> None:
-        """One pack in the dtype its load asks for. The default draft precision (int4 where the kernels run) and an
-        int8 draft's dtype (bf16 where the kernels quantise it) wait for the kernels' build (begin): in this pack's
-        thread, while the other pack converts."""
-        models.convert_pack(pack, progress, models.load_dtype(precision or models.default_draft_precision()))
+    def _convert(pack: models.Pack, precision: str, progress: Callable[[str, float], None]) -> None:
+        """One pack in the dtype its load asks for. An int8 draft's dtype (bf16 where the kernels quantise it) waits
+        for the kernels' build (begin): in this pack's thread, while the other pack converts. The default draft
+        precision is the one the kernels are expected to give (int4: bf16), asked without building them."""
+        models.convert_pack(pack, progress, models.load_dtype(precision))
 
     @staticmethod
     def _stock(session) -> str:

@@ -241,9 +241,8 @@ def expected() -> bool:
     """Whether the kernels run here, answered without building them (the page's label of the default draft
     precision): the answer once a variant is chosen; before, whether this CPU runs one and its library is in the
     cache or a C compiler can build it (a build that then fails is the load's to report)."""
-    with _lock:
-        if _active:
-            return _active[0] is not None
+    if _active:  # read without the lock: a build in progress holds it
+        return _active[0] is not None
     if cpu_supported():
         return False
     wanted = settings.read().kernels

@@ -200,7 +200,7 @@ def _drafter_controls() -> dict:
             value=DEFAULT_PRECISION,
             label="Draft precision",
             elem_id="draft-precision",
-            info="draft model drafter only; int8 and int4 on CPU",
+            info="draft model drafter only; int4 and int8 on CPU",
             min_width=120,
         )
         out = _option_controls(noted=False)

@@ -71,8 +71,8 @@ def default_draft_precision(device: torch.device | None = None, build: bool = Tr
 
 def draft_fallback(precision: Precision) -> Precision | None:
     """The precision a default int4 draft takes where its model's shapes refuse int4 (kernel_model.can_quantize_int4):
-    int8. None for any other, and where $PLAYGROUND_DRAFT_PRECISION names the precision: a precision asked for by
-    name is refused with the reason instead."""
+    int8. None for any other, and where the settings name the draft precision: a precision asked for by name is
+    refused with the reason instead."""
     named = bool(settings.read().draft_precision)
     return Precision.INT8 if Precision(precision) is Precision.INT4 and not named else None
 

@@ -38,7 +38,11 @@ VARIABLES = {
     ),
     "PLAYGROUND_DEVICE": ("cuda if present, else cpu", "the device models load on"),
     "PLAYGROUND_DTYPE": ("bf16 on CUDA or a CPU with native bf16, else fp32", "the target's default precision"),
-    "PLAYGROUND_DRAFT_PRECISION": ("int8 on CPU, the target's on CUDA", "the draft's default precision"),
+    "PLAYGROUND_DRAFT_PRECISION": (
+        "int4 on CPU where the batch-invariant kernels run, else int8; the target's on CUDA",
+        "the draft's default precision (the default int4 takes int8 for a draft whose shapes int4 refuses; int4 set "
+        "here is refused there, saying why)",
+    ),
     "PLAYGROUND_MEMORY_GB": ("80 % of the GPU's or the machine's memory", "what the model cache may hold"),
     "PLAYGROUND_FAST_VERIFY": ("1", "0 turns off the short-row-block verify kernel for fp32 targets on CPU"),
     "PLAYGROUND_INVARIANT": (

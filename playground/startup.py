@@ -159,13 +159,13 @@ class Startup:
             self._convert_packs(spec)
             self._set("loading", "Loading the default pair …", 0.85)
             with self.runner.session(spec, self._progress("loading")) as session:
-                session.ready()
+                draft = session.ready().pair.draft_precision  # the default's int4, or the int8 it fell back to
                 if self.first_prompt:
                     self._set("loading", "Prefilling the example prompt for the first click", 0.98)
                     session.keep_prefix(self.first_prompt)
                 kernels = kernel_ops.describe() if session.invariant else self._stock(session)
             took = time.monotonic() - self._began
-            note = f"; {kernels}" + (f"; {self.packs}" if self.packs else "")
+            note = "".join(f"; {part}" for part in (draft and f"draft {draft.value}", kernels, self.packs) if part)
             self._set(
                 "ready",
                 f"Ready: the default pair is loaded, warmed up and its costs measured "
@@ -192,7 +192,7 @@ class Startup:
             (models.PACKS[model[len(PACK_PREFIX) :]], precision): None
             for model, precision in (
                 (spec.pair.target, spec.pair.target_precision or models.default_target_precision()),
-                (spec.pair.draft, spec.drafter.precision or models.default_draft_precision()),
+                (spec.pair.draft, spec.drafter.precision or models.default_draft_precision(build=False)),
             )
             if model and model.startswith(PACK_PREFIX) and model[len(PACK_PREFIX) :] in models.PACKS
         }
@@ -216,7 +216,8 @@ class Startup:
     @staticmethod
     def _convert(pack: models.Pack, precision: str, progress: Callable[[str, float], None]) -> None:
         """One pack in the dtype its load asks for. An int8 draft's dtype (bf16 where the kernels quantise it) waits
-        for the kernels' build (begin): in this pack's thread, while the other pack converts."""
+        for the kernels' build (begin): in this pack's thread, while the other pack converts. The default draft
+        precision is the one the kernels are expected to give (int4: bf16), asked without building them."""
         models.convert_pack(pack, progress, models.load_dtype(precision))
 
     @staticmethod

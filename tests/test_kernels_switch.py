@@ -36,14 +36,47 @@ from playground.spec import Precision
 target, _ = models.load_model({str(tiny_models["target"])!r}, precision=Precision.BF16)
 draft, _ = models.load_model({str(tiny_models["draft"])!r}, precision=Precision.INT8)
 print(json.dumps(dict(why=kernel_ops.why_not(), available=kernel_ops.available(), invariant=kernel_model.is_invariant(target),
-                      vnni_draft=hasattr(draft, "_int8_bytes"), dtype=str(target.dtype))))
+                      vnni_draft=hasattr(draft, "_int8_bytes"), dtype=str(target.dtype),
+                      default_draft=models.default_draft_precision().value)))
 """
     done = run(["-c", code], PLAYGROUND_KERNELS="off", PLAYGROUND_MODEL_ROOTS=str(tiny_models["target"].parent))
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == dict(
-        why="PLAYGROUND_KERNELS=off", available=False, invariant=False, vnni_draft=False, dtype="torch.bfloat16"
-    )  # torch's bf16 target and torch's dynamic int8 draft
+        why="PLAYGROUND_KERNELS=off",
+        available=False,
+        invariant=False,
+        vnni_draft=False,
+        dtype="torch.bfloat16",
+        default_draft="int8",
+    )  # torch's bf16 target and torch's dynamic int8 draft, the default draft precision where int4 cannot run
+
+
+def test_the_pages_default_draft_label_builds_no_kernels(tmp_path):
+    """The draft precision dropdown names the default (int4 where the kernels run, else int8) when the page is built,
+    without building the kernels (kernels.build.expected): with a compiler and an empty cache it says int4 where the
+    CPU runs a variant, and nothing was built; with no compiler it says int8, as the load's default then does."""
+    from tests.kernel_support import expected_here
+
+    code = """
+import json, sys
+from playground import models
+from playground.kernels import build
+seen = dict(label=models.default_draft_precision(build=False).value, built=sorted(build._libs))
+if sys.argv[1:] == ["load"]:
+    seen["default"] = models.default_draft_precision().value
+print(json.dumps(seen))
+"""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    compiler = run(["-c", code], PLAYGROUND_CACHE=str(tmp_path / "cache"))
+    bare = run(["-c", code, "load"], PLAYGROUND_CACHE=str(tmp_path / "cache-bare"), PATH=str(empty))
+    for done in (compiler, bare):
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(compiler.stdout.strip().splitlines()[-1]) == dict(
+        label="int4" if expected_here() else "int8", built=[]
+    )
+    assert json.loads(bare.stdout.strip().splitlines()[-1]) == dict(label="int8", built=[], default="int8")
 
 
 def test_the_kernel_tests_skip_with_the_reason_when_switched_off_even_where_required():

@@ -78,6 +78,36 @@ def test_incompatible_tokenizers_name_the_mismatch(tiny_models):
         models.load_pair(str(tiny_models["other"]), str(tiny_models["target"]))
 
 
+def test_the_default_draft_falls_back_to_int8_where_int4_refuses_the_model(tiny_models, monkeypatch):
+    """The CPU default draft is int4 where the kernels run. A draft whose shapes int4 refuses (the "other" tiny
+    model: heads of 8) gets int8 instead, said in the progress and in the pair's draft precision, and kept once, under
+    int8; int4 asked for by name (a run's, or $PLAYGROUND_DRAFT_PRECISION) is still refused, saying why."""
+    from playground.config import Precision
+    from playground.models import cache as model_cache
+    from tests.kernel_support import require_kernels
+
+    require_kernels()
+    monkeypatch.delenv("PLAYGROUND_DRAFT_PRECISION", raising=False)
+    monkeypatch.setattr(model_cache, "MODELS", models.ModelCache())
+    other, target = str(tiny_models["other"]), str(tiny_models["target"])
+    lines = []
+    pair = models.load_pair(other, target, lambda message, _: lines.append(message), same_tokenizer=False)
+    assert models.default_draft_precision() is Precision.INT4 and pair.draft_precision is Precision.INT8
+    assert any("int8 draft, the default int4 does not apply" in line and "head sizes" in line for line in lines)
+    named = models.load_pair(other, target, draft_precision="int8", same_tokenizer=False)
+    assert named.draft is pair.draft and models.load_pair(other, target, same_tokenizer=False).draft is pair.draft
+    assert model_cache.MODELS.loaded().count(other) == 1  # the default and int8: one load
+    refusal = "An int4 draft needs the batch-invariant CPU kernels' int4 linears, but the kernels take head sizes"
+    with pytest.raises(PlaygroundError, match=refusal):
+        models.load_pair(other, target, draft_precision="int4", same_tokenizer=False)
+    monkeypatch.setenv("PLAYGROUND_DRAFT_PRECISION", "int4")
+    with pytest.raises(PlaygroundError, match=refusal):
+        models.load_pair(other, target, same_tokenizer=False)
+    monkeypatch.delenv("PLAYGROUND_DRAFT_PRECISION")
+    fits = models.load_pair(str(tiny_models["draft"]), target)  # a draft int4 takes: int4 by default
+    assert fits.draft_precision is Precision.INT4 and hasattr(fits.draft, "_int4_bytes")
+
+
 def test_tokenizers_of_one_size_whose_ids_differ_are_refused_every_time(tiny_models):
     """The vocabulary's digest is kept on each tokenizer (check_compatible runs on every click): two tokenizers of
     one size that give one token different ids are still refused, the first time and the next."""
@@ -193,7 +223,15 @@ def test_device_and_precision_follow_the_hardware(monkeypatch):
     assert models.default_target_precision(cpu).value == "bf16"
     monkeypatch.setattr(load, "cpu_has_native_bf16", lambda: False)
     assert models.default_target_precision(cpu).value == "fp32"
+    monkeypatch.setattr(load.kernel_ops, "why_not", lambda: None)
+    monkeypatch.setattr(load.kernel_ops, "expected", lambda: False)
+    assert models.default_draft_precision(cpu).value == "int4"  # where the kernels run
+    assert models.default_draft_precision(cpu, build=False).value == "int8"  # the label's check, nothing built
+    monkeypatch.setattr(load.kernel_ops, "why_not", lambda: "no C compiler (gcc) to build the kernels")
     assert models.default_draft_precision(cpu).value == "int8"
+    monkeypatch.setenv("PLAYGROUND_DRAFT_PRECISION", "bf16")
+    assert models.default_draft_precision(cpu).value == "bf16"
+    monkeypatch.delenv("PLAYGROUND_DRAFT_PRECISION")
     for name, expected in (("bfloat16", "bf16"), ("fp32", "fp32"), ("float16", "fp16")):
         monkeypatch.setenv("PLAYGROUND_DTYPE", name)
         assert models.default_target_precision(cpu).value == expected
@@ -240,8 +278,8 @@ def test_concurrent_requests_for_one_model_load_it_once(tiny_models, monkeypatch
     calls = []
     from playground.models import cache as cache_module
 
-    real = cache_module.load_model
-    monkeypatch.setattr(cache_module, "load_model", lambda spec, **kw: calls.append(spec) or real(spec, **kw))
+    real = cache_module.load_precision
+    monkeypatch.setattr(cache_module, "load_precision", lambda spec, **kw: calls.append(spec) or real(spec, **kw))
     cache = models.ModelCache()
     results = []
     threads = [threading.Thread(target=lambda: results.append(cache.get(str(tiny_models["target"])))) for _ in range(6)]
@@ -265,7 +303,7 @@ def test_an_absurd_config_is_refused_from_its_config_before_loading(tiny_models,
     loads = []
     from playground.models import cache as cache_module
 
-    monkeypatch.setattr(cache_module, "load_model", lambda *a, **k: loads.append(a))
+    monkeypatch.setattr(cache_module, "load_precision", lambda *a, **k: loads.append(a))
     with pytest.raises(PlaygroundError, match="hidden_size = 10000000: hidden size must be a whole number"):
         models.ModelCache().get(str(absurd))
     assert loads == []
@@ -325,7 +363,7 @@ def test_every_architecture_is_sized_from_its_config_on_the_meta_device(kind, tm
     from playground.models import cache as cache_module
 
     loads = []
-    monkeypatch.setattr(cache_module, "load_model", lambda *a, **k: loads.append(a))
+    monkeypatch.setattr(cache_module, "load_precision", lambda *a, **k: loads.append(a))
     with pytest.raises(PlaygroundError, match=r"Not enough memory .* needs about [0-9.]+ GB, the budget is 0.1 GB"):
         models.ModelCache().get(str(folder), precision="fp32")
     assert loads == []

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 
+from playground import models
 from playground.runner import Runner
 from playground.startup import Startup
 from tests.helpers import profile, warmed
@@ -32,6 +33,8 @@ def test_the_default_pair_is_ready_and_warm_after_the_start_up(tiny_catalog):
     assert finished(startup) == "ready", startup.snapshot().message
     assert "Ready" in startup.snapshot().message and "after start-up" in startup.snapshot().message
     spec = startup.spec()
+    drafted = models.default_draft_precision().value  # int4 where the kernels run (the tiny draft's shapes take it)
+    assert f"; draft {drafted};" in startup.snapshot().message
     assert warmed(runner, spec) and profile(runner, spec) is not None  # the first Generate pays nothing
     assert seen & {"preparing", "loading"}
 

@@ -71,7 +71,8 @@ OPTIONS: tuple[tuple[str, dict], ...] = (
             nargs="+",
             metavar="P",
             help="fp32 / bf16 / fp16 / int8 / int4 (CPU), one or more, for draft-model drafters without a :precision "
-            "(default: this device's, models.default_draft_precision)",
+            "(default: this device's, models.default_draft_precision: on CPU int4 where the kernels run, int8 for a "
+            "draft int4 refuses)",
         ),
     ),
     (

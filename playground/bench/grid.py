@@ -344,6 +344,7 @@ def _hf_jobs(
     jobs = {(hf.HFConfig(hf.HF_TARGET_ALONE)): RunSpec(pair, DrafterSpec.target_alone(), group[0], prompt, chat)}
     for decode in group:
         for d in drafters:
+            # which draft object: the default's until loaded (its row names the precision the draft got)
             precision = (d.precision or models.default_draft_precision()).value if d.needs_draft_model else ""
             for config in hf.configs_for(d, decode, precision):
                 jobs.setdefault(config, RunSpec(pair, d, decode, prompt, chat))
@@ -371,7 +372,7 @@ def _run_hf(
         k=config.k_label,
         temperature=spec.decode.temperature,
         target_precision=precision,
-        draft_precision=config.draft_precision,
+        draft_precision=loaded.draft_precision.value if config.draft_precision else "",
         kernels=_kernels(loaded),
         tokens=len(tokens),
         seconds=wall,

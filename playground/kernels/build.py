@@ -136,7 +136,7 @@ def _build(variant: Variant) -> ctypes.CDLL | str:
         return why
     path = _build_dir(variant) / f"lib{variant.name}.so"
     if not path.exists():
-        compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+        compiler = _compiler()
         if not compiler:
             return "no C compiler (gcc) to build the kernels"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,3 +235,20 @@ def _passed(name: str) -> str:
 
 def available() -> bool:
     return library() is not None
+
+
+def expected() -> bool:
+    """Whether the kernels run here, answered without building them (the page's label of the default draft
+    precision): the answer once a variant is chosen; before, whether this CPU runs one and its library is in the
+    cache or a C compiler can build it (a build that then fails is the load's to report)."""
+    if _active:  # read without the lock: a build in progress holds it
+        return _active[0] is not None
+    if cpu_supported():
+        return False
+    wanted = settings.read().kernels
+    name = wanted if wanted != "auto" else runnable()[0]
+    return (_build_dir(BY_NAME[name]) / f"lib{name}.so").exists() or _compiler() is not None
+
+
+def _compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")

@@ -12,6 +12,7 @@ from playground.kernels.build import (  # noqa: F401 (the kernels' API, as calle
     cpu_flags,
     cpu_supported,
     describe,
+    expected,
     library,
     load,
     passed_over,

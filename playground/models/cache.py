@@ -20,9 +20,10 @@ from playground.models.load import (
     choose_device,
     default_draft_precision,
     default_target_precision,
+    draft_fallback,
     eos_ids,
     estimate_bytes,
-    load_model,
+    load_precision,
     memory_budget,
 )
 from playground.progress import Progress, quiet
@@ -45,6 +46,7 @@ class ModelCache:
         self._busy: dict[tuple, int] = {}
         self._loading: dict[tuple, threading.Lock] = {}
         self._derived: dict[tuple, PreTrainedModel] = {}  # key + (name,) -> a model made from the key's model
+        self._fell_back: dict[tuple, tuple] = {}  # a default's key -> the key of the precision its model got
 
     @staticmethod
     def key(spec: str, precision: Precision | None = None) -> tuple:
@@ -56,26 +58,43 @@ class ModelCache:
             return [k[0] for k in self._models]
 
     def get(self, spec: str, progress: Progress = quiet, precision: Precision | None = None):
-        key = self.key(spec, precision)
+        return self.get_precision(spec, progress, precision)[0]
+
+    def get_precision(
+        self,
+        spec: str,
+        progress: Progress = quiet,
+        precision: Precision | None = None,
+        fallback: Precision | None = None,
+    ) -> tuple[tuple[PreTrainedModel, PreTrainedTokenizerBase], Precision]:
+        """((model, tokenizer), the precision it got): `precision`, or `fallback` where the model refuses it (a
+        default int4 draft: load.draft_fallback). The model is kept under the precision it got, and a precision that
+        fell back is remembered: the default and that precision share one load."""
+        asked = self.key(spec, precision)
         with self._lock:
+            key = self._fell_back.get(asked, asked) if fallback else asked
             if key in self._models:
                 self._models.move_to_end(key)
-                return self._models[key]
-            gate = self._loading.setdefault(key, threading.Lock())
+                return self._models[key], Precision(key[2])
+            gate = self._loading.setdefault(asked, threading.Lock())
         with gate:
             with self._lock:
+                key = self._fell_back.get(asked, asked) if fallback else asked
                 if key in self._models:
                     self._models.move_to_end(key)
-                    return self._models[key]
-            need = estimate_bytes(spec, key[2]) or 0
+                    return self._models[key], Precision(key[2])
+            need = estimate_bytes(spec, asked[2]) or 0
             self._make_room(spec, need)
-            loaded = load_model(spec, precision=key[2], progress=progress)
-            actual = model_bytes(loaded[0])
+            model, tokenizer, got = load_precision(spec, precision=asked[2], progress=progress, fallback=fallback)
+            key = asked[:2] + (got.value,)
             with self._lock:
-                self._models[key] = loaded
-                self._bytes[key] = actual
-                self._loading.pop(key, None)
-            return loaded
+                if key != asked:
+                    self._fell_back[asked] = key
+                if key not in self._models:  # else the same precision was loaded meanwhile: that copy is kept
+                    self._models[key] = (model, tokenizer)
+                    self._bytes[key] = model_bytes(model)
+                self._loading.pop(asked, None)
+                return self._models[key], got
 
     def derived(self, model: PreTrainedModel, name: str, make: Callable[[], PreTrainedModel], need: int):
         """The model `make` builds from a loaded `model` (its own quantised copy), made once per loaded model and
@@ -152,6 +171,7 @@ class ModelCache:
         with self._lock:
             self._models.clear()
             self._derived.clear()
+            self._fell_back.clear()
             self._bytes.clear()
 
 
@@ -225,15 +245,18 @@ def load_pair(
     same_tokenizer: bool = True,
 ) -> LoadedPair:
     """Target (and draft, when given) from the shared cache at their precisions (None = this device's
-    defaults); with same_tokenizer (the draft model drafter), the tokenizers are checked to agree."""
+    defaults; a default int4 draft whose shapes int4 refuses gets int8: the pair's draft_precision is the one it
+    got); with same_tokenizer (the draft model drafter), the tokenizers are checked to agree."""
     device = choose_device()
     target_precision = Precision(target_precision or default_target_precision(device))
     target, tokenizer = MODELS.get(target_spec, progress, target_precision)
     draft = draft_tok = None
     if draft_spec:
+        named = draft_precision is not None
         draft_precision = Precision(draft_precision or default_draft_precision(device))
+        fallback = None if named else draft_fallback(draft_precision)
         with MODELS.using((target_spec, target_precision)):  # loading the draft must not evict the target
-            draft, draft_tok = MODELS.get(draft_spec, progress, draft_precision)
+            (draft, draft_tok), draft_precision = MODELS.get_precision(draft_spec, progress, draft_precision, fallback)
         if same_tokenizer:
             check_compatible(draft_tok, tokenizer)
     else:

@@ -54,14 +54,27 @@ def default_target_precision(device: torch.device | None = None) -> Precision:
     return Precision.BF16 if cpu_has_native_bf16() else Precision.FP32
 
 
-def default_draft_precision(device: torch.device | None = None) -> Precision:
-    """int8 on CPU (the cheapest draft step there, LM head included: docs/levers.md), the target's precision on
-    CUDA. $PLAYGROUND_DRAFT_PRECISION overrides."""
+def default_draft_precision(device: torch.device | None = None, build: bool = True) -> Precision:
+    """int4 on CPU where the batch-invariant kernels run (the fastest draft there end to end: docs/levers.md),
+    else int8; the target's precision on CUDA. A draft whose shapes int4 refuses takes int8 instead
+    (draft_fallback). $PLAYGROUND_DRAFT_PRECISION overrides. build=False: answered without building the kernels
+    (kernels.build.expected), for the page's label."""
     device = device or choose_device()
     env = settings.read().draft_precision
     if env:
         return _precision(env, "PLAYGROUND_DRAFT_PRECISION")
-    return Precision.INT8 if device.type == "cpu" else default_target_precision(device)
+    if device.type != "cpu":
+        return default_target_precision(device)
+    runs = kernel_ops.why_not() is None if build else kernel_ops.expected()
+    return Precision.INT4 if runs else Precision.INT8
+
+
+def draft_fallback(precision: Precision) -> Precision | None:
+    """The precision a default int4 draft takes where its model's shapes refuse int4 (kernel_model.can_quantize_int4):
+    int8. None for any other, and where the settings name the draft precision: a precision asked for by name is
+    refused with the reason instead."""
+    named = bool(settings.read().draft_precision)
+    return Precision.INT8 if Precision(precision) is Precision.INT4 and not named else None
 
 
 def _precision(name: str, where: str) -> Precision:
@@ -132,14 +145,24 @@ def load_model(
     spec: str, device: torch.device | None = None, precision: Precision | None = None, progress: Progress = quiet
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load (model, tokenizer) for a spec: safetensors only, never remote code."""
+    model, tokenizer, _ = load_precision(spec, device, precision, progress)
+    return model, tokenizer
+
+
+def load_precision(
+    spec: str,
+    device: torch.device | None = None,
+    precision: Precision | None = None,
+    progress: Progress = quiet,
+    fallback: Precision | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, Precision]:
+    """load_model, and the precision the model got: `precision`, or `fallback` (draft_fallback: a default int4 draft
+    whose shapes int4 refuses gets int8, and says so in progress)."""
     device = device or choose_device()
     precision = Precision(precision or default_target_precision(device))
-    # int8 through the kernels (AVX512-VNNI) loads bf16 and quantises each Linear's rows; else torch's dynamic
-    # quantisation of the fp32 weights (kernel_model.quantize_int8 / speed.quantize_int8).
-    dtype = load_dtype(precision, device)
-    vnni = precision is Precision.INT8 and dtype is torch.bfloat16
     if precision is Precision.INT4:  # kernel_model.quantize_int4 of the bf16 load; nothing else runs int4 here
         int4_unavailable(device)
+    dtype = load_dtype(precision, device)
     source = resolve(spec)
     if isinstance(source, str) and source.startswith(PACK_PREFIX):
         source = convert_pack(PACKS[source[len(PACK_PREFIX) :]], progress, dtype)
@@ -154,6 +177,23 @@ def load_model(
     model.to(device).eval()
     if device.type == "cpu":  # before the kernels stack q/k/v and gate/up: a clone after would hold them twice
         own_weights(model)
+    why = kernel_model.can_quantize_int4(model) if precision is Precision.INT4 else None
+    if why and fallback is not None:  # int4 and int8 load the same bf16 weights here: no second load
+        progress(f"{spec}: {fallback.value} draft, the default int4 does not apply ({why})", 0.95)
+        precision = fallback
+    elif why:
+        raise PlaygroundError(f"An int4 draft needs the batch-invariant CPU kernels' int4 linears, but {why}.")
+    model = _quantise(model, precision, device, vnni=dtype is torch.bfloat16)
+    if device.type == "cpu":
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
+    release_memory()
+    return model, tokenizer, precision
+
+
+def _quantise(model: PreTrainedModel, precision: Precision, device: torch.device, vnni: bool) -> PreTrainedModel:
+    """A loaded model at its precision: int8 through the kernels (AVX512-VNNI: the bf16 load's rows quantised) or
+    torch's dynamic quantisation of the fp32 weights (kernel_model.quantize_int8 / speed.quantize_int8); int4
+    through the kernels; else the batch-invariant kernels where they apply."""
     if precision is Precision.INT8:
         if device.type != "cpu":
             raise PlaygroundError("int8 (dynamic quantisation) is a CPU precision; on CUDA use bf16 or fp16.")
@@ -164,16 +204,10 @@ def load_model(
 
             model = quantize_int8(model.float())  # the fp32 load is dropped: only the int8 copy stays in memory
     elif precision is Precision.INT4:
-        why = kernel_model.can_quantize_int4(model)
-        if why:
-            raise PlaygroundError(f"An int4 draft needs the batch-invariant CPU kernels' int4 linears, but {why}.")
         kernel_model.quantize_int4(model)  # the bf16 weights of its Linears are freed: only the int4 copy stays
     elif kernel_model.can_make_invariant(model) is None:
         kernel_model.make_invariant(model)  # bf16 on this CPU: the kernels, until a run asks for torch's (runner)
-    if device.type == "cpu":
-        torch.set_num_threads(max(1, os.cpu_count() or 1))
-    release_memory()
-    return model, tokenizer
+    return model
 
 
 def int4_unavailable(device: torch.device | None = None) -> None:

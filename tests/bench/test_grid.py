@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from playground import models
 from playground.bench import MAX_CELLS, Result, decode_grid, grid_frame, hf, run_grid, vs_best_hf
 from playground.bench.grid import count_cells
 from playground.errors import PlaygroundError
@@ -85,6 +86,8 @@ def test_every_row_has_its_figures_and_precisions(grid):
     assert all(0 <= r.alpha <= 1 and r.c > 0 and not math.isnan(r.calibrated_speedup) for r in ours)
     assert {r.target_precision for r in results} == {"fp32"}
     assert all(r.draft_precision for r in ours)  # the precision the draft was loaded at
+    drafted = {r.draft_precision for r in results if r.method in (hf.HF_SAME_DRAFT, hf.HF_DEFAULTS)}
+    assert drafted == {r.draft_precision for r in ours} == {models.default_draft_precision().value}  # the default's
     assert all(r.draft_precision == "" for r in results if r.drafter in ("prompt lookup", "target alone"))
     methods = {r.method for r in results if r.engine == "hf"}
     assert methods == {hf.HF_TARGET_ALONE, hf.HF_SAME_DRAFT, hf.HF_DEFAULTS, hf.HF_PROMPT_LOOKUP}

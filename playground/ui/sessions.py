@@ -63,6 +63,7 @@ INTERNALS = (
 REAP_EVERY_S = 5.0
 REST_IDLE_S = 30.0
 MAX_SESSIONS = 300
+SWEEP_EVERY_S = 60.0  # how often sweep_cache scans Gradio's cache (it grows with the app's age): EMPTY_FOLDER_S apart
 EMPTY_FOLDER_S = 60.0  # an empty folder in the cache this old is left over (Gradio writes a new one's file at once)
 
 
@@ -171,13 +172,16 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
     """The app's lifespan (launch(app_kwargs=...)): reap sessions and clean files every REAP_EVERY_S seconds."""
 
     async def loop() -> None:
+        swept = time.monotonic()
         while True:
             await asyncio.sleep(REAP_EVERY_S)
             try:
                 blocks = app.get_blocks()
                 reap(blocks)  # on the event loop, as Gradio changes what both read: no thread races them
                 clean_files(blocks, sweep=False)
-                await asyncio.to_thread(sweep_cache)  # the cache's scan: streaming runs on while it lasts
+                if time.monotonic() - swept >= SWEEP_EVERY_S:  # the cache's scan, in a thread: streaming runs on
+                    swept = time.monotonic()
+                    await asyncio.to_thread(sweep_cache)
                 uploads(app).prune()
                 budget.LEDGER.charge(uploads(app))  # used and expired uploads are counted no more
             except Exception:  # noqa: BLE001  the next round tries again; serving goes on

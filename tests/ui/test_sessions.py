@@ -283,6 +283,7 @@ def test_the_reapers_scan_of_gradios_cache_leaves_the_event_loop_free(page, cach
     demo, _ = page
     scanning = []
     monkeypatch.setattr(sessions, "REAP_EVERY_S", 0.01)
+    monkeypatch.setattr(sessions, "SWEEP_EVERY_S", 0.0)
     monkeypatch.setattr(sessions, "sweep_cache", lambda: (scanning.append(1), time.sleep(0.4)))
 
     class App:

@@ -128,7 +128,7 @@ def _stream(run: CurrentRun, rounds: Iterator[tuple[bool, RoundRecord]]) -> Iter
     spans: dict[bool, list[str]] = {False: [], True: []}
     contexts: dict[bool, list[int]] = {False: [], True: []}
     last_text = {False: 0.0, True: 0.0}
-    last_chart = 0.0
+    last_chart = time.monotonic()  # the first tokens go out alone: the charts take a while to build and to draw
     for baseline, record in rounds:
         into = run.baseline if baseline else run.rounds
         into.append(record)

@@ -503,3 +503,12 @@ def test_the_first_token_says_when_the_prompt_s_prefill_was_kept(tiny_catalog, r
     assert state.run.prompt_tokens > 1
     one = replace(kept, prompt_tokens=1)  # a one-token prompt (no chat template): its round 0 feeds no prompt either
     assert run_view.TTFT_KEPT not in run_view.summary_markdown(one.summary(), one)
+
+
+def test_the_first_tokens_go_out_before_the_charts(tiny_catalog, runner):
+    """Building and drawing the four charts takes a while: the view with the first round's tokens carries no chart
+    and no summary, which follow within CHART_EVERY_S (and in the final view)."""
+    views = call(runner, SessionState(), compare=False, max_new_tokens=20)
+    first = next(v for v in views if v.tokens != SKIP and 'class="tok tok-' in v.tokens)
+    assert first.summary == SKIP and first.acceptance == SKIP and first.latency == SKIP
+    assert views[-1].summary != SKIP and views[-1].acceptance != SKIP

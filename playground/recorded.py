@@ -55,6 +55,7 @@ class Recorded:
     tokenizer: ReplayTokenizer
     recorded_at: str = ""  # "2026-12-04 19:30 UTC", as the file says (text, shown escaped)
     segments: list[tuple[int, int]] = field(default_factory=list)  # an interleaved comparison's (trace.summarize)
+    prompt_tokens: int | None = None  # the prompt's length in tokens (None: a trace from before it was written)
 
 
 def too_large(size: int | None, what: str = "The file") -> str:
@@ -161,7 +162,17 @@ def _recorded(doc: dict) -> Recorded:
         ReplayTokenizer(_decoded(doc.get("decoded"))),
         _text(doc.get("recorded_at") or "", "recorded_at")[:40],
         _segments(doc.get("segments"), len(rounds), len(baseline)),
+        _prompt_tokens(doc.get("prompt_tokens")),
     )
+
+
+def _prompt_tokens(value: Any) -> int | None:
+    """The prompt's length in tokens: a whole number from 1 (None: not recorded)."""
+    if value is None:
+        return None
+    if not (_int(value) and 1 <= value <= MAX_LIST * MAX_ROUNDS):
+        raise BadRecording(f"The trace's 'prompt_tokens' must be a whole number from 1, got {shown(value)}.")
+    return value
 
 
 def _segments(value: Any, rounds: int, baseline: int) -> list[tuple[int, int]]:

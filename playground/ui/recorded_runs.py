@@ -57,6 +57,7 @@ def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View
             rounds=rec.rounds,
             baseline=rec.baseline,
             segments=rec.segments,
+            prompt_tokens=rec.prompt_tokens,
             finished=True,
         )
         state = state if state is not None else SessionState()

@@ -108,8 +108,8 @@ TTFT_KEPT = (
 
 def kept_prefill(run: CurrentRun) -> bool:
     """Whether the run started from a kept prefill: its round 0 fed the target no prompt token but the last, and
-    the prompt had more (a one-token prompt's round 0 feeds none either)."""
-    return bool(run.rounds) and run.rounds[0].prefill == 0 and run.prompt_tokens > 1
+    the prompt had more (a one-token prompt's round 0 feeds none either; None: a trace that did not say)."""
+    return bool(run.rounds) and run.rounds[0].prefill == 0 and (run.prompt_tokens is None or run.prompt_tokens > 1)
 
 
 def summary_markdown(s: dict, run: CurrentRun) -> str:
@@ -246,6 +246,7 @@ def write_trace(run: CurrentRun, state: SessionState) -> tuple[str, str]:
         "chosen_precisions": [p.value if p else None for p in (spec.pair.target_precision, spec.drafter.precision)],
         "config": asdict(spec.decode),
         "prompt": spec.prompt,
+        "prompt_tokens": run.prompt_tokens,
     }
     baseline = run.baseline if run.baseline_done else None  # the summary is the panel's: same rounds, baseline, profile
     segments = run.segments if run.baseline_done else None

@@ -32,7 +32,7 @@ class CurrentRun:
     target_precision: str = ""  # what ran, once loaded: "bf16"
     draft_precision: str | None = None  # the draft model's, when one ran
     invariant: bool = False  # the target ran the batch-invariant kernels: greedy output must be the target's, exactly
-    prompt_tokens: int = 0  # the prompt's length in tokens, once loaded (its chat template applied)
+    prompt_tokens: int | None = None  # the prompt's length in tokens (its chat template applied); None: not known
     profile: theory.CostProfile | None = None  # the runner's measured costs of this target and drafter
     rounds: list[RoundRecord] = field(default_factory=list)
     baseline: list[RoundRecord] = field(default_factory=list)  # the target alone, when compared

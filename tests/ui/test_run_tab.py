@@ -15,7 +15,7 @@ from playground import models, threads, trace
 from playground.records import RoundRecord
 from playground.config import DrafterKind
 from playground.spec import DrafterSpec, PairSpec, RunSpec
-from playground.ui import build_demo, common, run_tab, run_view
+from playground.ui import build_demo, common, recorded_runs, run_tab, run_view
 from playground.ui.common import View
 from playground.ui.state import KEEP_DOWNLOADS, CurrentRun, SessionState
 from ui_support import PAIR, SKIP, TWIN, controls
@@ -503,6 +503,15 @@ def test_the_first_token_says_when_the_prompt_s_prefill_was_kept(tiny_catalog, r
     assert state.run.prompt_tokens > 1
     one = replace(kept, prompt_tokens=1)  # a one-token prompt (no chat template): its round 0 feeds no prompt either
     assert run_view.TTFT_KEPT not in run_view.summary_markdown(one.summary(), one)
+    # the trace carries the prompt's length: a run opened again from its file labels its first token as it ran
+    for run, label in ((kept, run_view.TTFT_KEPT), (one, run_view.TTFT + " |")):
+        doc = json.loads(Path(run_view.write_trace(run, state)[1]).read_text())
+        assert doc["prompt_tokens"] == run.prompt_tokens
+        view = recorded_runs.open_run(json.dumps(doc).encode(), SessionState(), "the file")[0]
+        assert label in view.summary, view.summary
+    del doc["prompt_tokens"]  # a trace from before the key: round 0's prefill alone decides, as it did then
+    view = recorded_runs.open_run(json.dumps(doc).encode(), SessionState(), "the file")[0]
+    assert run_view.TTFT_KEPT in view.summary
 
 
 def test_the_first_tokens_go_out_before_the_charts(tiny_catalog, runner):

@@ -155,8 +155,10 @@ def test_generate_shows_tokens_charts_and_summary(page):
     page.wait_for_function("document.querySelectorAll('#charts .js-plotly-plot').length >= 4")
     summary = page.locator("#summary").inner_text()
     assert re.search(r"tokens/s\s+[\d.]+", summary) and re.search(r"best k[^\n]*\s+\d+", summary)
-    for label in run_view.SPEEDUPS:  # compared, interleaved: c and v(k) are this run's own, and the labels say so
-        assert label in summary
+    # compared, interleaved: c and v(k) are this run's own, and the labels say so; the measured column names the
+    # quiet segments when other processes loaded part of the run (the browser's own drawing is one, on 2 cores)
+    assert run_view.SPEEDUPS[0] in summary and run_view.SPEEDUPS[1] in summary
+    assert run_view.SPEEDUPS[2] in summary or run_view.MEASURED_QUIET in summary
     assert run_view.CALIBRATED_BEFORE not in summary
     assert re.search(r"[\d.]+×\s+[\d.]+×\s+[\d.]+×", summary)  # the three speedups side by side
     assert "target fp32" in summary and trace.IN_RUN in summary  # the target step measured in this run

@@ -168,8 +168,8 @@ def test_the_comparison_measures_c_v_and_the_predictions_in_the_run(tiny_catalog
     assert without["calibrated"] == run_view.fmt(s_without["calibrated_speedup"], 2, "×")
     assert with_base["calibrated"].endswith("×") and with_base["measured"].endswith("×")
     assert without["measured"].startswith("–")
-    for label in run_view.SPEEDUPS:
-        assert label in final.summary
+    assert run_view.SPEEDUPS[0] in final.summary and run_view.SPEEDUPS[1] in final.summary
+    assert run_view.SPEEDUPS[2] in final.summary or run_view.MEASURED_QUIET in final.summary  # a loaded CI machine
     alone_summary = run_view.summary_markdown(alone.summary(), alone)
     assert run_view.CALIBRATED_BEFORE in alone_summary and run_view.SPEEDUPS[1] not in alone_summary
     assert "segments, interleaved" in final.summary and "segments, interleaved" not in alone_summary

@@ -2,7 +2,7 @@
 
 One draft/verify loop over a batch, greedy, fixed k; k = 0 is the target alone through the same loop
 (the baseline a batched server would run); a session builds it warm (runner.Session.batch). It cuts at EOS and
-at the token budget, and times, as the engine does (engine.cut, engine.clock). Each round the draft model
+at the token budget, and times, on the engine's one loop (engine.Loop, engine.cut). Each round the draft model
 proposes k tokens for every sequence (B rows, one forward per token), the target scores each row's k + 1
 positions in one pass, and each row keeps its own accepted prefix plus the target's token.
 
@@ -32,14 +32,12 @@ the whole batch, so its proposals can depend on the other rows: that changes alp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
-
 import torch
 from transformers import PreTrainedModel
 
 from playground.acceptance import batch_greedy
 from playground.decoding.cache import cache_bytes, crop_cache, draft_cache
-from playground.engine import clock, cut
+from playground.engine import Loop, cut
 from playground.errors import PlaygroundError
 
 
@@ -181,10 +179,10 @@ class BatchDrafter:
             self.kv.drop_last([max(0, k - 1 - n) for n in accepted])
 
 
-class BatchedDecoder:
+class BatchedDecoder(Loop):
     """Greedy speculative decoding of B prompts together (k >= 1 with a draft model), or the target alone
-    (k = 0 or no draft) through the same loop. Each round as the engine's: propose (BatchDrafter), one target pass,
-    the acceptance rule (acceptance.batch_greedy), the cut at EOS and the budget (engine.cut), on one clock.
+    (k = 0 or no draft), through the engine's one loop (engine.Loop): propose (BatchDrafter), one target pass, the
+    acceptance rule (acceptance.batch_greedy), the cut at EOS and the budget (engine.cut), on one clock.
     Invariant between rounds, per row: the target's cache holds every real token of the row but `pending` (the last)."""
 
     def __init__(
@@ -206,6 +204,7 @@ class BatchedDecoder:
         self.device = target.device
         self.result = BatchResult([[] for _ in prompts], [[] for _ in prompts])
         self.active = list(range(len(prompts)))
+        self.rows: list[int] = []  # the rows taking part in the round under way
         self.pending = [list(p) for p in prompts]
         self.target_kv = PaddedCache(target, len(prompts))
         self.drafter = BatchDrafter(draft, prompts, pad) if self.k else None
@@ -214,31 +213,40 @@ class BatchedDecoder:
     def done(self) -> bool:
         return not self.active
 
-    def __iter__(self) -> Iterator[BatchRound]:
-        while not self.done:
-            yield self.step()
-
     def run(self) -> BatchResult:
         for _ in self:
             pass
         return self.result
 
-    @torch.inference_mode()
-    def step(self) -> BatchRound:
-        if self.done:
-            raise RuntimeError("generation already finished")
-        rows = list(self.active)
-        budget = max(self.max_new - len(self.result.outputs[i]) for i in rows)  # >= 1
-        k = min(self.k, budget - 1)
-        t0 = clock(self.device)
-        drafts = (
-            self.drafter.propose(rows, k) if k else torch.empty((len(rows), 0), dtype=torch.long, device=self.device)
-        )
-        t1 = clock(self.device)
-        n_list, token_list, gaps, draft_list = self._verify(rows, drafts, k)
-        t2 = clock(self.device)
+    def _plan(self) -> int:
+        self.rows = list(self.active)
+        budget = max(self.max_new - len(self.result.outputs[i]) for i in self.rows)  # >= 1
+        return min(self.k, budget - 1)
 
-        record = BatchRound(len(self.result.rounds), k, rows, n_list, [], t1 - t0, t2 - t1)
+    def _propose(self, k: int) -> torch.Tensor:
+        if not k:
+            return torch.empty((len(self.rows), 0), dtype=torch.long, device=self.device)
+        return self.drafter.propose(self.rows, k)
+
+    def _verify(self, drafts: torch.Tensor, k: int) -> tuple[list, list, list, list]:
+        """The target's one pass over each row's pending token and drafts, and the acceptance rule: per row the
+        drafts kept, the target's token after them, the margins (top-1 minus top-2 logit) and the drafts."""
+        ids, real = left_pad([self.pending[i] for i in self.rows], self.pad, self.device)
+        ids, real = torch.cat([ids, drafts], 1), torch.cat([real, torch.ones_like(drafts, dtype=torch.bool)], 1)
+        logits = self.target_kv.forward(ids, real, keep=k + 1).float()  # (B, k + 1, V)
+        verdict = batch_greedy(drafts, logits)  # each row's kept prefix and the target's token after it
+        top2 = torch.topk(logits, 2, dim=-1).values
+        return (
+            verdict.num_accepted.tolist(),
+            verdict.next_token.tolist(),
+            (top2[..., 0] - top2[..., 1]).tolist(),
+            drafts.tolist(),
+        )  # the host sync
+
+    def _keep(self, verdict: tuple[list, list, list, list], draft_s: float, verify_s: float) -> BatchRound:
+        n_list, token_list, gaps, draft_list = verdict
+        rows, k = self.rows, len(draft_list[0])
+        record = BatchRound(len(self.result.rounds), k, rows, n_list, [], draft_s, verify_s)
         finished = []
         for b, i in enumerate(rows):
             n, token = n_list[b], token_list[b]
@@ -258,21 +266,6 @@ class BatchedDecoder:
         record.kv_bytes = self.target_kv.nbytes() + (self.drafter.kv.nbytes() if self.drafter else 0)
         self.result.rounds.append(record)
         return record
-
-    def _verify(self, rows: list[int], drafts: torch.Tensor, k: int) -> tuple[list, list, list, list]:
-        """The target's one pass over each row's pending token and drafts, and the acceptance rule: per row the
-        drafts kept, the target's token after them, the margins (top-1 minus top-2 logit) and the drafts."""
-        ids, real = left_pad([self.pending[i] for i in rows], self.pad, self.device)
-        ids, real = torch.cat([ids, drafts], 1), torch.cat([real, torch.ones_like(drafts, dtype=torch.bool)], 1)
-        logits = self.target_kv.forward(ids, real, keep=k + 1).float()  # (B, k + 1, V)
-        verdict = batch_greedy(drafts, logits)  # each row's kept prefix and the target's token after it
-        top2 = torch.topk(logits, 2, dim=-1).values
-        return (
-            verdict.num_accepted.tolist(),
-            verdict.next_token.tolist(),
-            (top2[..., 0] - top2[..., 1]).tolist(),
-            drafts.tolist(),
-        )  # the host sync
 
     def _leave(self, rows: list[int], finished: list[int]) -> None:
         """Finished rows (EOS or their budget) leave the batch and both caches."""

@@ -3,14 +3,15 @@
 Used by the UI, the benchmark and the tests alike. The autoregressive baseline is the same loop with a
 drafter that proposes nothing, so both are timed the same way. The engine names no strategy: a drafter
 (playground.decoding) proposes, its draft verifies itself against the target (a chain, or a token tree),
-and the engine times the round, cuts it at EOS and at the token budget (`cut`, shared with batch.py) and
-plans the next k.
+and the engine times the round, cuts it at EOS and at the token budget (`cut`) and plans the next k. The loop
+itself (`Loop.step`: plan, propose, verify, keep) is written once, here; a batch of prompts (batch.BatchedDecoder)
+runs through it too, with its own drafter and state for B rows.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -100,10 +101,50 @@ def cut(tokens: list[int], eos: set[int], budget: int) -> tuple[list[int], str]:
     return kept, "length" if len(kept) >= budget else ""
 
 
-class SpeculativeDecoder:
+class Loop:
+    """The one decoding loop, for one prompt (SpeculativeDecoder) and for B prompts at once (batch.BatchedDecoder).
+    Each round: plan the draft length within the token budget, propose, verify in one target pass (the
+    acceptance rule, acceptance.py), keep the accepted prefix cut at EOS and at the budget; the draft and the
+    verification are timed on one clock. `step()` runs one round and returns its record; iterating runs to the end.
+    A subclass says what each part does for its state (_plan, _propose, _verify, _keep)."""
+
+    device: torch.device
+    done: bool
+
+    def __iter__(self) -> Iterator:
+        while not self.done:
+            yield self.step()
+
+    @torch.inference_mode()
+    def step(self):
+        if self.done:
+            raise RuntimeError("generation already finished")
+        k = self._plan()
+        t0 = clock(self.device)
+        draft = self._propose(k)
+        t1 = clock(self.device)
+        verdict = self._verify(draft, k)  # the target's one pass and the acceptance rule
+        t2 = clock(self.device)
+        return self._keep(verdict, t1 - t0, t2 - t1)
+
+    def _plan(self) -> int:
+        """This round's draft length (a round yields at most k + 1 tokens: k < the budget)."""
+        raise NotImplementedError
+
+    def _propose(self, k: int) -> Any:
+        raise NotImplementedError
+
+    def _verify(self, draft: Any, k: int) -> Any:
+        raise NotImplementedError
+
+    def _keep(self, verdict: Any, draft_s: float, verify_s: float) -> Any:
+        """Append what the verdict keeps (engine.cut), update the state, and return the round's record."""
+        raise NotImplementedError
+
+
+class SpeculativeDecoder(Loop):
     """State of one generation: the target's KV cache (a model drafter keeps its own), the sequence, the k schedule.
 
-    `step()` runs one round and returns its record; iterating runs to the end.
     Invariant between rounds: each cache holds every position of `ids` but the last.
     """
 
@@ -144,6 +185,7 @@ class SpeculativeDecoder:
         self.rounds: list[RoundRecord] = []
         self.done = False
         self.threads = threads
+        self._threads = (0, 0.0)  # this round's (threads, load), read in _plan
         drafter.reset()
 
     def start_from(self, cache: DynamicCache) -> None:
@@ -157,28 +199,23 @@ class SpeculativeDecoder:
     def new_tokens(self) -> list[int]:
         return self.ids[0, self.prompt_len :].tolist()
 
-    def __iter__(self) -> Iterator[RoundRecord]:
-        while not self.done:
-            yield self.step()
+    def _plan(self) -> int:
+        budget = self.config.max_new_tokens - (self.ids.shape[1] - self.prompt_len)  # >= 1
+        self._threads = self.threads() if self.threads is not None else (0, 0.0)  # read before the round's clock
+        return min(self.drafter.depth(self.schedule.k), budget - 1)
 
-    @torch.inference_mode()
-    def step(self) -> RoundRecord:
-        if self.done:
-            raise RuntimeError("generation already finished")
-        length = self.ids.shape[1]
-        budget = self.config.max_new_tokens - (length - self.prompt_len)  # >= 1
-        k = min(self.drafter.depth(self.schedule.k), budget - 1)  # a round yields at most k + 1 tokens
-        threads, load = self.threads() if self.threads is not None else (0, 0.0)
+    def _propose(self, k: int) -> Any:
+        return self.drafter.propose(self.ids, k, self.params, self.generator)
 
-        t0 = clock(self.device)
-        draft = self.drafter.propose(self.ids, k, self.params, self.generator)
-        t1 = clock(self.device)
+    def _verify(self, draft: Any, k: int) -> RoundRecord:
         # The target's one pass and the acceptance rule; its cache keeps the accepted prefix (never recomputed).
-        record = draft.verify(self.target, self.cache, self.ids, self.cached, self.config, self.generator)
-        record.draft_s, record.verify_s = t1 - t0, clock(self.device) - t1
-        record.round, record.prefill = len(self.rounds), length - self.cached - 1
-        record.threads, record.load = threads, load
+        return draft.verify(self.target, self.cache, self.ids, self.cached, self.config, self.generator)
 
+    def _keep(self, record: RoundRecord, draft_s: float, verify_s: float) -> RoundRecord:
+        length = self.ids.shape[1]
+        record.draft_s, record.verify_s = draft_s, verify_s
+        record.round, record.prefill = len(self.rounds), length - self.cached - 1
+        record.threads, record.load = self._threads
         self.drafter.observe(record.accepted)
         self.drafter.annotate(record)
         self.schedule.update(record.k, record.accepted, record.draft_s, record.verify_s, first=record.round == 0)

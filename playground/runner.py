@@ -29,7 +29,7 @@ import torch
 
 from playground import decoding, models, speed, theory, threads
 from playground.batch import BatchedDecoder
-from playground.engine import SpeculativeDecoder
+from playground.engine import Loop, SpeculativeDecoder
 from playground.errors import PlaygroundError
 from playground.models import LoadedPair
 from playground.prefixes import Prefixes
@@ -375,7 +375,7 @@ class _Checked:
     """A decoder (one prompt's or a batch's) whose iteration calls `check` after every round; the rest is the
     decoder's own. The one per-round check wrapper: a session's check (a job nobody listens to ends there)."""
 
-    def __init__(self, decoder: SpeculativeDecoder | BatchedDecoder, check: Callable[[], None]) -> None:
+    def __init__(self, decoder: Loop, check: Callable[[], None]) -> None:
         self._decoder, self._check = decoder, check
 
     def __getattr__(self, name: str) -> object:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import batch
+from playground import batch, engine
 from playground.batch import BatchedDecoder, decode_batch
 from playground.errors import PlaygroundError
 from playground.runner import encode_prompt
@@ -109,3 +109,12 @@ def test_bad_batches_are_refused(tiny_pair, prompt_ids):
         BatchedDecoder(tiny_pair.target, tiny_pair.draft, [prompt_ids[0], []], 2, 4, tiny_pair.eos)
     with pytest.raises(PlaygroundError, match="with a draft model"):
         BatchedDecoder(tiny_pair.target, None, prompt_ids, 2, 4, tiny_pair.eos)
+
+
+def test_a_batch_runs_through_the_engines_one_loop(tiny_pair, prompt_ids, monkeypatch):
+    """The batch's rounds are planned, timed and cut by engine.Loop: the engine's clock (made to tick one second a
+    read here) times both halves of every round."""
+    ticks = iter(range(10_000))
+    monkeypatch.setattr(engine, "clock", lambda device: float(next(ticks)))
+    result = decode_batch(tiny_pair.target, tiny_pair.draft, prompt_ids, 3, 6, tiny_pair.eos)
+    assert result.rounds and all(r.draft_s == 1.0 and r.verify_s == 1.0 for r in result.rounds)

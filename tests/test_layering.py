@@ -125,6 +125,34 @@ def test_no_module_is_over_400_lines():
     assert {path: n for path, n in lengths.items() if n > MAX_LINES} == {}
 
 
+def loop_methods(root: Path) -> list[str]:
+    """Every class under root that defines the loop's round itself (a `step` method, or reads the engine's clock,
+    clock(device)): "path:Class"."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+                clocked = any(
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "clock" and n.args
+                    for n in ast.walk(node)
+                )
+                if "step" in names or clocked:
+                    found.append(f"{path.relative_to(root)}:{node.name}")
+    return found
+
+
+def test_the_decoding_loop_is_written_once():
+    """One loop for one prompt and for a batch: only engine.Loop runs a round (step) and times it; the decoders
+    (SpeculativeDecoder, batch.BatchedDecoder) say what its parts do."""
+    assert loop_methods(PACKAGE) == ["engine.py:Loop"]
+
+
+def test_the_loop_check_sees_a_second_loop(tmp_path):
+    (tmp_path / "other.py").write_text("class Mine:\n    def step(self):\n        t0 = clock(self.device)\n")
+    assert loop_methods(tmp_path) == ["other.py:Mine"]
+
+
 # ---------------------------------------------------------------- strategies stay behind the registry
 
 STRATEGY_MODULES = re.compile(

@@ -102,7 +102,7 @@ class DecodeConfig:
     API, the benchmark and the command line read them (DecodeConfig.default, DecodeConfig.within_limit)."""
 
     max_new_tokens: int = 128
-    k: int = 4  # draft length; with an adaptive policy, the starting value (the confidence policy's cap)
+    k: int = 8  # draft length; with an adaptive policy, the starting value (the confidence policy's cap: levers.md)
     policy: KPolicy = KPolicy.CONFIDENCE  # the default: the fastest policy measured here (docs/levers.md)
     temperature: float = 0.0  # 0 = greedy
     top_k: int = 0

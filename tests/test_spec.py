@@ -196,9 +196,10 @@ def test_a_tree_takes_ascii_digits_only_and_says_so(bad):
 def test_a_policy_takes_its_starting_k_or_cap_after_a_colon():
     from playground.spec import parse_k
 
-    assert parse_k("confidence:8") == (8, KPolicy.CONFIDENCE) and parse_k("theory") == (4, KPolicy.THEORY)
-    assert DecodeConfig(k=8, policy=KPolicy.CONFIDENCE).k_label == "confidence:8"
-    assert DecodeConfig(k=4, policy=KPolicy.CONFIDENCE).k_label == "confidence"
+    default = DecodeConfig().k
+    assert parse_k("confidence:8") == (8, KPolicy.CONFIDENCE) and parse_k("theory") == (default, KPolicy.THEORY)
+    assert DecodeConfig(k=default + 2, policy=KPolicy.CONFIDENCE).k_label == f"confidence:{default + 2}"
+    assert DecodeConfig(k=default, policy=KPolicy.CONFIDENCE).k_label == "confidence"
     for bad in ("confidence:99", "confidence:", "nope:3"):
         with pytest.raises(PlaygroundError, match="--k takes"):
             parse_k(bad)

@@ -205,10 +205,11 @@ def test_a_bad_spec_is_refused_before_anything_runs(pair):
 
 def test_decode_grid_reads_k_with_the_spec_parser():
     decodes = decode_grid(["4", "adaptive", "theory", (2, KPolicy.FIXED)], [0.0, 0.7], max_new_tokens=5)
+    start = DecodeConfig().k  # a policy's name alone starts at the default k
     assert [(d.k, d.policy, d.temperature) for d in decodes[:4]] == [
         (4, KPolicy.FIXED, 0.0),
-        (4, KPolicy.HEURISTIC, 0.0),
-        (4, KPolicy.THEORY, 0.0),
+        (start, KPolicy.HEURISTIC, 0.0),
+        (start, KPolicy.THEORY, 0.0),
         (2, KPolicy.FIXED, 0.0),
     ]
     assert len(decodes) == 8

@@ -17,7 +17,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 README = DOCS.parent / "README.md"
 # What docs/tabs-and-controls.md ("The defaults") and the README say the defaults are
 DOCUMENTED = dict(
-    k=4, policy=KPolicy.CONFIDENCE, confidence=0.4, tree=None, temperature=0.0, top_p=1.0, seed=0, max_new_tokens=128
+    k=8, policy=KPolicy.CONFIDENCE, confidence=0.4, tree=None, temperature=0.0, top_p=1.0, seed=0, max_new_tokens=128
 )
 
 
@@ -30,7 +30,7 @@ def test_decode_config_gives_the_documented_defaults():
     assert {name: getattr(d, name) for name in DOCUMENTED} == DOCUMENTED
     text = " ".join((DOCS / "tabs-and-controls.md").read_text(encoding="utf-8").split())
     said = text[text.index("**The defaults**") :][:600]
-    for phrase in ("k = 4", "the draft confidence policy (threshold 0.4)", "no token tree", "temperature 0"):
+    for phrase in ("k = 8", "the draft confidence policy (threshold 0.4)", "no token tree", "temperature 0"):
         assert phrase in said, phrase
     for phrase in ("top-p 1", "seed 0", "128 new tokens", "`config.DecodeConfig`"):
         assert phrase in said, phrase

@@ -486,7 +486,7 @@ def test_pack_runs_export_hub_ids(execute):
     assert set(execute(hf).loaded) == {"Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct"}
     assert execute(vllm).llm == {
         "model": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
-        "speculative_config": {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "num_speculative_tokens": 4},
+        "speculative_config": {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "num_speculative_tokens": spec.decode.k},
     }
 
 

@@ -128,9 +128,9 @@ def reap(blocks: gr.Blocks, now: float | None = None) -> list[str]:
 # ---------------------------------------------------------------- files
 
 
-def clean_files(blocks: gr.Blocks, now: float | None = None, sweep: bool = True) -> None:
-    """Remove uploads older than UPLOAD_TTL_S and forget the records of files that are gone; with sweep, also
-    sweep_cache (the reaper runs that in a thread of its own: a long scan must not hold up the event loop)."""
+def clean_files(blocks: gr.Blocks, now: float | None = None) -> None:
+    """Remove uploads older than UPLOAD_TTL_S and forget the records of files that are gone (the folders they leave:
+    sweep_cache, which the reaper runs in a thread of its own: a long scan must not hold up the event loop)."""
     now = time.time() if now is None else now
     for path in list(blocks.upload_file_set):
         try:
@@ -140,8 +140,6 @@ def clean_files(blocks: gr.Blocks, now: float | None = None, sweep: bool = True)
             pass
     for files in blocks.temp_file_sets:
         files.difference_update([f for f in list(files) if not os.path.lexists(f)])
-    if sweep:
-        sweep_cache(now)
 
 
 def sweep_cache(now: float | None = None) -> None:
@@ -178,7 +176,7 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
             try:
                 blocks = app.get_blocks()
                 reap(blocks)  # on the event loop, as Gradio changes what both read: no thread races them
-                clean_files(blocks, sweep=False)
+                clean_files(blocks)
                 if time.monotonic() - swept >= SWEEP_EVERY_S:  # the cache's scan, in a thread: streaming runs on
                     swept = time.monotonic()
                     await asyncio.to_thread(sweep_cache)

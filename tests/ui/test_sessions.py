@@ -113,7 +113,7 @@ def test_the_idle_limit_is_the_setting_and_sessions_are_capped(page, monkeypatch
 
 def test_the_cache_is_cleaned_of_old_uploads_empty_folders_and_records_of_removed_files(page, cache):
     """Issue 29.4: 926 cache folders by the end of the probes, and 50 uploads all kept. Gradio's delete_cache removes
-    old files but leaves their folders; clean_files removes those, and uploads after UPLOAD_TTL_S."""
+    old files but leaves their folders; sweep_cache removes those, and clean_files uploads after UPLOAD_TTL_S."""
     demo, _ = page
     now = time.time()
     upload = cache / "hash1" / "run.json"
@@ -126,9 +126,11 @@ def test_the_cache_is_cleaned_of_old_uploads_empty_folders_and_records_of_remove
     demo.upload_file_set.add(str(upload))
     demo.temp_file_sets.append({str(cache / "hash4" / "gone.csv")})
     sessions.clean_files(demo, now)
+    sessions.sweep_cache(now)
     assert upload.exists() and not empty.exists() and recent.exists()  # a fresh empty folder may be about to be filled
     assert not any(str(cache / "hash4") in f for files in demo.temp_file_sets for f in files)
     sessions.clean_files(demo, now + sessions.UPLOAD_TTL_S + 1)
+    sessions.sweep_cache(now + sessions.UPLOAD_TTL_S + 1)
     assert not upload.exists() and not upload.parent.exists()
 
 

@@ -71,7 +71,7 @@ def test_opening_uploaded_traces_leaves_no_file_in_gradios_cache(tiny_catalog, r
 
 
 def test_the_reaper_removes_gradios_temporary_files_left_in_its_cache(cache):
-    """Whatever leaves one (an older run of the app, an upload cut short), the reaper's clean_files removes
+    """Whatever leaves one (an older run of the app, an upload cut short), the reaper's sweep_cache removes
     Gradio's temporary files from the cache's top folder once LEFTOVER_S old, and nothing else."""
     with gr.Blocks() as demo:
         gr.Textbox()
@@ -83,9 +83,9 @@ def test_the_reaper_removes_gradios_temporary_files_left_in_its_cache(cache):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x")
     now = time.time()
-    sessions.clean_files(demo, now)
+    sessions.sweep_cache(now)
     assert len(loose_files(cache)) == 4  # fresh: an upload's parse may be writing it
-    sessions.clean_files(demo, now + uploads.LEFTOVER_S + 1)
+    sessions.sweep_cache(now + uploads.LEFTOVER_S + 1)
     assert loose_files(cache) == ["notes.txt", "tmpabcdefgh.mp4"] and all(p.exists() for p in kept)
 
 

@@ -19,6 +19,7 @@ from transformers import DynamicCache, PreTrainedModel
 from playground import theory
 from playground.draft import Drafter
 from playground.errors import PlaygroundError
+from playground.kernels.step import LeanForward, target_cache
 from playground.records import RoundRecord
 from playground.config import DecodeConfig, KPolicy, K_MAX, K_MIN
 
@@ -180,7 +181,7 @@ class SpeculativeDecoder(Loop):
         self.params = config.sampling
         self.schedule = KSchedule(config.k, config.policy, profile)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
-        self.cache = DynamicCache(config=target.config)
+        self.cache = target_cache(target, self.prompt_len + config.max_new_tokens + K_MAX + 1)
         self.cached = 0
         self.rounds: list[RoundRecord] = []
         self.done = False
@@ -193,7 +194,11 @@ class SpeculativeDecoder(Loop):
         feeds the target the prompt's last token and the draft only."""
         if self.rounds or cache.get_seq_length() != self.prompt_len - 1:
             raise ValueError("a kept prefix holds the prompt but its last token, and comes before the first round")
-        self.cache, self.cached = cache, self.prompt_len - 1
+        if isinstance(self.cache, LeanForward):
+            self.cache.load(cache)
+        else:
+            self.cache = cache
+        self.cached = self.prompt_len - 1
 
     @property
     def new_tokens(self) -> list[int]:
@@ -209,6 +214,8 @@ class SpeculativeDecoder(Loop):
 
     def _verify(self, draft: Any, k: int) -> RoundRecord:
         # The target's one pass and the acceptance rule; its cache keeps the accepted prefix (never recomputed).
+        if isinstance(self.cache, LeanForward) and not draft.lean:  # a tree's mask: HF's path from here on
+            self.cache = self.cache.to_dynamic(self.target.config)
         return draft.verify(self.target, self.cache, self.ids, self.cached, self.config, self.generator)
 
     def _keep(self, record: RoundRecord, draft_s: float, verify_s: float) -> RoundRecord:

@@ -388,7 +388,7 @@ static void check_step(void) {
     for (int64_t pos = 0, c = 1, n; pos < S; pos += n) {
       n = split == 0 ? S : split == 1 ? 1 : c++;
       if (n > S - pos) n = S - pos;
-      if (bi_model_step(&m, tokens + pos, n, pos, cs + pos * D, sn + pos * D, hidden, logits)) bad = 1;
+      if (bi_model_step(&m, tokens + pos, n, pos, cs + pos * D, sn + pos * D, 1, hidden, logits)) bad = 1;
     }
     for (int l = 0; l < L; l++) {
       uint16_t *dst = cache0 + l * 2 * HKV * S * D;

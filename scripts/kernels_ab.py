@@ -41,7 +41,7 @@ def library_of(folder: str) -> ctypes.CDLL:
         subprocess.run(command, check=True)
     lib = ctypes.CDLL(str(path))
     lib.bi_model_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
-    lib.bi_model_step.argtypes += [ctypes.c_void_p] * 4
+    lib.bi_model_step.argtypes += [ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
     lib.bi_model_step.restype = ctypes.c_int
     return lib
 

@@ -1,6 +1,7 @@
 """The lean forward (playground/kernels/step.py): one C call per pass computes what HF's wrapper around the fused
 layers computes, bitwise, on every kernel variant; the drafter uses it for chains and hands its cache to HF's path
-where a tree or a staged draft needs it."""
+where a tree or a staged draft needs it; the engine verifies chains with it (the target's cache) and hands it over
+where a tree's verification needs HF's path."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import torch
 from transformers import DynamicCache
 
 from playground import tiny
-from playground.config import SamplingParams
+from playground.config import DecodeConfig, SamplingParams
 from playground.decoding.cache import crop_cache
 from playground.decoding.model import ModelDrafter
+from playground.decoding.tree import TreeDrafter
+from playground.engine import SpeculativeDecoder
 from playground.kernels import model as kernel_model
 from playground.kernels.step import LeanForward, why_not
+from playground.treeshape import parse_tree
+from tests.helpers import target_greedy
 from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)
 
 require_kernels()
@@ -83,6 +88,47 @@ def test_the_lean_forward_is_hfs_forward_bitwise_through_steps_crops_and_growth(
             lean.crop(lean.length - 2)
             crop_cache(cache, cache.get_seq_length() - 2)
     assert lean.capacity > 8
+
+
+@torch.inference_mode()
+def test_a_pass_keeps_the_last_positions_logits_as_hfs_logits_to_keep(draft):
+    """keep=n: the last n fed positions' logits (a chain's verification scores every draft token), bitwise HF's
+    logits_to_keep=n, on top of a cache the earlier passes filled."""
+    lean, cache = LeanForward(draft), DynamicCache()
+    g = torch.Generator().manual_seed(1)
+    for fed, keep in ((9, 1), (5, 5), (1, 1), (6, 3), (9, 9)):
+        feed = torch.randint(0, 300, (1, fed), generator=g)
+        ours = lean(feed, keep=keep)
+        theirs = draft(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=keep).logits[0]
+        assert ours.shape == theirs.shape == (keep, 300) and torch.equal(ours, theirs), (fed, keep)
+    with pytest.raises(ValueError, match="keeps 1 to 2"):
+        lean(feed[:, :2], keep=3)
+    assert lean.length == cache.get_seq_length() == 30  # a refused pass holds nothing more
+
+
+@torch.inference_mode()
+def test_the_engine_verifies_chains_on_the_lean_cache_and_a_tree_takes_it_over(draft):
+    """The target on the kernels: a chain's rounds go through the lean forward's cache, and the output is HF
+    generate's, bitwise; a tree drafter's first verification takes the cache over to HF's path, output the same."""
+    target = draft
+    drafter = _qwen2().eval()  # fp32, on HF's path: it proposes, some tokens kept and some rejected
+    ids = torch.arange(10, 22)[None]
+    reference = target_greedy(target, ids, 24, set())
+    config = DecodeConfig(k=4, max_new_tokens=24, temperature=0.0)
+    chain = SpeculativeDecoder(target, ModelDrafter(drafter), ids, config, set())
+    assert isinstance(chain.cache, LeanForward)
+    rounds = list(chain)
+    assert chain.new_tokens == reference and isinstance(chain.cache, LeanForward)
+    assert chain.cache.get_seq_length() == chain.cached == chain.ids.shape[1] - 1
+    assert any(r.accepted < r.k for r in rounds)  # rejections cropped the lean cache
+    tree = SpeculativeDecoder(target, TreeDrafter(ModelDrafter(drafter), parse_tree("2-1"), target), ids, config, set())
+    list(tree)
+    assert tree.new_tokens == reference and isinstance(tree.cache, DynamicCache)
+    kept = DynamicCache(config=target.config)  # a kept prefix (prefixes.py): HF's cache of the prompt but its last
+    target(input_ids=ids[:, :-1], cache=kept, use_cache=True, logits_to_keep=1)
+    started = SpeculativeDecoder(target, ModelDrafter(drafter), ids, config, set())
+    started.start_from(kept)
+    assert list(started)[0].prefill == 0 and started.new_tokens == reference
 
 
 @torch.inference_mode()

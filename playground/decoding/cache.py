@@ -1,8 +1,11 @@
-"""KV-cache helpers the drafters (and the batched engine) share."""
+"""KV-cache helpers the drafters and the batched engine share, for HF's DynamicCache and the lean forward's cache
+(kernels/step.py: the target's, where a chain's verification takes it)."""
 
 from __future__ import annotations
 
 from transformers import DynamicCache, PreTrainedModel
+
+from playground.kernels.step import LeanForward, TargetCache
 
 
 def draft_cache(model: PreTrainedModel) -> DynamicCache:
@@ -16,15 +19,20 @@ def draft_cache(model: PreTrainedModel) -> DynamicCache:
     return DynamicCache(config=model.config)
 
 
-def crop_cache(cache: DynamicCache, length: int) -> None:
+def crop_cache(cache: TargetCache, length: int) -> None:
     """Cut a KV cache back to its first `length` positions."""
+    if isinstance(cache, LeanForward):
+        cache.crop(length)
+        return
     extra = cache.get_seq_length() - length
     if extra > 0:
         cache.crop(-extra)
 
 
-def cache_bytes(cache: DynamicCache | None) -> int:
+def cache_bytes(cache: TargetCache | None) -> int:
     """Bytes a KV cache's keys and values take now (0 for None)."""
+    if isinstance(cache, LeanForward):
+        return cache.nbytes()
     return sum(
         t.numel() * t.element_size()
         for layer in getattr(cache, "layers", [])

@@ -8,12 +8,13 @@ q: target prob, p: draft prob. A deterministic drafter (Draft.logits None) has p
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
 from playground.acceptance import chain_greedy, chain_sampling, residual
 from playground.config import DecodeConfig
 from playground.decoding.cache import crop_cache
 from playground.draft import Draft, Verdict
+from playground.kernels.step import TargetCache, score
 from playground.records import RoundRecord
 from playground.sampling import logits_to_probs
 
@@ -21,10 +22,12 @@ from playground.sampling import logits_to_probs
 class ChainDraft(Draft):
     """A chain of draft tokens (Draft.tokens, Draft.logits), verified by the chain rule (verify below)."""
 
+    lean = True  # verified through decoding.cache.score: the lean forward's cache serves
+
     def verify(
         self,
         target: PreTrainedModel,
-        cache: DynamicCache,
+        cache: TargetCache,
         ids: torch.Tensor,
         cached: int,
         config: DecodeConfig,
@@ -36,7 +39,7 @@ class ChainDraft(Draft):
 def verify(
     draft: Draft,
     target: PreTrainedModel,
-    cache: DynamicCache,
+    cache: TargetCache,
     ids: torch.Tensor,
     cached: int,
     config: DecodeConfig,
@@ -47,7 +50,7 @@ def verify(
     params = config.sampling
     length, drafted = ids.shape[1], draft.tokens.shape[0]
     feed = torch.cat([ids[:, cached:], draft.tokens.view(1, -1)], dim=1)
-    logits = target(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=drafted + 1).logits[0]
+    logits = score(target, feed, cache, drafted + 1)
     if params.greedy:
         verdict = chain_greedy(draft.tokens, logits)
         q_probs = p_probs = None

@@ -160,7 +160,7 @@ def _build(variant: Variant) -> ctypes.CDLL | str:
     lib.bi_rmsnorm.argtypes = [_ptr, _i64, _i64, _ptr, ctypes.c_float, _ptr]
     lib.read_sum.argtypes = [_ptr, _i64, ctypes.c_int]
     lib.read_sum.restype = ctypes.c_double
-    lib.bi_model_step.argtypes = [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _ptr]  # kernels/step.py
+    lib.bi_model_step.argtypes = [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _i64, _ptr, _ptr]  # kernels/step.py
     lib.bi_model_step.restype = ctypes.c_int
     return lib
 

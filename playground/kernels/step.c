@@ -69,14 +69,15 @@ static int bi_proj_call(const bi_proj *p, const uint16_t *x, int64_t M, const ui
 int bi_proj_known(int64_t kind) { return kind == 0 || kind == 1 || kind == 2; }
 
 /* tokens (S,) at positions pos .. pos + S - 1 (the cache holds pos positions and gets S more); cos, sin: the
- * rotary tables' rows for those positions, (S, D) bf16. Writes the last position's final-norm output (hidden,
- * (hidden,) bf16) and, when logits is not NULL, its head output. Returns 0, or -1 (the cache is too small, a
+ * rotary tables' rows for those positions, (S, D) bf16. Writes the last `keep` positions' final-norm outputs
+ * (hidden, (keep, hidden) bf16) and, when logits is not NULL, their head outputs ((keep, vocab): a chain's
+ * verification scores every fed draft token). Returns 0, or -1 (keep outside 1..S, the cache is too small, a
  * projection of an unknown kind: nothing is computed). */
 int bi_model_step(const bi_model *m, const int64_t *tokens, int64_t S, int64_t pos, const uint16_t *cos,
-                  const uint16_t *sin, uint16_t *hidden, uint16_t *logits) {
+                  const uint16_t *sin, int64_t keep, uint16_t *hidden, uint16_t *logits) {
   int64_t H = m->heads, Hkv = m->kv_heads, D = m->head_dim, E = m->hidden, I = m->inter, C = m->cap;
   int64_t W = (H + 2 * Hkv) * D, T = pos + S;
-  if (S < 1 || pos < 0 || T > C) return -1;
+  if (S < 1 || pos < 0 || T > C || keep < 1 || keep > S) return -1;
   if (!bi_proj_known(m->head.kind)) return -1;
   for (int64_t l = 0; l < m->layers; l++) {
     const bi_layer *L = m->layer + l;
@@ -107,8 +108,8 @@ int bi_model_step(const bi_model *m, const int64_t *tokens, int64_t S, int64_t p
     bi_silu_mul(gu, S, I, act);
     bi_proj_call(&L->down, act, S, x2, x);
   }
-  bi_rmsnorm(x + (S - 1) * E, 1, E, m->norm, m->eps, hidden);
-  if (logits) bi_proj_call(&m->head, hidden, 1, NULL, logits);
+  bi_rmsnorm(x + (S - keep) * E, keep, E, m->norm, m->eps, hidden);
+  if (logits) bi_proj_call(&m->head, hidden, keep, NULL, logits);
   free(buf);
   return 0;
 }

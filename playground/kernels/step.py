@@ -18,6 +18,7 @@ import ctypes
 import types
 
 import torch
+from transformers import DynamicCache, PreTrainedModel
 
 from playground.kernels import model as fused
 from playground.kernels.ops import Proj, library, why_not as kernels_why_not
@@ -198,19 +199,24 @@ class LeanForward:
     def crop(self, length: int) -> None:
         self.length = max(0, min(self.length, length))
 
-    def __call__(self, ids: torch.Tensor, logits: bool = True) -> torch.Tensor:
+    def get_seq_length(self) -> int:
+        """The positions held (DynamicCache's name for it: the engine and the tests read either cache so)."""
+        return self.length
+
+    def __call__(self, ids: torch.Tensor, logits: bool = True, keep: int | None = None) -> torch.Tensor:
         """The last position's logits (vocab,) bf16 after feeding ids (1, S) or (S,) on top of the cache (which
-        then holds them); logits=False: its final-norm hidden state (hidden,) instead."""
+        then holds them); keep=n: the last n positions' logits (n, vocab), as HF's logits_to_keep=n gives them;
+        logits=False: the final-norm hidden states instead ((hidden,), or (n, hidden))."""
         tokens = ids.reshape(-1).to(torch.int64)
         tokens = tokens if tokens.is_contiguous() else tokens.contiguous()
-        S = tokens.numel()
-        if S < 1:
-            raise ValueError("the lean forward needs at least one token")
+        S, n = tokens.numel(), keep or 1
+        if S < 1 or not 1 <= n <= S:
+            raise ValueError(f"the lean forward needs at least one token and keeps 1 to {S} positions, not {n}")
         if self.length + S > self.capacity:
             self._grow(self.length + S)
         pos = self.length
-        hidden = torch.empty(self._model.hidden, dtype=torch.bfloat16)
-        out = torch.empty(self._head.n, dtype=torch.bfloat16) if logits else None
+        hidden = torch.empty(n, self._model.hidden, dtype=torch.bfloat16)
+        out = torch.empty(n, self._head.n, dtype=torch.bfloat16) if logits else None
         rc = library().bi_model_step(
             ctypes.byref(self._model),
             tokens.data_ptr(),
@@ -218,22 +224,57 @@ class LeanForward:
             pos,
             self.cos[pos].data_ptr(),
             self.sin[pos].data_ptr(),
+            n,
             hidden.data_ptr(),
             None if out is None else out.data_ptr(),
         )
         if rc:
             raise RuntimeError("the lean forward refused the pass (a projection form this build does not know)")
         self.length = pos + S
-        return hidden if out is None else out
+        result = hidden if out is None else out
+        return result if keep else result[0]
 
-    def to_dynamic(self):
-        """The held keys and values as HF's DynamicCache (copies), for a caller that goes on along HF's path."""
-        from transformers import DynamicCache
+    def load(self, cache) -> None:
+        """Hold a copy of HF's DynamicCache's keys and values instead of what was held (a kept prefix: prefixes.py)."""
+        n = cache.get_seq_length()
+        if n > self.capacity:
+            self._grow(n)
+        for i, layer in enumerate(cache.layers):
+            self.keys[i, :, :n] = layer.keys[0, :, :n]
+            self.values[i, :, :n] = layer.values[0, :, :n]
+        self.length = n
 
-        cache = DynamicCache()
+    def to_dynamic(self, config=None):
+        """The held keys and values as HF's DynamicCache (copies), for a caller that goes on along HF's path
+        (config: the model's, as the engine builds its cache with it)."""
+        cache = DynamicCache(config=config) if config is not None else DynamicCache()
         n = self.length
         for i in range(self._model.layers):
             k = self.keys[i, None, :, :n].clone()
             v = self.values[i, None, :, :n].clone()
             cache.update(k, v, i)
         return cache
+
+    def nbytes(self) -> int:
+        """Bytes of the key and value buffers (their capacity, held or not)."""
+        return self.keys.numel() * self.keys.element_size() + self.values.numel() * self.values.element_size()
+
+
+TargetCache = DynamicCache | LeanForward
+
+
+def target_cache(target: PreTrainedModel, positions: int) -> TargetCache:
+    """The target's cache for one sequence of up to `positions` positions: the lean forward's (one C call a pass,
+    bitwise HF's logits: tests/test_step.py) where the target runs fused on the batch-invariant kernels, else HF's
+    DynamicCache. A verification that needs HF's path (a tree's mask) takes the cache over (engine._verify)."""
+    if why_not(target) is None:
+        return LeanForward(target, capacity=positions)
+    return DynamicCache(config=target.config)
+
+
+def score(target: PreTrainedModel, feed: torch.Tensor, cache: TargetCache, keep: int) -> torch.Tensor:
+    """The target's logits (keep, vocab) for the last `keep` of the tokens feed (1, S), fed on top of the cache
+    (which then holds them): the one target pass of a chain's verification and of V(n)'s measurement."""
+    if isinstance(cache, LeanForward):
+        return cache(feed, keep=keep)
+    return target(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=keep).logits[0]

@@ -6,7 +6,9 @@ and rotary embedding per pass) added time beyond the draft's weight stream (meas
 step without per-layer Python"). The C step calls the same kernels in the same order as the fused layers do, so its
 outputs are bitwise those of `model(input_ids, cache, logits_to_keep=1)` (tests/test_step.py); a crop is a length
 change. It takes causal passes of one sequence (a chain's tokens, a prompt); trees (a tree mask), batches and
-any model it does not apply to keep HF's path (`why_not`).
+any model it does not apply to keep HF's path (`why_not`). Two users: a model drafter's draft steps
+(decoding/model.py), and the target's passes in the engine (`target_cache`, `score`: the prompt, a chain's
+verification, the target alone's steps, V(n)).
 
 A projection reaches C as a `_Proj` (kind, sizes, pointers): `proj_form` knows ops.Proj's bf16, int8 and int4 forms;
 a further form joins with a branch there, a case in step.c's bi_proj_call and a kind bi_proj_known accepts.

@@ -128,13 +128,15 @@ def note(what: str, nbytes: int) -> str:
 
 
 def _skipped() -> tuple[type, ...]:
-    """Types whose objects are shared, not a session's: the models, tokenizers and loaded pairs."""
+    """Types whose objects are shared, not a session's: the models, tokenizers and loaded pairs, and a model's
+    weights in the kernels' forms (kernels.ops.Proj: a lean forward's cache reaches its model's head through one)."""
     import torch
     from transformers import PreTrainedTokenizerBase
 
+    from playground.kernels.ops import Proj
     from playground.models import LoadedPair
 
-    return (torch.nn.Module, PreTrainedTokenizerBase, LoadedPair, type, type(sys), type(len), type(_skipped))
+    return (torch.nn.Module, PreTrainedTokenizerBase, LoadedPair, Proj, type, type(sys), type(len), type(_skipped))
 
 
 def deep_size(*objects: Any, limit: int = 2_000_000) -> int:

@@ -36,7 +36,7 @@ from playground.bench.flags import OPTIONS
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.machine import environment
 from playground.bench.overhead import record_overhead
-from playground.bench.results import columns, grid_frame
+from playground.bench.results import columns, grid_frame, median_of_runs
 from playground.bench.prompts import load_prompts
 from playground.vllm.engine import VLLMRequest, run_worker
 from playground.errors import PlaygroundError
@@ -274,17 +274,24 @@ def main(argv: list[str] | None = None) -> int:
         code = other_mode(args, runner, grid, progress)
         if code is not None:
             return code
-        results = run_grid(
-            runner,
-            grid.pairs,
-            grid.prompts,
-            grid.decodes,
-            grid.drafters,
-            compare_hf=args.compare_hf,
-            progress=progress,
-            max_cells=None,
-            stock_kernels=args.stock_kernels,
-        )
+        if not 1 <= args.reps <= 20:
+            raise PlaygroundError(f"--reps: the grid's repeats must be from 1 to 20, got {args.reps}.")
+        runs = [
+            run_grid(
+                runner,
+                grid.pairs,
+                grid.prompts,
+                grid.decodes,
+                grid.drafters,
+                compare_hf=args.compare_hf,
+                progress=progress,
+                max_cells=None,
+                stock_kernels=args.stock_kernels,
+                rotate=rep,
+            )
+            for rep in range(args.reps)
+        ]
+        results = median_of_runs(runs)
     except PlaygroundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -95,6 +95,15 @@ OPTIONS: tuple[tuple[str, dict], ...] = (
     ("--max-new-tokens", dict(type=int, default=DECODE["max_new_tokens"])),
     ("--seed", dict(type=int, default=DECODE["seed"])),
     (
+        "--reps",
+        dict(
+            type=int,
+            default=1,
+            help="run the grid this many times, the order of each prompt's runs rotated each time; each row is then "
+            "the run whose speedup (a target alone's: tokens/s) is the median of them (1 to 20)",
+        ),
+    ),
+    (
         "--compare-hf",
         dict(action="store_true", help="add HF generate (target alone, assisted, universal assisted, prompt lookup)"),
     ),

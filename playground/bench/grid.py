@@ -227,6 +227,7 @@ def run_grid(
     max_cells: int | None = MAX_CELLS,
     stock_kernels: bool = False,
     chat: bool = True,
+    rotate: int = 0,
 ) -> list[Result]:
     """Every (pair, prompt, decode, drafter), plus per (pair, prompt, sampling settings) the target alone
     and, with compare_hf, the HF peers (hf.configs_for). One row per run, in a stable order (baseline,
@@ -234,7 +235,8 @@ def run_grid(
 
     max_cells caps the runs of our engine for the whole request (None: no cap; the CLI's benchmark).
     stock_kernels: the target on torch's stock kernels (neither the batch-invariant ones nor speed.fast_verify),
-    for our runs and the HF peer alike (fast_verify put back as load_pair leaves it afterwards)."""
+    for our runs and the HF peer alike (fast_verify put back as load_pair leaves it afterwards). rotate: added to
+    each prompt's rotation (a repeat of the grid runs each prompt's jobs in another order)."""
     _check(pairs, prompts, decodes, drafters, max_cells)
     if stock_kernels:
         pairs = [replace(p, invariant=False) for p in pairs]
@@ -256,7 +258,7 @@ def run_grid(
                 RunSpec(pair, DrafterSpec.target_alone(), base_decode, prompt, chat),
                 category,
                 group,
-                rotate=i,
+                rotate=i + rotate,
             )
     finally:
         if stock_kernels:

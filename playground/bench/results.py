@@ -63,6 +63,20 @@ class Result:
         return self.tokens / self.wall_s if self.wall_s > 0 else nan
 
 
+def median_of_runs(runs: Sequence[Sequence[Result]]) -> list[Result]:
+    """Repeats of one grid (rows in the same order) as one list: per row, the repeat whose speedup is the median (the
+    lower one of an even count; a target alone's row: by tokens/s), so every field of a row is from one repeat and
+    its speedup stays paired with the target alone it ran beside. Repeats holding other rows are refused."""
+    keys = [
+        [(r.pair, r.category, r.method, r.engine, r.k, r.temperature, r.draft_precision, r.tree) for r in run]
+        for run in runs
+    ]
+    if not runs or any(k != keys[0] for k in keys):
+        raise ValueError("the repeats of a grid must hold the same rows in the same order")
+    order = lambda r: (r.speedup if not math.isnan(r.speedup) else -math.inf, r.tokens_per_s)
+    return [sorted(rows, key=order)[(len(rows) - 1) // 2] for rows in zip(*runs)]
+
+
 # ---------------------------------------------------------------- the table the UI and the report read
 
 LISTS = ("depth_acceptance", "new_tokens", "counters", "margins")  # Result fields kept out of the frame

@@ -85,6 +85,36 @@ def test_cli_runs_the_grid_and_writes_json_and_report(catalog, tmp_path, capsys)
     assert (tmp_path / "docs" / "figures" / "bench-speedup_vs_k.html").stat().st_size > 1000
 
 
+def test_reps_run_the_grid_again_in_another_order_and_keep_each_rows_median_repeat(
+    catalog, tmp_path, monkeypatch, capsys
+):
+    """--reps 3: three real runs of the grid (each prompt's order rotated by one more each time); every row written
+    is one repeat's row, its speedup the median of the three; --reps 0 is refused before anything runs."""
+    from playground.bench import cli
+
+    runs, real = [], cli.run_grid
+
+    def kept(*args, **kwargs):
+        runs.append((kwargs["rotate"], real(*args, **kwargs)))
+        return runs[-1][1]
+
+    monkeypatch.setattr(cli, "run_grid", kept)
+    out = tmp_path / "reps.json"
+    common = ["--pairs", "tiny (test)", "--k", "2", "3", "--temps", "0", "--target-precision", "fp32"]
+    common += ["--draft-precision", "fp32", "--max-new-tokens", "6", "--quiet"]
+    assert bench.main([*common, "--reps", "3", "--json", str(out)]) == 0
+    assert [r for r, _ in runs] == [0, 1, 2]
+    rows = json.loads(out.read_text())["results"]
+    assert len(rows) == len(runs[0][1]) == len(runs[2][1])
+    for i, row in enumerate(rows):
+        repeats = sorted(run[i].speedup if run[i].method != "target alone" else run[i].tokens_per_s for _, run in runs)
+        mine = row["speedup"] if row["method"] != "target alone" else row["tokens_per_s"]
+        assert mine == repeats[1], row["method"]
+    capsys.readouterr()
+    assert bench.main([*common, "--reps", "0"]) == 2
+    assert "--reps" in capsys.readouterr().err and len(runs) == 3
+
+
 def test_cli_runs_trees_and_staged_drafting_next_to_the_chains(catalog, tmp_path, capsys):
     out, md = tmp_path / "trees.json", tmp_path / "docs" / "bench.md"
     rc = bench.main(

@@ -59,7 +59,7 @@ class Draft:
 
     tokens: torch.Tensor  # (k',) long, k' <= k (a drafter may stop early); a tree's: its nodes' tokens
     logits: torch.Tensor | None  # (k', V) raw draft logits, None for a deterministic drafter
-    lean = False  # whether verify takes the lean forward's cache (decoding.cache.target_cache); else HF's DynamicCache
+    lean = False  # whether verify takes the lean forward's cache (kernels.step.target_cache); else HF's DynamicCache
 
     def verify(
         self,

@@ -21,7 +21,8 @@ import torch
 from transformers import PreTrainedModel
 
 from playground.engine import clock
-from playground.kernels.step import LeanForward, score, target_cache
+from playground.decoding.cache import crop_cache
+from playground.kernels.step import score, target_cache
 
 
 def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
@@ -85,7 +86,7 @@ def verify_profile(
             start = clock(device)
             score(target, feed, cache, n)
             times.append(clock(device) - start)
-            cache.crop(context) if isinstance(cache, LeanForward) else cache.crop(-n)
+            crop_cache(cache, context)
         out[n] = statistics.median(times[1:])
         if progress:
             progress(f"Measuring the cost of checking n tokens at once: n = {n}", (i + 1) / len(ns))

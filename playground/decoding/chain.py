@@ -22,7 +22,7 @@ from playground.sampling import logits_to_probs
 class ChainDraft(Draft):
     """A chain of draft tokens (Draft.tokens, Draft.logits), verified by the chain rule (verify below)."""
 
-    lean = True  # verified through decoding.cache.score: the lean forward's cache serves
+    lean = True  # verified through kernels.step.score: the lean forward's cache serves
 
     def verify(
         self,

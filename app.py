@@ -1,7 +1,7 @@
 """Speculative Decoding Playground: python app.py (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT).
 
 The page answers at once; the default pair is prepared (converted once, loaded, warmed up, profiled) in the
-background, its progress in the page (playground/startup.py). Started on its own, as a Gradio Space starts it (no
+background, its progress in the page (playground/run/startup.py). Started on its own, as a Gradio Space starts it (no
 scripts/launch.sh, requirements.txt only), it installs the offline packs in the background as launch.sh does."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from playground import settings
-from playground.errors import PlaygroundError
-from playground.runner import Runner
-from playground.startup import Startup
+from playground.run import settings
+from playground.core.errors import PlaygroundError
+from playground.run.runner import Runner
+from playground.run.startup import Startup
 from playground.ui import build_demo, launch_options
 from playground.ui.common import load_examples
 

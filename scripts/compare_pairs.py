@@ -7,9 +7,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playground import bench, models
-from playground.runner import Runner
-from playground.spec import DrafterSpec, PairSpec
-from playground.config import DecodeConfig
+from playground.run.runner import Runner
+from playground.run.spec import DrafterSpec, PairSpec
+from playground.core.config import DecodeConfig
 from playground.bench.prompts import PROMPTS
 
 r = Runner()

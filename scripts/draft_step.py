@@ -25,8 +25,8 @@ from transformers import DynamicCache
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
-from playground.config import Precision
-from playground.decoding.cache import crop_cache
+from playground.core.config import Precision
+from playground.engine.cache import crop_cache
 from playground.kernels import model as fused, ops
 from playground.kernels.step import LeanForward, _head
 from playground.models.load import load_model

@@ -49,7 +49,7 @@ fi
 # The tests (--dev) use the offline default pair: assemble, verify (sha256) and convert every pack once, into
 # $PLAYGROUND_CACHE (default ~/.cache/spec-playground); later runs find them there and take seconds. The app does
 # not wait for this: app.py prepares the default pair in the background while its page already answers, and
-# every other pack on the first run that needs it (playground/startup.py; docs/first-minutes.md).
+# every other pack on the first run that needs it (playground/run/startup.py; docs/first-minutes.md).
 if [[ $DEV == 1 ]]; then
   python -m playground.models --prepare
 fi

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from playground.config import Precision  # noqa: E402
+from playground.core.config import Precision  # noqa: E402
 from playground.kernels import build, step as lean_step  # noqa: E402
 from playground.kernels.step import LeanForward  # noqa: E402
 from playground.models.load import load_model  # noqa: E402

@@ -22,10 +22,10 @@ from transformers import DynamicCache  # noqa: E402
 
 from playground import engine  # noqa: E402
 from playground.bench.prompts import PROMPTS  # noqa: E402
-from playground.config import DecodeConfig  # noqa: E402
+from playground.core.config import DecodeConfig  # noqa: E402
 from playground.models import catalog  # noqa: E402
-from playground.runner import Runner  # noqa: E402
-from playground.spec import DrafterSpec, PairSpec, RunSpec  # noqa: E402
+from playground.run.runner import Runner  # noqa: E402
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec  # noqa: E402
 
 LEAN = engine.target_cache
 

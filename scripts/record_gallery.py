@@ -15,8 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playground.models.catalog import DEFAULT_PAIR  # noqa: E402
-from playground.runner import Runner  # noqa: E402
-from playground.config import DecodeConfig  # noqa: E402
+from playground.run.runner import Runner  # noqa: E402
+from playground.core.config import DecodeConfig  # noqa: E402
 from playground.decoding.strategies import lookahead, suffix  # noqa: E402
 from playground.ui import run_tab  # noqa: E402
 from playground.ui.common import Controls, load_examples  # noqa: E402

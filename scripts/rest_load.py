@@ -6,7 +6,7 @@ Gradio's cache and in the app's temporary folder, and writes the samples as JSON
     python scripts/rest_load.py --calls 1000 --tokens 64 --report /tmp/rest_load.json
 
 The app runs with its own GRADIO_TEMP_DIR and TMPDIR (in a fresh temporary folder, removed at the end) so that only
-its own files are counted. Builds the tiny models (playground.tiny) there first; never uses the network.
+its own files are counted. Builds the tiny models (playground.models.tiny) there first; never uses the network.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from playground import tiny  # noqa: E402
+from playground.models import tiny  # noqa: E402
 from playground.ui.common import Controls  # noqa: E402
 
 PAIR = "tiny (test)"

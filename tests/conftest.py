@@ -16,11 +16,12 @@ os.environ.setdefault("PLAYGROUND_DTYPE", "fp32")
 import pytest
 import torch
 
-from playground import models, tiny
-from playground.runner import Runner
-from playground.config import DecodeConfig, DrafterKind
+from playground import models
+from playground.models import tiny
+from playground.run.runner import Runner
+from playground.core.config import DecodeConfig, DrafterKind
 from tests.helpers import FIXED_64
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 

@@ -8,12 +8,12 @@ from typing import Callable
 
 import torch
 
-from playground.draft import Drafter
+from playground.core.draft import Drafter
 from playground.engine import SpeculativeDecoder
-from playground.records import RoundRecord
-from playground.config import KPolicy, SamplingParams
-from playground.sampling import logits_to_probs, sample
-from playground.config import DecodeConfig
+from playground.core.records import RoundRecord
+from playground.core.config import KPolicy, SamplingParams
+from playground.engine.sampling import logits_to_probs, sample
+from playground.core.config import DecodeConfig
 
 # DecodeConfig's defaults before issue 45 made them the page's (128 tokens, the draft-confidence policy): the tests
 # written against them say them, so that they keep their meaning.
@@ -183,7 +183,7 @@ def branching_prompt(pair, text: str = "Once upon a time") -> torch.Tensor:
     """`text`, its target's two likeliest next tokens t1 and t2, and `text` again each time: text t1 text t2 text.
     Its end has occurred twice before, followed by t1 and by t2: a draft-free drafter proposes them, and the
     looping (bigram) target gives them mass whatever came before."""
-    from playground.runner import encode_prompt
+    from playground.run.runner import encode_prompt
 
     base = encode_prompt(pair.tokenizer, text)[0].tolist()
     with torch.inference_mode():

@@ -1,4 +1,4 @@
-"""The batched engine (playground/batch.py) on the tiny fp32 pair: every sequence of a batch gets exactly its own
+"""The batched engine (playground/engine/batch.py) on the tiny fp32 pair: every sequence of a batch gets exactly its own
 solo greedy output (transformers' generate, one prompt at a time), whatever the other rows accept; prompts of
 different lengths, so that left padding and per-row holes both happen."""
 
@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import batch, engine
-from playground.batch import BatchedDecoder, decode_batch
-from playground.errors import PlaygroundError
-from playground.runner import encode_prompt
+from playground.engine import batch
+from playground import engine
+from playground.engine.batch import BatchedDecoder, decode_batch
+from playground.core.errors import PlaygroundError
+from playground.run.runner import encode_prompt
 
 PROMPTS = [
     "Once upon a time",

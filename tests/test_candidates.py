@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import acceptance
+from playground.engine import acceptance
 from playground.decoding import candidates
 from tests.helpers import broken_select, fit, random_dists
 

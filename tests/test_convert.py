@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models import convert
 
 ROOT = Path(__file__).resolve().parents[1]

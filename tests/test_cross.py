@@ -11,17 +11,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import models, tiny
+from playground import models
+from playground.models import tiny
 from playground.decoding import make_drafter
 from playground.decoding.chain import ChainDraft
 from playground.decoding.cross import CrossTokenizerDrafter, continuation, to_target
 from playground.engine import SpeculativeDecoder
-from playground.errors import PlaygroundError
-from playground.records import CrossExtras
-from playground.runner import Runner, encode_prompt, new_tokens
+from playground.core.errors import PlaygroundError
+from playground.core.records import CrossExtras
+from playground.run.runner import Runner, encode_prompt, new_tokens
 from playground.decoding import DRAFTERS
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter, parse_drafter_name
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter, parse_drafter_name
 from tests.helpers import FIXED_64, run_all, CHI2_999, two_token_test, load_pair
 
 CROSS = DrafterKind.CROSS_TOKENIZER

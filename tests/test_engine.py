@@ -7,15 +7,15 @@ import copy
 import pytest
 import torch
 
-from playground import theory
+from playground.core import theory
 from playground.decoding import make_drafter
 from playground.decoding.lookup import NoDrafter, PromptLookupDrafter, lookup
 from playground.decoding.model import ModelDrafter
 from playground.engine import KSchedule, SpeculativeDecoder
-from playground.errors import PlaygroundError
-from playground.runner import encode_prompt
-from playground.config import DecodeConfig, DrafterKind, KPolicy, K_MAX, K_MIN
-from playground.spec import DrafterSpec
+from playground.core.errors import PlaygroundError
+from playground.run.runner import encode_prompt
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy, K_MAX, K_MIN
+from playground.run.spec import DrafterSpec
 from tests.helpers import PROMPTS, decode, target_greedy
 
 
@@ -201,7 +201,8 @@ def test_prompt_lookup_drafts_from_the_text_so_far():
 def test_draft_precision_and_verify_kernel_keep_greedy_output_equal_to_stock_target(tiny_models, precision):
     """A cheaper draft and the CPU verify kernel change speed, never the output: the reference
     here is HF generate on the fp32 target with its stock kernels."""
-    from playground import models, speed
+    from playground import models
+    from playground.engine import speed
 
     pair = models.load_pair(
         str(tiny_models["draft"]), str(tiny_models["target"]), target_precision="fp32", draft_precision=precision
@@ -311,7 +312,7 @@ def test_theory_pause_probes_with_one_draft_token_and_resumes_when_drafts_pay():
 def test_confidence_policy_is_lossless_and_stops_unsure_drafts_early(tiny_pair, kind):
     """KPolicy.CONFIDENCE: k is the most a draft holds; a draft stops once its top p falls under the
     threshold. Greedy output stays the target's; a high threshold gives shorter drafts than none."""
-    from playground.runner import drafter_confidence
+    from playground.run.runner import drafter_confidence
 
     prompts = [encode_prompt(tiny_pair.tokenizer, p) for p in PROMPTS[:3]]
     references = [target_greedy(tiny_pair.target, ids, 30, tiny_pair.eos) for ids in prompts]

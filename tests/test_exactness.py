@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from tests.helpers import load_pair, profile, run_all
-from playground import models, sametext
+from playground import models
+from playground.trace import sametext
 from playground.kernels import model as kernel_model
-from playground.batch import decode_batch
-from playground.runner import encode_prompt, new_tokens
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.engine.batch import decode_batch
+from playground.run.runner import encode_prompt, new_tokens
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)
 
 require_kernels()  # skipped with the reason where the kernels cannot run (tests/kernel_support.py)

@@ -42,7 +42,7 @@ def test_no_function_is_over_the_limit():
 def test_the_count_sees_functions_and_methods():
     found = functions()
     assert found["playground/ui/run_tab.py::build"] > 5  # a function
-    assert "playground/config.py::DecodeConfig.__post_init__" in found  # a method
+    assert "playground/core/config.py::DecodeConfig.__post_init__" in found  # a method
     assert len(found) > 500  # the walk reaches every module: a pattern that stopped matching would pass vacuously
 
 

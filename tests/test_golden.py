@@ -26,10 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from playground import batch, models, theory, tracefile
-from playground.runner import Runner, encode_prompt
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.engine import batch
+from playground import models
+from playground.core import theory
+from playground.trace import tracefile
+from playground.run.runner import Runner, encode_prompt
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 WRITE = os.environ.get("GOLDEN_WRITE") == "1"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from playground import settings
-from playground.errors import PlaygroundError
+from playground.run import settings
+from playground.core.errors import PlaygroundError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def test_the_switch_reports_the_kernels_unavailable_and_the_app_keeps_torchs_ker
 import json, torch
 from playground import models
 from playground.kernels import model as kernel_model, ops as kernel_ops
-from playground.spec import Precision
+from playground.run.spec import Precision
 target, _ = models.load_model({str(tiny_models["target"])!r}, precision=Precision.BF16)
 draft, _ = models.load_model({str(tiny_models["draft"])!r}, precision=Precision.INT8)
 print(json.dumps(dict(why=kernel_ops.why_not(), available=kernel_ops.available(), invariant=kernel_model.is_invariant(target),
@@ -126,7 +126,7 @@ def test_a_forced_variant_runs_the_app_on_it_and_the_start_up_line_says_so(tiny_
 import json, torch
 from playground import models
 from playground.kernels import model as kernel_model, ops as kernel_ops
-from playground.spec import Precision
+from playground.run.spec import Precision
 target, tok = models.load_model({str(tiny_models["target"])!r}, precision=Precision.BF16)
 ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
 with torch.inference_mode():

@@ -5,7 +5,7 @@ what another test imported does not hide a violation. The engine names no strate
 registry branch on a DrafterKind, and outside decoding/ and config.py a DrafterKind member is named only where a
 default is chosen (and in the catalog's pairs): the registry's entry carries the rest. No module grows past 400 lines,
 and no import circle: no module reaches itself through the imports that run (at the top or inside a function; not
-those under `if TYPE_CHECKING:`). The types of decoding (playground/draft.py) sit at the bottom: the acceptance rule
+those under `if TYPE_CHECKING:`). The types of decoding (playground/core/draft.py) sit at the bottom: the acceptance rule
 and the engine lean on nothing above them, the model catalog knows no drafter, and the prefix rule is written only in
 acceptance.py."""
 
@@ -32,27 +32,28 @@ STRATEGIES = sorted(
 )
 PURE = VIEWS + [
     "playground.trace",
-    "playground.recorded",
-    "playground.replay",
-    "playground.theory",
-    "playground.records",
-    "playground.spec",
-    "playground.treeshape",
-    "playground.inputs",
-    "playground.errors",
+    "playground.run.recorded",
+    "playground.trace.replay",
+    "playground.core.theory",
+    "playground.core.records",
+    "playground.run.spec",
+    "playground.core.treeshape",
+    "playground.core.inputs",
+    "playground.core.errors",
     "playground.decoding",
-    "playground.numbers",
-    "playground.progress",
-    "playground.settings",
-    "playground.outbound",
-    "playground.draft",
+    "playground.core.numbers",
+    "playground.core.progress",
+    "playground.run.settings",
+    "playground.run.outbound",
+    "playground.core.draft",
 ]
 ENGINE = [
     "playground.engine",
-    "playground.acceptance",
-    "playground.sampling",
-    "playground.runner",
-    "playground.batch",
+    "playground.engine.acceptance",
+    "playground.engine.sampling",
+    "playground.run.runner",
+    "playground.engine.batch",
+    "playground.engine.cache",
 ] + STRATEGIES
 LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
 
@@ -145,7 +146,7 @@ def loop_methods(root: Path) -> list[str]:
 def test_the_decoding_loop_is_written_once():
     """One loop for one prompt and for a batch: only engine.Loop runs a round (step) and times it; the decoders
     (SpeculativeDecoder, batch.BatchedDecoder) say what its parts do."""
-    assert loop_methods(PACKAGE) == ["engine.py:Loop"]
+    assert loop_methods(PACKAGE) == ["engine/__init__.py:Loop"]
 
 
 def test_the_loop_check_sees_a_second_loop(tmp_path):
@@ -162,8 +163,8 @@ KIND_BRANCH = re.compile(r"(?:\bis(?: not)?|==|!=|\bin)\s*\(?\s*DrafterKind\.|\{
 
 
 def test_the_engine_names_no_strategy():
-    """engine.py reaches drafters through playground.draft's protocol only: no strategy module, no strategy name."""
-    source = (PACKAGE / "engine.py").read_text(encoding="utf-8")
+    """engine.py reaches drafters through playground.core.draft's protocol only: no strategy module, no strategy name."""
+    source = (PACKAGE / "engine" / "__init__.py").read_text(encoding="utf-8")
     assert not STRATEGY_MODULES.search(source)
     assert not re.search(
         r"DrafterKind|\b(?:Model|EarlyExit|PromptLookup|No|CrossTokenizer|Staged|Tree)Drafter\b|\.tree\b", source
@@ -172,7 +173,7 @@ def test_the_engine_names_no_strategy():
 
 def test_only_the_spec_and_the_registry_branch_on_a_drafter_kind():
     """The export and the bench have no table keyed by kind: a strategy's peers are its entry's (Strategy.hf, .vllm)."""
-    allowed = {PACKAGE / "spec.py", PACKAGE / "decoding" / "__init__.py"}
+    allowed = {PACKAGE / "run" / "spec.py", PACKAGE / "decoding" / "__init__.py"}
     offenders = [
         f"{p.relative_to(ROOT)}:{i}"
         for p in sorted(PACKAGE.rglob("*.py"))
@@ -239,7 +240,7 @@ def kinds_named(root: Path) -> dict[str, list[int]]:
     package = root / "playground"
     files = [p for p in sorted(package.rglob("*.py")) if package / "decoding" not in p.parents]
     out = {}
-    for path in [p for p in files if p != package / "config.py"] + [root / "app.py"]:
+    for path in [p for p in files if p != package / "core" / "config.py"] + [root / "app.py"]:
         lines = sorted(line for line, default in kind_members(path.read_text(encoding="utf-8")) if not default)
         if lines:
             out[str(path.relative_to(root))] = lines
@@ -272,7 +273,8 @@ def test_the_kind_check_tells_a_default_from_a_use(tmp_path):
         (line, False) for line in (7, 8, 9, 10)
     ]
     (tmp_path / "playground" / "decoding").mkdir(parents=True)
-    (tmp_path / "playground" / "config.py").write_text("X = DrafterKind.STAGED\n")  # the kinds' own module
+    (tmp_path / "playground" / "core").mkdir()
+    (tmp_path / "playground" / "core" / "config.py").write_text("X = DrafterKind.STAGED\n")  # the kinds' own module
     (tmp_path / "playground" / "decoding" / "a.py").write_text("X = DrafterKind.STAGED\n")  # the registry
     (tmp_path / "playground" / "views.py").write_text(source)
     (tmp_path / "app.py").write_text("spec = DrafterSpec.of(DrafterKind.DRAFT_MODEL)\n")
@@ -365,17 +367,17 @@ def test_the_circle_check_finds_a_circle_through_a_lazy_import(tmp_path):
 
 
 def test_the_types_at_the_bottom_import_nothing_of_the_playground():
-    """playground/draft.py (Draft, Drafter, Tree, Verdict) is below acceptance.py, the engine and the registry: it
+    """playground/core/draft.py (Draft, Drafter, Tree, Verdict) is below acceptance.py, the engine and the registry: it
     imports no module of the package when it runs (the names in its types only under TYPE_CHECKING)."""
     graph = import_graph(ROOT)
-    assert graph["playground.draft"] == set()
+    assert graph["playground.core.draft"] == set()
     for above in (
-        "playground.acceptance",
+        "playground.engine.acceptance",
         "playground.engine",
         "playground.decoding.chain",
         "playground.decoding.tree",
     ):
-        assert "playground.draft" in graph[above], above
+        assert "playground.core.draft" in graph[above], above
 
 
 def test_the_rule_and_the_engine_lean_on_nothing_above_them():
@@ -384,9 +386,9 @@ def test_the_rule_and_the_engine_lean_on_nothing_above_them():
     (neither the registry nor the spec), lazy imports counted."""
     graph = import_graph(ROOT)
     decoding = {m for m in graph if m == "playground.decoding" or m.startswith("playground.decoding.")}
-    assert graph["playground.acceptance"] & decoding == set()
+    assert graph["playground.engine.acceptance"] & decoding == set()
     assert graph["playground.engine"] & decoding == set()
-    assert graph["playground.models.catalog"] & (decoding | {"playground.spec"}) == set()
+    assert graph["playground.models.catalog"] & (decoding | {"playground.run.spec"}) == set()
     code = "import sys, playground.engine; print('playground.decoding' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
@@ -398,7 +400,7 @@ def test_the_prefix_rule_is_written_only_in_acceptance():
     offenders = [
         f"{p.relative_to(ROOT)}:{i}"
         for p in sorted(PACKAGE.rglob("*.py"))
-        if p != PACKAGE / "acceptance.py"
+        if p != PACKAGE / "engine" / "acceptance.py"
         for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
         if "cumprod" in line
     ]

@@ -10,15 +10,15 @@ import copy
 import pytest
 import torch
 
-from playground import acceptance
+from playground.engine import acceptance
 from playground.decoding import make_drafter
 from playground.decoding.lookahead import SEQUENCE, WINDOW, LookaheadDrafter, Pool, window_layout
 from playground.engine import SpeculativeDecoder
-from playground.errors import PlaygroundError
-from playground.runner import encode_prompt
-from playground.config import DecodeConfig, DrafterKind
-from playground.spec import DrafterSpec
-from playground.treeshape import parse_tree
+from playground.core.errors import PlaygroundError
+from playground.run.runner import encode_prompt
+from playground.core.config import DecodeConfig, DrafterKind
+from playground.run.spec import DrafterSpec
+from playground.core.treeshape import parse_tree
 from tests.helpers import (
     CHI2_999,
     PROMPTS,

@@ -8,7 +8,7 @@ import pytest
 
 from playground import models
 from playground.models.cache import model_bytes
-from playground.config import Precision
+from playground.core.config import Precision
 
 
 def mapped(path_part: str) -> int:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from playground import decoding, models
-from playground.errors import PlaygroundError
-from playground.runner import Runner, encode_prompt
-from playground.config import DecodeConfig
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.errors import PlaygroundError
+from playground.run.runner import Runner, encode_prompt
+from playground.core.config import DecodeConfig
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_the_default_draft_falls_back_to_int8_where_int4_refuses_the_model(tiny_
     """The CPU default draft is int4 where the kernels run. A draft whose shapes int4 refuses (the "other" tiny
     model: heads of 8) gets int8 instead, said in the progress and in the pair's draft precision, and kept once, under
     int8; int4 asked for by name (a run's, or $PLAYGROUND_DRAFT_PRECISION) is still refused, saying why."""
-    from playground.config import Precision
+    from playground.core.config import Precision
     from playground.models import cache as model_cache
     from tests.kernel_support import require_kernels
 

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from playground import decoding
-from playground.config import DecodeConfig, SamplingParams, KPolicy
+from playground.core.config import DecodeConfig, SamplingParams, KPolicy
 from playground.decoding.chain import ChainDraft
 from playground.decoding.options import typed, whole
-from playground.draft import Draft, Drafter
-from playground.errors import PlaygroundError
-from playground.runner import new_tokens
-from playground.spec import DrafterSpec, RunSpec
+from playground.core.draft import Draft, Drafter
+from playground.core.errors import PlaygroundError
+from playground.run.runner import new_tokens
+from playground.run.spec import DrafterSpec, RunSpec
 from tests.helpers import REPEAT, run_all
 
 

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models import packs
 
 
@@ -94,8 +94,8 @@ def pack_pair(tmp_path, monkeypatch):
 
 
 def _offer(requirements):
-    from playground.runner import Runner
-    from playground.startup import Startup
+    from playground.run.runner import Runner
+    from playground.run.startup import Startup
 
     startup = Startup(Runner())
     return startup, startup.offer_packs(requirements)
@@ -145,8 +145,8 @@ def test_nothing_is_installed_when_the_packs_are_there_or_launch_sh_installs_the
 def test_the_start_up_converts_the_two_packs_at_once_and_logs_each_ones_steps(pack_pair, monkeypatch):
     """Reading a GGUF and saving run on one core each: the draft's pack converts beside the target's, not after."""
     from playground import models
-    from playground.runner import Runner
-    from playground.startup import Startup
+    from playground.run.runner import Runner
+    from playground.run.startup import Startup
 
     monkeypatch.setitem(packs.PACKS, "other", packs.Pack("other", (("pip", "pip/__init__.py"),), None))
     pairs = pack_pair / "two-packs.json"

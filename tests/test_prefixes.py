@@ -1,4 +1,4 @@
-"""The example prompt's kept prefill (playground/prefixes.py): a run that starts from it decides every token with
+"""The example prompt's kept prefill (playground/run/prefixes.py): a run that starts from it decides every token with
 the same probabilities as a run that prefills, on every kernel variant this CPU runs; it is used only for the kept
 prompt, only on the kernels, and only before the first round."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.runner import Runner, encode_prompt
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.runner import Runner, encode_prompt
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)
 
 require_kernels()

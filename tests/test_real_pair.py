@@ -11,13 +11,14 @@ import pytest
 import torch
 
 from tests.helpers import load_pair, profile, run_all
-from playground import models, sametext, trace
+from playground import models, trace
+from playground.trace import sametext
 from playground.kernels import ops as kernel_ops
 from playground.bench import prompts as bench_prompts
-from playground.progress import printer
-from playground.runner import Runner, encode_prompt, new_tokens
-from playground.config import DecodeConfig, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.progress import printer
+from playground.run.runner import Runner, encode_prompt, new_tokens
+from playground.core.config import DecodeConfig, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 pytestmark = pytest.mark.real_model
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 
 from tests.helpers import load_pair, profile, run_all, warmed
-from playground import sametext, trace
-from playground.runner import Runner, encode_prompt, new_tokens
-from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.trace import sametext
+from playground import trace
+from playground.run.runner import Runner, encode_prompt, new_tokens
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 
 def target_greedy(pair, prompt: str, n: int) -> list[int]:

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from playground.decoding import make_drafter
-from playground.runner import encode_prompt
-from playground.config import SamplingParams
-from playground.acceptance import chain_sampling, residual
-from playground.draft import Verdict
-from playground.sampling import logits_to_probs, sample
-from playground.config import DrafterKind
-from playground.spec import DrafterSpec
+from playground.run.runner import encode_prompt
+from playground.core.config import SamplingParams
+from playground.engine.acceptance import chain_sampling, residual
+from playground.core.draft import Verdict
+from playground.engine.sampling import logits_to_probs, sample
+from playground.core.config import DrafterKind
+from playground.run.spec import DrafterSpec
 from tests.helpers import CHI2_999, fit, random_dists, two_token_test
 
 

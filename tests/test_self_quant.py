@@ -11,15 +11,16 @@ from dataclasses import replace
 import pytest
 import torch
 
-from playground import models, sametext
+from playground import models
+from playground.trace import sametext
 from playground.bench.hf import configs_for
-from playground.config import DecodeConfig, DrafterKind, KPolicy
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
 from playground.decoding import self_quant
 from playground.decoding.strategies.self_quant import Options
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.kernels import model as kernel_model
-from playground.runner import encode_prompt, new_tokens
-from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
+from playground.run.runner import encode_prompt, new_tokens
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
 from playground.views.export_code import hf_generate_code, vllm_code, vllm_config
 from tests.helpers import run_all, load_pair
 from tests.kernel_support import require_kernels

@@ -1,4 +1,4 @@
-"""Every PLAYGROUND_* variable is read by playground/settings.py alone, when it is used (never at import), and
+"""Every PLAYGROUND_* variable is read by playground/run/settings.py alone, when it is used (never at import), and
 the README's table lists each one."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from playground import settings
-from playground.errors import PlaygroundError
-from playground.config import DecodeConfig
-from playground.spec import check_prompt
+from playground.run import settings
+from playground.core.errors import PlaygroundError
+from playground.core.config import DecodeConfig
+from playground.run.spec import check_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 

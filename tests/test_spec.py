@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from playground.errors import PlaygroundError
-from playground.config import DecodeConfig, DrafterKind, KPolicy, Precision
-from playground.spec import (
+from playground.core.errors import PlaygroundError
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy, Precision
+from playground.run.spec import (
     DrafterSpec,
     PairSpec,
     RunSpec,
@@ -16,7 +16,7 @@ from playground.spec import (
     parse_k,
     parse_policy,
 )
-from playground.inputs import parse_list
+from playground.core.inputs import parse_list
 
 PAIR = PairSpec("p", "target/folder", "draft/folder")
 
@@ -143,7 +143,7 @@ def test_oversized_list_input_is_refused_before_any_value_is_parsed():
 
 
 def test_confidence_threshold_is_validated_and_defaults_to_transformers_value():
-    from playground.config import parse_confidence
+    from playground.core.config import parse_confidence
 
     assert DecodeConfig().confidence == 0.4 and parse_policy("adaptive (draft confidence)") is KPolicy.CONFIDENCE
     assert DecodeConfig(policy="confidence", confidence="0.6").confidence == 0.6 and parse_confidence(0) == 0.0
@@ -154,7 +154,7 @@ def test_confidence_threshold_is_validated_and_defaults_to_transformers_value():
 
 
 def test_tree_shapes_are_parsed_and_validated_with_clear_messages():
-    from playground.treeshape import TreeShape, parse_tree
+    from playground.core.treeshape import TreeShape, parse_tree
 
     assert parse_tree("3-2-1-1") == TreeShape((3, 2, 1, 1)) and parse_tree(" 2 - 2 ").branching == (2, 2)
     assert TreeShape((3, 2, 1, 1)).nodes == 3 + 6 + 6 + 6 and TreeShape((3, 2, 1, 1)).depth == 4
@@ -194,7 +194,7 @@ def test_a_tree_takes_ascii_digits_only_and_says_so(bad):
 
 
 def test_a_policy_takes_its_starting_k_or_cap_after_a_colon():
-    from playground.spec import parse_k
+    from playground.run.spec import parse_k
 
     default = DecodeConfig().k
     assert parse_k("confidence:8") == (8, KPolicy.CONFIDENCE) and parse_k("theory") == (default, KPolicy.THEORY)

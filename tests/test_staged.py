@@ -13,12 +13,12 @@ from playground.decoding import make_drafter
 from playground.decoding.lookup import lookup
 from playground.decoding.model import ModelDrafter
 from playground.decoding.staged import StagedDrafter
-from playground.errors import PlaygroundError
-from playground.records import StagedExtras
-from playground.runner import encode_prompt
-from playground.sampling import logits_to_probs
-from playground.config import DecodeConfig, DrafterKind
-from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
+from playground.core.errors import PlaygroundError
+from playground.core.records import StagedExtras
+from playground.run.runner import encode_prompt
+from playground.engine.sampling import logits_to_probs
+from playground.core.config import DecodeConfig, DrafterKind
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
 from tests.helpers import CHI2_999, PROMPTS, decode, fit, target_greedy, two_token_test
 
 REPETITIVE = (

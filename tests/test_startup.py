@@ -9,8 +9,8 @@ import threading
 import time
 
 from playground import models
-from playground.runner import Runner
-from playground.startup import Startup
+from playground.run.runner import Runner
+from playground.run.startup import Startup
 from tests.helpers import profile, warmed
 
 

@@ -11,15 +11,15 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from playground import tiny
-from playground.config import DecodeConfig, SamplingParams
-from playground.decoding.cache import crop_cache
+from playground.models import tiny
+from playground.core.config import DecodeConfig, SamplingParams
+from playground.engine.cache import crop_cache
 from playground.decoding.model import ModelDrafter
 from playground.decoding.tree import TreeDrafter
 from playground.engine import SpeculativeDecoder
 from playground.kernels import model as kernel_model
 from playground.kernels.step import LeanForward, why_not
-from playground.treeshape import parse_tree
+from playground.core.treeshape import parse_tree
 from playground.ui import budget
 from tests.helpers import target_greedy
 from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (a fixture)

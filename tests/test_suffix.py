@@ -13,10 +13,10 @@ import torch
 from playground import trace
 from playground.decoding import make_drafter
 from playground.decoding.suffix import MEMORY, THIS_RUN, SuffixDrafter, SuffixMemory, SuffixTree, chain, grow_tree
-from playground.runner import encode_prompt
-from playground.config import DrafterKind
-from playground.spec import DrafterSpec, RunSpec
-from playground.treeshape import parse_tree
+from playground.run.runner import encode_prompt
+from playground.core.config import DrafterKind
+from playground.run.spec import DrafterSpec, RunSpec
+from playground.core.treeshape import parse_tree
 from tests.helpers import run_all, CHI2_999, PROMPTS, REPEAT, branching_prompt, decode, target_greedy, two_token_test
 
 

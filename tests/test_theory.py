@@ -2,7 +2,7 @@
 
 import pytest
 
-from playground import theory
+from playground.core import theory
 
 
 def test_expected_tokens_hand_values():
@@ -94,7 +94,7 @@ def test_run_speedup_counts_the_first_pass_both_runs_pay():
 
 
 def test_tree_expected_tokens_reduce_to_the_chain_and_grow_with_branching():
-    from playground.theory import expected_tokens, expected_tokens_tree
+    from playground.core.theory import expected_tokens, expected_tokens_tree
 
     for alpha in (0.0, 0.3, 0.8, 1.0):
         for k in (1, 4, 7):

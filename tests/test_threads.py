@@ -1,4 +1,4 @@
-"""The decoding loop's thread count, fitted to the cores other processes leave (playground/threads.py)."""
+"""The decoding loop's thread count, fitted to the cores other processes leave (playground/engine/threads.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from playground import models, threads
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground import models
+from playground.engine import threads
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from tests.kernel_support import require_kernels
 
 

@@ -7,8 +7,10 @@ from dataclasses import replace
 
 import pandas as pd
 
-from playground import sametext, theory, trace, tracefile
-from playground.records import LOADED, CrossExtras, RoundRecord, TreeExtras
+from playground.trace import sametext, tracefile
+from playground.core import theory
+from playground import trace
+from playground.core.records import LOADED, CrossExtras, RoundRecord, TreeExtras
 
 
 def rec(i, k, accepted, new, draft_s=0.01, verify_s=0.1, total=0, stop="", margins=None):
@@ -204,7 +206,7 @@ def test_depth_acceptance_reads_chains_by_position_and_trees_by_depth():
 
 
 def test_batch_summary_by_hand():
-    """A batched run's figures (playground.batch rounds), defined as summarize's: two rows drafting k = 3 in round 0
+    """A batched run's figures (playground.engine.batch rounds), defined as summarize's: two rows drafting k = 3 in round 0
     (kept 3 and 1), one row left in round 1 drafting k = 2 (kept 0), a plain round; 10 tokens in 2 s."""
     from types import SimpleNamespace as R
 

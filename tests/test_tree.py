@@ -13,14 +13,14 @@ from playground.decoding.lookup import PromptLookupDrafter
 from playground.decoding.model import ModelDrafter
 from playground.decoding.tree import TreeDrafter
 from playground.engine import SpeculativeDecoder
-from playground.errors import PlaygroundError
-from playground.runner import encode_prompt
-from playground import acceptance
-from playground.acceptance import residual
-from playground.sampling import sample
-from playground.config import DecodeConfig, DrafterKind
-from playground.spec import DrafterSpec
-from playground.treeshape import parse_tree
+from playground.core.errors import PlaygroundError
+from playground.run.runner import encode_prompt
+from playground.engine import acceptance
+from playground.engine.acceptance import residual
+from playground.engine.sampling import sample
+from playground.core.config import DecodeConfig, DrafterKind
+from playground.run.spec import DrafterSpec
+from playground.core.treeshape import parse_tree
 from tests.helpers import CHI2_999, PROMPTS, decode, fit, random_dists, target_greedy, two_token_test
 
 SHAPES = ["3-2-1-1", "2-2", "1-1-1-1", "4", "dynamic:12", "dynamic:3", "sized:12", "sized:3"]

@@ -1,4 +1,4 @@
-"""Trees sized by the measured costs (playground/treesize.py, "sized:N"): the dynamic programme against a brute
+"""Trees sized by the measured costs (playground/engine/treesize.py, "sized:N"): the dynamic programme against a brute
 force over every tree of at most 6 nodes, the choice by expected tokens per target step, the acceptance by rank
 learnt from the rounds, and the shape's parsing."""
 
@@ -11,12 +11,23 @@ from functools import lru_cache
 
 import pytest
 
-from playground import recorded, trace, tracefile, treesize
-from playground.errors import PlaygroundError
-from playground.records import SizedExtras
-from playground.treeshape import SIZED_NODES, TreeShape, parse_tree
+from playground.run import recorded
+from playground import trace
+from playground.trace import tracefile
+from playground.engine import treesize
+from playground.core.errors import PlaygroundError
+from playground.core.records import SizedExtras
+from playground.core.treeshape import SIZED_NODES, TreeShape, parse_tree
 from tests.helpers import run_all
-from playground.treesize import PositionalAcceptance, TreeCosts, best_values, build, expected_tokens, plan, visits
+from playground.engine.treesize import (
+    PositionalAcceptance,
+    TreeCosts,
+    best_values,
+    build,
+    expected_tokens,
+    plan,
+    visits,
+)
 
 MAX = 6  # the brute force enumerates every tree of at most this many nodes
 

@@ -9,8 +9,8 @@ import torch
 from playground.decoding.model import ModelDrafter
 from playground.decoding.vocab import SubsetHead, why_not
 from playground.engine import SpeculativeDecoder
-from playground.runner import encode_prompt
-from playground.config import DecodeConfig
+from playground.run.runner import encode_prompt
+from playground.core.config import DecodeConfig
 from tests.helpers import CHI2_999, PROMPTS, target_greedy, two_token_test
 
 CHI_PROMPT = "Once upon a time there was a little"
@@ -115,9 +115,9 @@ def test_the_same_test_catches_the_whole_heads_p_handed_to_the_rule(tiny_pair):
 
 def test_the_spec_names_it_and_bad_sizes_are_refused(tiny_pair):
     from playground.decoding import make_drafter
-    from playground.errors import PlaygroundError
-    from playground.spec import DrafterSpec, parse_drafter_name
-    from playground.treeshape import parse_tree
+    from playground.core.errors import PlaygroundError
+    from playground.run.spec import DrafterSpec, parse_drafter_name
+    from playground.core.treeshape import parse_tree
 
     spec = parse_drafter_name("draft model:fp32,vocab=256")
     assert spec.options.draft_vocab == 256 and spec.label == "draft model (fp32, 256 tokens)"

@@ -20,20 +20,21 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from playground import decoding, models, sametext, trace
-from playground.batch import BatchResult
-from playground.decoding.cache import cache_bytes
+from playground import decoding, models, trace
+from playground.trace import sametext
+from playground.engine.batch import BatchResult
+from playground.engine.cache import cache_bytes
 from playground.bench.results import columns, grid_frame
 from playground.bench.grid import run_grid
 from playground.bench.memory import check_memory, check_window, kv_bytes_per_token, memory_left, memory_need
 from playground.bench.prompts import PROMPTS
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models import LoadedPair
-from playground.progress import Progress, quiet
-from playground.records import RoundRecord
-from playground.runner import Runner, encode_prompt
-from playground.config import BASELINE, SPECULATIVE, DecodeConfig, KPolicy, Precision
-from playground.spec import DrafterSpec, RunSpec
+from playground.core.progress import Progress, quiet
+from playground.core.records import RoundRecord
+from playground.run.runner import Runner, encode_prompt
+from playground.core.config import BASELINE, SPECULATIVE, DecodeConfig, KPolicy, Precision
+from playground.run.spec import DrafterSpec, RunSpec
 
 MAX_BATCH = 64
 LONG_DOCUMENT = (Path(__file__).with_name("long_document.txt")).read_text(encoding="utf-8")
@@ -121,7 +122,7 @@ def batch_sweep(
     prompts: Sequence[str] = tuple(BATCH_PROMPTS),
     progress: Progress = quiet,
 ) -> pd.DataFrame:
-    """Speculative decoding and the target alone, both batched (playground.batch), at each batch size: B sequences
+    """Speculative decoding and the target alone, both batched (playground.engine.batch), at each batch size: B sequences
     of the first B prompts (cycled beyond len(prompts)). speedup = speculative tokens/s over the batched target
     alone's at the same B; every sequence's output is compared with its own solo target-alone run."""
     _needs_draft_model(spec, "batch-size")

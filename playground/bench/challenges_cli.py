@@ -25,12 +25,12 @@ from playground.bench import challenges
 from playground.bench.prompts import load_prompts
 from playground.bench.results import columns
 from playground.bench.report import markdown_table
-from playground.errors import PlaygroundError
-from playground.numbers import json_safe
-from playground.progress import Progress
-from playground.runner import Runner
-from playground.config import DecodeConfig
-from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_k
+from playground.core.errors import PlaygroundError
+from playground.core.numbers import json_safe
+from playground.core.progress import Progress
+from playground.run.runner import Runner
+from playground.core.config import DecodeConfig
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_k
 from playground.views import challenges as views
 
 MODES = {"batch": views.BATCH, "context": views.CONTEXT, "precision": views.PRECISION}

@@ -39,13 +39,13 @@ from playground.bench.overhead import record_overhead
 from playground.bench.results import columns, grid_frame, median_of_runs
 from playground.bench.prompts import load_prompts
 from playground.vllm.engine import VLLMRequest, run_worker
-from playground.errors import PlaygroundError
-from playground.numbers import json_safe
-from playground.progress import printer, quiet
-from playground.runner import Runner
-from playground.config import DecodeConfig, Precision
-from playground.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
-from playground.inputs import parse_list
+from playground.core.errors import PlaygroundError
+from playground.core.numbers import json_safe
+from playground.core.progress import printer, quiet
+from playground.run.runner import Runner
+from playground.core.config import DecodeConfig, Precision
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
+from playground.core.inputs import parse_list
 
 PRECISIONS = [p.value for p in Precision]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from playground.config import K_MAX, K_MIN, DecodeConfig
-from playground.spec import DrafterSpec
+from playground.core.config import K_MAX, K_MIN, DecodeConfig
+from playground.run.spec import DrafterSpec
 
 # The CLI's decoding defaults are DecodeConfig's and the default drafter's (spec.DrafterSpec), never written again.
 DECODE = {f.name: f.default for f in fields(DecodeConfig)}

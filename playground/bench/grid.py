@@ -16,19 +16,21 @@ from itertools import product
 from typing import Sequence
 
 
-from playground import decoding, models, sametext, speed, trace
+from playground import decoding, models, trace
+from playground.trace import sametext
+from playground.engine import speed
 from playground.bench import hf
 from playground.bench.results import Result, nan
 from playground.vllm.metrics import SpecCounters
 from playground.engine import clock
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models import LoadedPair
-from playground.progress import Progress, quiet
-from playground.records import RoundRecord
-from playground.runner import Runner
-from playground.config import DecodeConfig, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec, check_prompt, parse_k
-from playground.treeshape import TreeShape, parse_tree
+from playground.core.progress import Progress, quiet
+from playground.core.records import RoundRecord
+from playground.run.runner import Runner
+from playground.core.config import DecodeConfig, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, check_prompt, parse_k
+from playground.core.treeshape import TreeShape, parse_tree
 
 MAX_CELLS = 64  # runs of our engine in one UI request: pairs x prompts x temperatures x k values x drafters, and
 # the target-alone baselines (one per pair, prompt and sampling settings)

@@ -39,10 +39,10 @@ from transformers import PreTrainedModel
 
 from playground.engine import clock
 from playground.models import LoadedPair
-from playground.runner import WARM_PROMPT, encode_prompt
+from playground.run.runner import WARM_PROMPT, encode_prompt
 from playground import decoding
-from playground.config import DecodeConfig, KPolicy
-from playground.spec import DrafterSpec
+from playground.core.config import DecodeConfig, KPolicy
+from playground.run.spec import DrafterSpec
 
 HF_TARGET_ALONE = "hf target alone"
 HF_SAME_DRAFT = "hf assisted (same draft)"

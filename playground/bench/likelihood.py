@@ -21,11 +21,11 @@ from typing import Sequence
 import torch
 
 from playground.bench.results import Result
-from playground.numbers import fmt
-from playground.progress import Progress, quiet
-from playground.runner import Runner, encode_prompt
-from playground.config import DecodeConfig
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.numbers import fmt
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner, encode_prompt
+from playground.core.config import DecodeConfig
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.grid import BASELINE
 
 NLL_MARGIN = 1.0  # nats per token above the target alone's sampled rows that flags a row

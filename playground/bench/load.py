@@ -26,10 +26,10 @@ import sys
 from typing import Iterator
 
 from playground import trace
-from playground.progress import Progress
-from playground.records import RoundRecord
-from playground.runner import Runner, Session
-from playground.spec import RunSpec
+from playground.core.progress import Progress
+from playground.core.records import RoundRecord
+from playground.run.runner import Runner, Session
+from playground.run.spec import RunSpec
 
 QUIET, HOG, SEQUENTIAL = "quiet, interleaved", "hog, interleaved", "hog, one after the other"
 HOG_CODE = "while True: pass"  # a pure-Python busy loop: one core's worth of load, no memory

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from playground import models
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models import LoadedPair
 from playground.models.cache import model_bytes
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import statistics
 
 from playground import trace
-from playground.errors import PlaygroundError
-from playground.progress import Progress, quiet
-from playground.runner import Runner
-from playground.spec import RunSpec
+from playground.core.errors import PlaygroundError
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner
+from playground.run.spec import RunSpec
 
 
 def record_overhead(runner: Runner, spec: RunSpec, reps: int, progress: Progress = quiet) -> dict:

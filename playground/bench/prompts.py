@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 
 PROMPTS = {
     "code": "Write a Python function `is_prime(n)` that checks whether n is a prime number, with a docstring.",

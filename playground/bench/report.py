@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from playground import numbers
+from playground.core import numbers
 from playground.bench import hf, likelihood, targets as targets_mod
 from playground.vllm import report as vllm_report
 from playground.bench.results import Result, columns, grid_frame

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from playground.errors import PlaygroundError
-from playground.config import DecodeConfig
+from playground.core.errors import PlaygroundError
+from playground.core.config import DecodeConfig
 
 TARGETS_FILE = Path(__file__).resolve().parents[2] / "docs" / "targets.json"
 AGGREGATES = ("geomean", "mean", "median", "min", "max", "share")

@@ -28,10 +28,10 @@ import torch
 
 from playground.engine import clock
 from playground.models import LoadedPair
-from playground.progress import Progress, quiet
-from playground.runner import Runner, Session, encode_prompt
-from playground.config import DecodeConfig, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner, Session, encode_prompt
+from playground.core.config import DecodeConfig, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
 REQUEST = "Summarise the following text in one sentence.\n\n"

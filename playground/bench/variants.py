@@ -19,9 +19,9 @@ import time
 import torch
 from transformers import DynamicCache
 
-from playground.decoding.cache import crop_cache
+from playground.engine.cache import crop_cache
 from playground.kernels import ops as kernel_ops
-from playground.progress import Progress, quiet
+from playground.core.progress import Progress, quiet
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

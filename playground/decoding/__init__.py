@@ -1,4 +1,4 @@
-"""Drafting strategies: one protocol (playground/draft.py), one module per strategy, and the one registry.
+"""Drafting strategies: one protocol (playground/core/draft.py), one module per strategy, and the one registry.
 
 The way transformers' candidate generators and vLLM's proposers are separated from the verifier: a strategy
 proposes (a chain of draft tokens, or a token tree), the engine has the target verify it in one pass and keeps
@@ -28,18 +28,18 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.options import NONE, Context, Peer, Strategy, Widget
 from playground.decoding.strategies import MODULES
-from playground.errors import PlaygroundError, shown
-from playground.progress import Progress, quiet
+from playground.core.errors import PlaygroundError, shown
+from playground.core.progress import Progress, quiet
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
-    from playground.spec import DrafterSpec
-    from playground.treeshape import TreeShape
-    from playground.treesize import TreeCosts
+    from playground.run.spec import DrafterSpec
+    from playground.core.treeshape import TreeShape
+    from playground.engine.treesize import TreeCosts
 
 __all__ = [
     "NONE",

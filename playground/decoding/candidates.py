@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground.acceptance import accept_tree
+from playground.engine.acceptance import accept_tree
 from playground.decoding.tree import keep_path, score_tree
-from playground.draft import Draft, Tree
-from playground.records import RoundRecord, TreeExtras
-from playground.sampling import logits_to_probs
-from playground.config import DecodeConfig
+from playground.core.draft import Draft, Tree
+from playground.core.records import RoundRecord, TreeExtras
+from playground.engine.sampling import logits_to_probs
+from playground.core.config import DecodeConfig
 
 
 def merge(paths: list[list[int]]) -> tuple[Tree, list[int]]:

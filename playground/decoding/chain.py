@@ -10,13 +10,13 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from playground.acceptance import chain_greedy, chain_sampling, residual
-from playground.config import DecodeConfig
-from playground.decoding.cache import crop_cache
-from playground.draft import Draft, Verdict
+from playground.engine.acceptance import chain_greedy, chain_sampling, residual
+from playground.core.config import DecodeConfig
+from playground.engine.cache import crop_cache
+from playground.core.draft import Draft, Verdict
 from playground.kernels.step import TargetCache, score
-from playground.records import RoundRecord
-from playground.sampling import logits_to_probs
+from playground.core.records import RoundRecord
+from playground.engine.sampling import logits_to_probs
 
 
 class ChainDraft(Draft):

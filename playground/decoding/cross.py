@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
-from playground.draft import Draft, Drafter
-from playground.decoding.cache import crop_cache, draft_cache
-from playground.records import CrossExtras, RoundRecord
-from playground.config import SamplingParams
+from playground.core.draft import Draft, Drafter
+from playground.engine.cache import crop_cache, draft_cache
+from playground.core.records import CrossExtras, RoundRecord
+from playground.core.config import SamplingParams
 
 TAIL = 8  # target-side tokens re-encoded with the proposal (the stable-prefix check)
 BROKEN = "\ufffd"  # what decoding shows for a character cut between tokens

@@ -7,9 +7,9 @@ import copy
 
 from transformers import PreTrainedModel
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.model import ModelDrafter
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 
 
 def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
 from playground.decoding.candidates import CandidateDraft, merge
 from playground.decoding.tree import _ancestry, check_tree_model
-from playground.draft import Draft, Drafter
-from playground.records import LookaheadExtras, RoundRecord
-from playground.config import SamplingParams
+from playground.core.draft import Draft, Drafter
+from playground.core.records import LookaheadExtras, RoundRecord
+from playground.core.config import SamplingParams
 
 WINDOW, SEQUENCE = "window", "sequence"  # where a pool n-gram came from (LookaheadExtras.source)
 INIT_SEED = 0  # the first level-0 guesses are prompt tokens picked with this seed (lade picks at random)

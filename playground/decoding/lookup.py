@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
-from playground.draft import Draft, Drafter
-from playground.config import SamplingParams
+from playground.core.draft import Draft, Drafter
+from playground.core.config import SamplingParams
 
 
 def lookup(seq: list[int], k: int, max_ngram: int = 3, min_ngram: int = 1) -> list[int]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
-from playground.draft import Draft, Drafter
-from playground.decoding.cache import crop_cache, draft_cache
+from playground.core.draft import Draft, Drafter
+from playground.engine.cache import crop_cache, draft_cache
 from playground.decoding.vocab import SubsetHead
 from playground.kernels.step import LeanForward, why_not as lean_why_not
-from playground.config import SamplingParams
-from playground.sampling import choose
+from playground.core.config import SamplingParams
+from playground.engine.sampling import choose
 
 
 class ModelDrafter(Drafter):

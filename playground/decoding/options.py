@@ -9,15 +9,15 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
 
-from playground.config import Precision, enum_value
-from playground.errors import PlaygroundError, shown
-from playground.numbers import is_int, is_real
-from playground.progress import Progress, quiet
+from playground.core.config import Precision, enum_value
+from playground.core.errors import PlaygroundError, shown
+from playground.core.numbers import is_int, is_real
+from playground.core.progress import Progress, quiet
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
-    from playground.treeshape import TreeShape
+    from playground.core.treeshape import TreeShape
 
 
 @dataclass(frozen=True)

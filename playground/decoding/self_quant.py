@@ -13,11 +13,11 @@ from typing import Iterator
 import torch
 from transformers import PreTrainedModel
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.model import ModelDrafter
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.kernels import model as kernel_model
-from playground.progress import Progress, quiet
+from playground.core.progress import Progress, quiet
 
 KERNEL_STATE = ("_bi", "forward")  # what the kernels set on a module (kernels/model.py): the target's, not the copy's
 MODEL_STATE = ("_invariant", "_stock_attention", "_int8_bytes", "_int4_bytes")

@@ -25,15 +25,15 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
-from playground.decoding.cache import crop_cache
+from playground.engine.cache import crop_cache
 from playground.decoding.lookup import lookup
 from playground.decoding.model import ModelDrafter
-from playground.records import RoundRecord, StagedExtras
-from playground.config import SamplingParams
-from playground.acceptance import chain_greedy, chain_sampling
-from playground.sampling import logits_to_probs
+from playground.core.records import RoundRecord, StagedExtras
+from playground.core.config import SamplingParams
+from playground.engine.acceptance import chain_greedy, chain_sampling
+from playground.engine.sampling import logits_to_probs
 
 
 class StagedDrafter(ModelDrafter):

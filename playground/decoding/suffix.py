@@ -32,14 +32,14 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
 from playground.decoding.candidates import CandidateDraft
 from playground.decoding.tree import check_tree_model
-from playground.draft import Draft, Drafter, Tree
-from playground.records import RoundRecord, SuffixExtras
-from playground.config import SamplingParams
-from playground.treeshape import TreeShape
+from playground.core.draft import Draft, Drafter, Tree
+from playground.core.records import RoundRecord, SuffixExtras
+from playground.core.config import SamplingParams
+from playground.core.treeshape import TreeShape
 
 THIS_RUN, MEMORY = "this run", "session memory"
 MEMORY_RUNS = 64  # earlier runs a session's memory keeps (oldest forgotten first; vLLM: max_cached_requests)

@@ -8,7 +8,7 @@ over the new nodes (tree attention on top of the draft's KV cache):
   score cum(v) * j-th largest p(. | v), cum(v) being v's cumulative draft probability along its path;
   the best min(remaining budget, layer_width(N)) slots are taken (EAGLE-2's expansion by cumulative
   probability, depth by depth, without its final re-ranking);
-- sized (a node cap N, playground/treesize.py): a tree planned before the round from the run's acceptance by
+- sized (a node cap N, playground/engine/treesize.py): a tree planned before the round from the run's acceptance by
   rank and the measured costs (Sequoia); every planned node gets its planned children, the j-th planned child
   being the j-th most likely (or j-th drawn) token.
 Children are the top-c tokens of p when greedy, and c draws WITHOUT replacement from p (Gumbel top-c)
@@ -38,7 +38,7 @@ Supported models: decoders whose attention layers are all full attention and tha
 float mask with position ids through the sdpa, eager or invariant (playground/kernels) attention (Llama,
 Qwen2 / Qwen2.5 / Qwen3, SmolLM, Mistral without a sliding window). Refused: sliding-window or hybrid layers (Gemma 2/3),
 linear attention / Mamba, flash-attention kernels (no custom masks). Tested on the tiny Llamas of
-playground/tiny.py and a tiny random Qwen2.
+playground/models/tiny.py and a tiny random Qwen2.
 """
 
 from __future__ import annotations
@@ -49,14 +49,14 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from playground.decoding.model import ModelDrafter
-from playground.errors import PlaygroundError
-from playground.records import RoundRecord, TreeExtras
-from playground.acceptance import accept_tree
-from playground.sampling import logits_to_probs
-from playground.treeshape import MAX_TREE_WIDTH, TreeShape
-from playground.treesize import Plan, Sizer, TreeCosts, sized_extras, visits
-from playground.config import DecodeConfig, SamplingParams
-from playground.draft import Draft, Drafter, Tree
+from playground.core.errors import PlaygroundError
+from playground.core.records import RoundRecord, TreeExtras
+from playground.engine.acceptance import accept_tree
+from playground.engine.sampling import logits_to_probs
+from playground.core.treeshape import MAX_TREE_WIDTH, TreeShape
+from playground.engine.treesize import Plan, Sizer, TreeCosts, sized_extras, visits
+from playground.core.config import DecodeConfig, SamplingParams
+from playground.core.draft import Draft, Drafter, Tree
 
 
 def check_tree_model(model: PreTrainedModel, role: str = "target") -> None:

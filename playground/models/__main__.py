@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models import PACKS, convert_pack, pairs
-from playground.progress import printer
+from playground.core.progress import printer
 
 if True:
     import argparse

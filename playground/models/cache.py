@@ -12,9 +12,9 @@ from typing import Callable
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from playground import settings
+from playground.run import settings
 from playground.kernels import model as kernel_model
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models.load import (
     check_compatible,
     choose_device,
@@ -26,8 +26,8 @@ from playground.models.load import (
     load_precision,
     memory_budget,
 )
-from playground.progress import Progress, quiet
-from playground.config import Precision
+from playground.core.progress import Progress, quiet
+from playground.core.config import Precision
 
 
 class ModelCache:
@@ -262,9 +262,9 @@ def load_pair(
     else:
         draft_precision = None
     if fast_verify_default():
-        from playground.speed import fast_verify
+        from playground.engine.speed import fast_verify
 
-        fast_verify(target)  # fp32 on CPU only: the verify kernel for k + 1 rows (playground/speed.py)
+        fast_verify(target)  # fp32 on CPU only: the verify kernel for k + 1 rows (playground/engine/speed.py)
     return LoadedPair(
         draft,
         target,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from playground import settings
-from playground.errors import PlaygroundError, shown
-from playground.config import DrafterKind
+from playground.run import settings
+from playground.core.errors import PlaygroundError, shown
+from playground.core.config import DrafterKind
 
 PACK_PREFIX = "pack:"
 

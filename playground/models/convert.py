@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 
 ERROR = "ERROR: "
 ROOT = Path(__file__).resolve().parents[2]  # the folder that holds playground/, for the child's import path

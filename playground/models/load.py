@@ -14,14 +14,14 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from playground import settings
+from playground.run import settings
 from playground.kernels import model as kernel_model, ops as kernel_ops
-from playground.errors import PlaygroundError, shown, without_paths
+from playground.core.errors import PlaygroundError, shown, without_paths
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, cache_dir, convert_pack
 from playground.models.size import config_size, model_config, pack_params
-from playground.progress import Progress, quiet
-from playground.config import Precision
+from playground.core.progress import Progress, quiet
+from playground.core.config import Precision
 
 # ---------------------------------------------------------------- device, dtype, paths
 
@@ -200,7 +200,7 @@ def _quantise(model: PreTrainedModel, precision: Precision, device: torch.device
         if vnni and kernel_model.can_quantize_int8(model) is None:
             kernel_model.quantize_int8(model)  # the bf16 weights of its Linears are freed: only the int8 copy stays
         else:
-            from playground.speed import quantize_int8
+            from playground.engine.speed import quantize_int8
 
             model = quantize_int8(model.float())  # the fp32 load is dropped: only the int8 copy stays in memory
     elif precision is Precision.INT4:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
-from playground import settings
-from playground.errors import PlaygroundError
+from playground.run import settings
+from playground.core.errors import PlaygroundError
 from playground.models.convert import in_child
-from playground.progress import Progress, quiet
+from playground.core.progress import Progress, quiet
 
 
 def cache_dir() -> Path:

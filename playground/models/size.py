@@ -12,10 +12,10 @@ from typing import Any, Iterator
 import torch
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 
-from playground.errors import PlaygroundError, shown
+from playground.core.errors import PlaygroundError, shown
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, cache_dir
-from playground.numbers import is_int
+from playground.core.numbers import is_int
 
 # The largest value each size may take, far above any released model (the largest have about 130 layers, a hidden
 # size of 16k, 260k tokens): a config beyond one is refused before anything is built (a meta model of a million layers

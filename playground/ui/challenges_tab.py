@@ -10,12 +10,12 @@ import gradio as gr
 import pandas as pd
 
 from playground.bench import challenges
-from playground.errors import PlaygroundError, shown
-from playground.progress import Progress, quiet
-from playground.runner import Runner
-from playground.config import KPolicy, Precision, TARGET_PRECISIONS
-from playground.inputs import parse_list
-from playground.spec import parse_precisions
+from playground.core.errors import PlaygroundError, shown
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner
+from playground.core.config import KPolicy, Precision, TARGET_PRECISIONS
+from playground.core.inputs import parse_list
+from playground.run.spec import parse_precisions
 from playground.ui import jobs
 from playground.ui.common import (
     DECODING,

@@ -1,7 +1,7 @@
 """What every tab shares: the shared controls as one named value, reading them into a RunSpec,
 the status line and the one-line message for an unexpected error.
 
-User input is parsed only by playground.spec (parse_drafter, parse_policy, the dataclasses'
+User input is parsed only by playground.run.spec (parse_drafter, parse_policy, the dataclasses'
 checks); this module only gathers the widgets' values and hands them over.
 """
 
@@ -16,9 +16,9 @@ from typing import Any, Callable, NamedTuple
 import gradio as gr
 
 from playground import decoding, models
-from playground.errors import Ended, PlaygroundError, without_paths
-from playground.progress import Progress
-from playground.spec import (
+from playground.core.errors import Ended, PlaygroundError, without_paths
+from playground.core.progress import Progress
+from playground.run.spec import (
     DEFAULT_PRECISION,
     PairSpec,
     RunSpec,
@@ -27,8 +27,8 @@ from playground.spec import (
     parse_policy,
     parse_precision,
 )
-from playground.config import DecodeConfig
-from playground.inputs import parse_text
+from playground.core.config import DecodeConfig
+from playground.core.inputs import parse_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.json"

@@ -11,11 +11,11 @@ import pandas as pd
 
 from playground import bench
 from playground.vllm import peer as vllm_peer, report as vllm_report
-from playground.errors import Ended, PlaygroundError
-from playground.progress import Progress, quiet
-from playground.runner import Runner
+from playground.core.errors import Ended, PlaygroundError
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner
 from playground.decoding import DRAFTERS
-from playground.inputs import parse_names
+from playground.core.inputs import parse_names
 from playground.ui import jobs, vllm_checks
 from playground.ui.common import (
     DECODING,

@@ -9,9 +9,9 @@ import gradio as gr
 
 from playground import decoding, models
 from playground.decoding.early_exit import exit_layer_for
-from playground.errors import PlaygroundError
-from playground.runner import Runner
-from playground.spec import RunSpec
+from playground.core.errors import PlaygroundError
+from playground.run.runner import Runner
+from playground.run.spec import RunSpec
 from playground.ui import links
 from playground.ui.common import Controls, error_status, read_spec, status_html
 from playground.views.export_code import hf_generate_code, vllm_code, vllm_serve_command

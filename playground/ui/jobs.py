@@ -20,8 +20,8 @@ from typing import Any, Callable
 import gradio as gr
 from gradio.server_messages import ProcessCompletedMessage
 
-from playground import settings
-from playground.errors import Ended
+from playground.run import settings
+from playground.core.errors import Ended
 from playground.ui.common import DECODING, status_html
 from playground.ui.state import SessionState
 

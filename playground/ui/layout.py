@@ -8,10 +8,11 @@ import html
 
 import gradio as gr
 
-from playground import models, settings
-from playground.runner import Runner
-from playground.startup import Startup
-from playground.config import (
+from playground import models
+from playground.run import settings
+from playground.run.runner import Runner
+from playground.run.startup import Startup
+from playground.core.config import (
     DecodeConfig,
     KPolicy,
     K_MAX,
@@ -19,10 +20,10 @@ from playground.config import (
     Precision,
     TARGET_PRECISIONS,
 )
-from playground.spec import DEFAULT_PRECISION, DrafterSpec
+from playground.run.spec import DEFAULT_PRECISION, DrafterSpec
 from playground import decoding
 from playground.decoding import DRAFTERS
-from playground.errors import shown
+from playground.core.errors import shown
 from playground.ui import (
     challenges_tab,
     compare_tab,

@@ -14,12 +14,13 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from playground import models, settings
-from playground.errors import PlaygroundError, shown
+from playground import models
+from playground.run import settings
+from playground.core.errors import PlaygroundError, shown
 from playground.decoding import DRAFTERS, strategy
-from playground.config import KPolicy, K_MAX, K_MIN
-from playground.spec import parse_policy
-from playground.treeshape import parse_tree
+from playground.core.config import KPolicy, K_MAX, K_MIN
+from playground.run.spec import parse_policy
+from playground.core.treeshape import parse_tree
 from playground.ui.common import NAMES, OPTION_DEFAULTS, Controls, load_examples
 
 TARGET_CHOICES = ("default", "fp32", "bf16", "fp16")

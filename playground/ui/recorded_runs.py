@@ -1,6 +1,6 @@
 """Recorded runs on the Run tab: open a trace JSON (the tab's own download) or a run of the gallery in assets/runs/,
 and show it as if it had just run: the tokens with their hovers, the charts, the summary, the comparison and the
-race. No model is loaded: the trace carries the token texts (playground.recorded). A bad file changes nothing but
+race. No model is loaded: the trace carries the token texts (playground.run.recorded). A bad file changes nothing but
 the status line, which says what is wrong with it."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 
 import gradio as gr
 
-from playground import decoding, models, recorded
-from playground.spec import RunSpec
+from playground import decoding, models
+from playground.run import recorded
+from playground.run.spec import RunSpec
 from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
 from playground.ui import sessions, uploads
 from playground.ui.links import control_updates

@@ -15,11 +15,11 @@ from typing import Any, Iterator
 import gradio as gr
 
 from playground import trace
-from playground.replay import RecordingTokenizer
-from playground.progress import Progress, quiet
-from playground.records import RoundRecord
-from playground.runner import Runner, Session, encode_prompt
-from playground.startup import Startup
+from playground.trace.replay import RecordingTokenizer
+from playground.core.progress import Progress, quiet
+from playground.core.records import RoundRecord
+from playground.run.runner import Runner, Session, encode_prompt
+from playground.run.startup import Startup
 from playground.ui import jobs, recorded_runs
 from playground.ui.common import (
     DECODING,

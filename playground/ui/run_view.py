@@ -10,10 +10,11 @@ from dataclasses import asdict, fields
 
 import gradio as gr
 
-from playground import decoding, sametext, trace, tracefile
-from playground.numbers import fmt
-from playground.replay import decoded_table
-from playground.records import RoundRecord
+from playground import decoding, trace
+from playground.trace import sametext, tracefile
+from playground.core.numbers import fmt
+from playground.trace.replay import decoded_table
+from playground.core.records import RoundRecord
 from playground.ui.common import View, status_html
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, draftfree, race, tokens
@@ -100,7 +101,7 @@ def precisions(run: CurrentRun) -> str:
 
 
 TTFT = "time to first token (the prompt's passes and the first round)"
-# a round 0 that fed the target no prompt: the start-up kept the example prompt's prefill (playground/prefixes.py)
+# a round 0 that fed the target no prompt: the start-up kept the example prompt's prefill (playground/run/prefixes.py)
 TTFT_KEPT = (
     "time to first token (the first round; the target's prefill of this example prompt was kept from the start-up)"
 )

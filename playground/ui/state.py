@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from playground import decoding, theory, trace
+from playground import decoding, trace
+from playground.core import theory
 from playground.engine import SpeculativeDecoder
 from playground.models import LoadedPair
-from playground.records import RoundRecord
-from playground.spec import RunSpec
+from playground.core.records import RoundRecord
+from playground.run.spec import RunSpec
 from playground.ui import budget
 
 KEEP_DOWNLOADS = 3  # sets of download files kept per session; older ones are removed

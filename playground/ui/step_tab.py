@@ -8,9 +8,9 @@ from typing import Any
 
 import gradio as gr
 
-from playground.errors import Ended
-from playground.progress import Progress, quiet
-from playground.runner import Runner
+from playground.core.errors import Ended
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner
 from playground.ui import jobs
 from playground.ui.common import DECODING, Controls, error_status, gpu, gradio_progress, read_spec, status_html
 from playground.ui.state import SessionState, StepThrough

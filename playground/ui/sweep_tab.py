@@ -11,12 +11,12 @@ import pandas as pd
 
 from playground import bench
 from playground.bench.results import columns
-from playground.errors import PlaygroundError
-from playground.errors import shown as quoted
-from playground.progress import Progress, quiet
-from playground.runner import Runner
-from playground.config import KPolicy, K_MAX, K_MIN
-from playground.inputs import parse_list
+from playground.core.errors import PlaygroundError
+from playground.core.errors import shown as quoted
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner
+from playground.core.config import KPolicy, K_MAX, K_MIN
+from playground.core.inputs import parse_list
 from playground.ui import jobs
 from playground.ui.common import (
     DECODING,

@@ -9,8 +9,9 @@ from typing import Any
 
 import gradio as gr
 
-from playground import settings, theory
-from playground.inputs import parse_real
+from playground.run import settings
+from playground.core import theory
+from playground.core.inputs import parse_real
 from playground.ui.common import checked_by_us, error_status
 from playground.ui.state import CurrentRun, SessionState
 from playground.views.theory import measured_point, profile_figure, theory_figure

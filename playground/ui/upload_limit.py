@@ -12,7 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 
-from playground import recorded
+from playground.run import recorded
 from playground.ui import budget, jobs
 from playground.ui.uploads import MAX_UPLOADS, UPLOAD_BYTES, UPLOAD_TTL_S, Uploads, owner, remove_leftovers, uploads
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import gradio as gr
 
 from playground.vllm import peer as vllm_peer
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.ui import jobs
 
 POOL_SIZE = 2  # checks at once, all users together

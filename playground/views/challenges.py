@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.config import BASELINE, SPECULATIVE
+from playground.core.config import BASELINE, SPECULATIVE
 from playground.views import charts
 
 BATCH, CONTEXT, PRECISION = "batch size", "context length", "precision"

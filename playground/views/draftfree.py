@@ -10,8 +10,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Sequence
 
-from playground.numbers import fmt
-from playground.records import LookaheadExtras, RoundRecord, SuffixExtras
+from playground.core.numbers import fmt
+from playground.core.records import LookaheadExtras, RoundRecord, SuffixExtras
 from playground.views.text import escape_text, num, piece_text
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in

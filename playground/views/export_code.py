@@ -1,7 +1,7 @@
 """A run, as code to take to production: a Hugging Face `model.generate` snippet and a vLLM
 `speculative_config`.
 
-Input is the run's RunSpec, already validated (playground.spec), so nothing is range-checked here.
+Input is the run's RunSpec, already validated (playground.run.spec), so nothing is range-checked here.
 Every user-controlled string (model ids, the prompt) goes into the code through repr(), so quotes
 or newlines in it stay inside a string literal; every number is an int or a float of the spec.
 """
@@ -13,9 +13,9 @@ import shlex
 from typing import Callable
 
 from playground import decoding
-from playground.errors import PlaygroundError
-from playground.config import KPolicy, Precision
-from playground.spec import RunSpec
+from playground.core.errors import PlaygroundError
+from playground.core.config import KPolicy, Precision
+from playground.run.spec import RunSpec
 
 # The offline packs are GGUF re-uploads of these Hub models.
 PACK_HUB_IDS = {

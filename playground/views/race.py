@@ -21,7 +21,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Sequence
 
 from playground import trace
-from playground.records import RoundRecord
+from playground.core.records import RoundRecord
 from playground.views.tokens import piece_text
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Sequence
 
-from playground.records import RoundRecord
+from playground.core.records import RoundRecord
 from playground.views.text import escape_text, num, piece_text
 
 # Which letter is which: the page follows Chen et al.; students often read Leviathan et al. first, who swap them.

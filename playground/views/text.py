@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Sequence
 
-from playground.numbers import fmt
+from playground.core.numbers import fmt
 
 if TYPE_CHECKING:  # a view never imports transformers: the tokenizer is passed in
     from transformers import PreTrainedTokenizerBase

@@ -1,7 +1,7 @@
 """The theory explorer: Leviathan et al.'s expected tokens per round and speedup against k, the
 same model calibrated to this machine's measured verify cost v(k), and the measured cost of
 scoring n tokens in one pass. Pure functions of numbers -> plotly figures (the formulas live in
-playground.theory; this module only draws them)."""
+playground.core.theory; this module only draws them)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground import theory
-from playground.errors import PlaygroundError, shown
+from playground.core import theory
+from playground.core.errors import PlaygroundError, shown
 from playground.views import charts
 
 IDEAL, CALIBRATED = "ideal (v = 1)", "this machine (measured v(k))"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from playground.records import CrossExtras, RoundRecord
+from playground.core.records import CrossExtras, RoundRecord
 from playground.views import draftfree
 from playground.views.text import escape_text, num, piece_text
 

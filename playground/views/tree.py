@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Sequence
 
-from playground.records import RoundRecord, SizedExtras
+from playground.core.records import RoundRecord, SizedExtras
 from playground.views import tokens
 from playground.views.text import escape_text, num, piece_text
 
@@ -105,7 +105,7 @@ def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: 
 
 
 def sized_html(record: RoundRecord) -> str:
-    """Why a sized tree's round drafted this tree (records.SizedExtras, playground/treesize.py); "" otherwise."""
+    """Why a sized tree's round drafted this tree (records.SizedExtras, playground/engine/treesize.py); "" otherwise."""
     x = record.extras
     if not isinstance(x, SizedExtras) or not x.steps:
         return ""

@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from playground import settings
+from playground.run import settings
 from playground.vllm.metrics import SpecCounters
-from playground.errors import Ended, PlaygroundError
+from playground.core.errors import Ended, PlaygroundError
 
 METHODS = ("target", "draft_model", "ngram", "suffix")  # vLLM's names; "target": no speculative_config
 METHOD_LABELS = {

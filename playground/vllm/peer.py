@@ -27,16 +27,18 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 
-from playground import decoding, models, outbound, sametext, settings, trace
+from playground import decoding, models, trace
+from playground.run import outbound, settings
+from playground.trace import sametext
 from playground.bench.results import Result
 from playground.vllm.engine import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.vllm.models import max_model_len, model_folder
 from playground.vllm.server import VLLMServer
-from playground.errors import PlaygroundError
-from playground.progress import Progress, quiet
-from playground.runner import Runner, encode_prompt
-from playground.config import DecodeConfig, KPolicy, Precision
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.errors import PlaygroundError
+from playground.core.progress import Progress, quiet
+from playground.run.runner import Runner, encode_prompt
+from playground.core.config import DecodeConfig, KPolicy, Precision
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.grid import BASELINE as TARGET_ALONE  # a target-alone row's drafter
 
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}

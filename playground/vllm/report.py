@@ -8,13 +8,13 @@ from typing import Sequence
 
 import pandas as pd
 
-from playground import sametext
+from playground.trace import sametext
 from playground.bench import hf
 from playground.bench.results import Result
 from playground.vllm.engine import METHOD_LABELS
 from playground.vllm.metrics import SpecCounters
 from playground.vllm.peer import SERVER_TARGET, TARGET_ALONE
-from playground.numbers import fmt as _fmt
+from playground.core.numbers import fmt as _fmt
 
 VLLM_TARGETS = (METHOD_LABELS["target"], SERVER_TARGET)
 ABOUT = (

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from playground import outbound
+from playground.run import outbound
 from playground.vllm.engine import VLLMRequest, stop_group, tail, vllm_env, vllm_python
 from playground.vllm.server import VLLMServer
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""A tiny random pair that vLLM's CPU build can load: playground/tiny.py's models have a head dimension of 16,
+"""A tiny random pair that vLLM's CPU build can load: playground/models/tiny.py's models have a head dimension of 16,
 which vLLM's CPU attention does not support ("Unsupported CPU attention configuration: head_dim=16";
 it takes 32, 64, 80, 96, 112, 128, ...); these have 32 (hidden 128, 4 heads). The draft is a noisy
 copy of the target, as in tiny.build_pair. No weights are downloaded."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from playground import tiny
+from playground.models import tiny
 
 
 def build_pair(root: Path) -> dict[str, Path]:

@@ -9,9 +9,9 @@ import pytest
 
 from playground.bench import challenges, memory
 from playground.bench.cli import main
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 from playground.models.cache import model_bytes
-from playground.config import BASELINE, SPECULATIVE
+from playground.core.config import BASELINE, SPECULATIVE
 from tests.helpers import load_pair
 
 

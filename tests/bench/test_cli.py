@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from playground import bench, tiny
-from playground.config import DrafterKind
+from playground import bench
+from playground.models import tiny
+from playground.core.config import DrafterKind
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +277,7 @@ def test_unparseable_numbers_are_argparse_errors(capsys):
 
 def test_drafter_names_and_precisions_make_a_grid(monkeypatch):
     from playground.bench.cli import drafter_specs
-    from playground.config import DrafterKind, Precision
+    from playground.core.config import DrafterKind, Precision
 
     monkeypatch.setenv("PLAYGROUND_DEVICE", "cpu")
     specs = drafter_specs(["draft model", "draft model:bf16", "early exit:7", "prompt lookup"], ["int8", "fp32"])

@@ -12,10 +12,10 @@ import pytest
 from playground import models
 from playground.bench import MAX_CELLS, Result, decode_grid, grid_frame, hf, run_grid, vs_best_hf
 from playground.bench.grid import count_cells
-from playground.errors import PlaygroundError
-from playground.runner import Runner
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.errors import PlaygroundError
+from playground.run.runner import Runner
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from tests.helpers import load_pair
 
 PROMPTS = {"code": "def fibonacci(n):", "story": "Once upon a time"}

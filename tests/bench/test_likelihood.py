@@ -14,9 +14,9 @@ import torch
 
 from playground.bench import decode_grid, likelihood, run_grid
 from playground.bench.results import Result
-from playground.runner import Runner, encode_prompt
-from playground.config import DecodeConfig, DrafterKind
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.run.runner import Runner, encode_prompt
+from playground.core.config import DecodeConfig, DrafterKind
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from tests.helpers import load_pair
 
 PROMPTS = {"code": "def fibonacci(n):", "story": "Once upon a time"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from playground.bench import load
-from playground.progress import quiet
+from playground.core.progress import quiet
 
 
 def test_the_hogs_start_once_and_always_stop():

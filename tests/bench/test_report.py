@@ -10,8 +10,8 @@ import pytest
 
 from playground.bench import grid_frame, hf, report, targets
 from playground.bench.results import Result
-from playground.errors import PlaygroundError
-from playground.config import DecodeConfig
+from playground.core.errors import PlaygroundError
+from playground.core.config import DecodeConfig
 
 # the k label of the default policy's rows: what the targets' k "default" selects
 DEFAULT_K = DecodeConfig.default("policy").value

@@ -25,10 +25,10 @@ from playground import trace
 from playground.vllm import serve as vllm_serve, server as vllm_server
 from playground.vllm.metrics import SpecCounters, parse_prometheus
 from playground.vllm.engine import Stopped, VLLMRequest, run_worker, vllm_python
-from playground.errors import PlaygroundError
-from playground.runner import encode_prompt, new_tokens
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.core.errors import PlaygroundError
+from playground.run.runner import encode_prompt, new_tokens
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from tests.vllm_support import K, MAX_TOKENS, fast_request as request, not_vllm_server, require_vllm
 
 TEXTS = {"story": "Once upon a time", "code": "def fibonacci(n):", "fox": "The quick brown fox"}

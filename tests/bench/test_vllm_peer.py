@@ -21,10 +21,10 @@ from playground.vllm import peer as vllm_peer, report as vllm_report
 from playground.bench.results import Result
 from playground.vllm.peer import VLLMEngine, engine_choice, methods_for, vllm_ks
 from playground.vllm.report import positions_frame
-from playground.errors import PlaygroundError
-from playground.runner import Runner
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec
+from playground.core.errors import PlaygroundError
+from playground.run.runner import Runner
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec
 from tests.vllm_support import require_vllm
 
 PAIR = "tiny vllm (test)"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from playground.config import DecodeConfig
+from playground.core.config import DecodeConfig
 
 from test_recorded_browser import ROOT, browser, shots, status, wait_status  # noqa: F401  (browser: a fixture)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from playground import tiny
+from playground.models import tiny
 from tests.conftest import free_port
 from tests.load.test_load import LONG, QUEUED, args, running
 

@@ -12,8 +12,8 @@ import tracemalloc
 
 import torch
 
-from playground import settings
-from playground.config import DrafterKind
+from playground.run import settings
+from playground.core.config import DrafterKind
 from playground.decoding.suffix import SuffixMemory
 from playground.ui import budget, recorded_runs, theory_tab
 from playground.ui.state import CurrentRun, SessionState

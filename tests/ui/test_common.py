@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from playground import decoding, models
-from playground.config import DrafterKind, KPolicy
+from playground.core.config import DrafterKind, KPolicy
 from playground.ui.common import pair_drafter
 
 DRAFT, CROSS = DrafterKind.DRAFT_MODEL.value, DrafterKind.CROSS_TOKENIZER.value

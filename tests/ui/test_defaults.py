@@ -9,8 +9,8 @@ from pathlib import Path
 import gradio as gr
 
 from playground import decoding
-from playground.config import DecodeConfig, KPolicy
-from playground.spec import parse_policy
+from playground.core.config import DecodeConfig, KPolicy
+from playground.run.spec import parse_policy
 from playground.ui import build_demo
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

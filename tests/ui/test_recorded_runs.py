@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from playground import recorded
+from playground.run import recorded
 from playground.ui import recorded_runs, run_tab
 from playground.ui.common import View
 from playground.ui.state import SessionState

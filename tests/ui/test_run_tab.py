@@ -11,10 +11,11 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from playground import models, threads, trace
-from playground.records import RoundRecord
-from playground.config import DrafterKind
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground import models, trace
+from playground.engine import threads
+from playground.core.records import RoundRecord
+from playground.core.config import DrafterKind
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from playground.ui import build_demo, common, recorded_runs, run_tab, run_view
 from playground.ui.common import View
 from playground.ui.state import KEEP_DOWNLOADS, CurrentRun, SessionState
@@ -491,7 +492,7 @@ def test_a_sized_tree_run_shows_its_plan_in_the_tree_panel_and_the_summary(tiny_
 
 def test_the_first_token_says_when_the_prompt_s_prefill_was_kept(tiny_catalog, runner):
     """A run whose first round fed the target no prompt (the start-up kept the example prompt's prefill,
-    playground/prefixes.py) says so beside its time to first token; a run that prefilled does not."""
+    playground/run/prefixes.py) says so beside its time to first token; a run that prefilled does not."""
     state = SessionState()
     final = call(runner, state, compare=False, max_new_tokens=8)[-1]
     assert run_view.TTFT in final.summary and run_view.TTFT_KEPT not in final.summary

@@ -17,7 +17,7 @@ from gradio import queueing
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.suffix import SuffixMemory
 from playground.ui import build_demo, launch_options, sessions
 from playground.ui.state import SessionState

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import run_all
-from playground.runner import new_tokens
+from playground.run.runner import new_tokens
 from playground.ui.common import read_spec
 from playground.ui.state import SessionState
 from playground.ui.step_tab import step_next, step_start

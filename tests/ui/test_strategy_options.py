@@ -9,8 +9,8 @@ from dataclasses import fields
 import pytest
 
 from playground import decoding
-from playground.config import Precision
-from playground.spec import DrafterSpec, parse_drafter_name
+from playground.core.config import Precision
+from playground.run.spec import DrafterSpec, parse_drafter_name
 from playground.ui import build_demo, links
 from playground.ui.common import NAMES, read_spec
 from ui_support import controls

@@ -3,7 +3,7 @@ calibrated curve from the runner's cost profile, and the V(n) chart)."""
 
 from __future__ import annotations
 
-from playground import theory
+from playground.core import theory
 from playground.ui import run_tab
 from playground.ui.state import SessionState
 from playground.ui.theory_tab import theory_from_run, theory_view

@@ -27,7 +27,7 @@ from conftest import free_port
 from starlette.testclient import TestClient
 from test_sessions import ALICE, as_page, open_upload
 
-from playground import recorded
+from playground.run import recorded
 from playground.ui import build_demo, launch_options, sessions, upload_limit, uploads
 
 TRACE = (Path(__file__).resolve().parents[2] / "assets" / "runs" / "story.json").read_bytes()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.config import DEFAULT_CONFIDENCE, KPolicy
+from playground.core.config import DEFAULT_CONFIDENCE, KPolicy
 from playground.ui.common import Controls
 
 PAIR, TWIN = "tiny (test)", "tiny twin (test)"

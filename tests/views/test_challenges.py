@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from playground.views import challenges as views
-from playground.config import BASELINE, SPECULATIVE
+from playground.core.config import BASELINE, SPECULATIVE
 
 
 def batch_frame(speedups: dict[int, float], equal: bool = True) -> pd.DataFrame:

@@ -7,8 +7,8 @@ import pytest
 
 from tests.helpers import run_all
 from playground import trace
-from playground.records import RoundRecord
-from playground.config import DrafterKind
+from playground.core.records import RoundRecord
+from playground.core.config import DrafterKind
 from playground.views import charts
 
 

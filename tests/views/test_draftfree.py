@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from playground import trace
-from playground.records import LookaheadExtras, RoundRecord, SuffixExtras, TreeExtras
+from playground.core.records import LookaheadExtras, RoundRecord, SuffixExtras, TreeExtras
 from playground.views import draftfree, tokens
 from tests.helpers import Hostile, Words
 

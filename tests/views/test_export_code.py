@@ -12,9 +12,9 @@ import types
 
 import pytest
 
-from playground.errors import PlaygroundError
-from playground.config import DecodeConfig, DrafterKind, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
+from playground.core.errors import PlaygroundError
+from playground.core.config import DecodeConfig, DrafterKind, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config, vllm_serve_command
 
 TARGET, DRAFT = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"

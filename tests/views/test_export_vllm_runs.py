@@ -18,9 +18,9 @@ import pytest
 
 from tests.helpers import run_all, load_pair
 from playground.vllm.engine import stop_group, vllm_env, vllm_python
-from playground.runner import new_tokens
-from playground.config import DecodeConfig, DrafterKind, Precision, KPolicy
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.run.runner import new_tokens
+from playground.core.config import DecodeConfig, DrafterKind, Precision, KPolicy
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 from playground.views.export_code import vllm_code, vllm_config
 from tests.vllm_support import K, MAX_TOKENS, require_vllm
 

@@ -13,8 +13,8 @@ from html.parser import HTMLParser
 import pytest
 
 from tests.helpers import run_all
-from playground.records import RoundRecord
-from playground.config import DrafterKind
+from playground.core.records import RoundRecord
+from playground.core.config import DrafterKind
 from playground.views import race
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from playground.records import RoundRecord
+from playground.core.records import RoundRecord
 from playground.views.step import explain_round
 from tests.helpers import run_all, Hostile, Words
 

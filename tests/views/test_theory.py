@@ -1,6 +1,6 @@
 """The theory explorer's figures: Leviathan's ideal curve, this machine's calibrated curve, the
 best k of each starred, a run overlaid; the V(n) / V(1) profile chart. Expected values are
-written out here from the paper's formulas, not taken from playground.theory."""
+written out here from the paper's formulas, not taken from playground.core.theory."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import math
 import pytest
 
 from tests.helpers import run_all
-from playground import theory, trace
-from playground.errors import PlaygroundError
+from playground.core import theory
+from playground import trace
+from playground.core.errors import PlaygroundError
 from playground.views.theory import measured_point, profile_figure, theory_figure
 
 KS = list(range(1, 17))

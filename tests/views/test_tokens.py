@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_all
-from playground.records import CrossExtras, RoundRecord
-from playground.config import DrafterKind
+from playground.core.records import CrossExtras, RoundRecord
+from playground.core.config import DrafterKind
 from playground.views import tokens
 from playground.views.text import escape_text, num
 

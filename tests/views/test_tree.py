@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from playground.records import RoundRecord, SizedExtras, TreeExtras
+from playground.core.records import RoundRecord, SizedExtras, TreeExtras
 from playground.views.tree import node_kinds, tree_html
 from tests.helpers import Hostile, Words
 

@@ -4,7 +4,7 @@ them): everything the rest of playground/ knows of the strategy.
 
 Adding one: a module here, in MODULES below. Options: a frozen dataclass (defaults, checks in __post_init__, a
 label). WIDGETS: the sidebar's controls and the link's fields are built from them (Strategy.about: folded in the
-options accordion under that note). build(options, pair, context) -> the Drafter (playground/draft.py); context
+options accordion under that note). build(options, pair, context) -> the Drafter (playground/core/draft.py); context
 (options.Context): the confidence threshold, the prompt's encoder, an own token tree, the session's kept state.
 STRATEGY: the capabilities, the command line's short name and positional option (Strategy.short, .positional; every
 Options field is an option there by its own name too), an optional session-state factory (Strategy.session),

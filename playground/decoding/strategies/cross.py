@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from playground.config import DrafterKind, Precision
+from playground.core.config import DrafterKind, Precision
 from playground.decoding.options import NONE, Context, Peer, Strategy, precision_of
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
 
 NO_VLLM = (  # the vLLM export's whole snippet, as comments

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from playground.config import DrafterKind, Precision
+from playground.core.config import DrafterKind, Precision
 from playground.decoding.options import Context, Peer, Strategy, Widget, precision_of, typed
-from playground.errors import PlaygroundError, shown
-from playground.numbers import is_int
+from playground.core.errors import PlaygroundError, shown
+from playground.core.numbers import is_int
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
 
 NAMES = {"vocab": "draft_vocab"}  # "draft model:int8,vocab=32768" (a bare word: the precision)

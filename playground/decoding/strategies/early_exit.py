@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.options import NONE, Context, Peer, Strategy, Widget, typed
-from playground.errors import PlaygroundError, shown
-from playground.numbers import is_int
+from playground.core.errors import PlaygroundError, shown
+from playground.core.numbers import is_int
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.options import NONE, Context, Peer, Strategy, Widget, flag, typed, whole
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
 
 # W, N and G sized for a CPU pass of about 16 tokens (docs/draft-free.md); the paper's GPU settings (W 15, N 5,

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from playground.config import DrafterKind, Precision
+from playground.core.config import DrafterKind, Precision
 from playground.decoding.options import Context, Peer, Strategy, precision_of, typed, whole
 from playground.decoding.strategies import prompt_lookup
-from playground.numbers import fmt
+from playground.core.numbers import fmt
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
 
 # The peers run the draft model alone ({tool}: transformers or vLLM); vLLM's bench rows stand beside it too

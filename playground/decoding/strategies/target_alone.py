@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from playground.config import DrafterKind
+from playground.core.config import DrafterKind
 from playground.decoding.options import Context, Peer, Strategy
 
 if TYPE_CHECKING:
-    from playground.draft import Drafter
+    from playground.core.draft import Drafter
     from playground.models import LoadedPair
 
 

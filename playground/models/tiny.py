@@ -175,5 +175,5 @@ def write_pairs_file(root: Path, cross: bool = False) -> Path:
     return path
 
 
-if __name__ == "__main__":  # python -m playground.tiny DIR
+if __name__ == "__main__":  # python -m playground.models.tiny DIR
     print(write_pairs_file(Path(sys.argv[1]), cross=True))

@@ -16,12 +16,12 @@ from typing import Any, Callable, Iterator
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground import theory
-from playground.draft import Drafter
-from playground.errors import PlaygroundError
+from playground.core import theory
+from playground.core.draft import Drafter
+from playground.core.errors import PlaygroundError
 from playground.kernels.step import LeanForward, target_cache
-from playground.records import RoundRecord
-from playground.config import DecodeConfig, KPolicy, K_MAX, K_MIN
+from playground.core.records import RoundRecord
+from playground.core.config import DecodeConfig, KPolicy, K_MAX, K_MIN
 
 PROBE_EVERY = 8  # THEORY's pause drafts one probe token after this many plain steps in a row
 
@@ -161,7 +161,7 @@ class SpeculativeDecoder(Loop):
     ):
         """profile: the costs the THEORY k policy plans with (fixed for the run; see KSchedule). threads: called
         before each round to fit the thread count to the cores other processes leave, or only to read their load
-        (playground/threads.py: Fit, Fit.watch); it returns (threads, load), which the round's record keeps."""
+        (playground/engine/threads.py: Fit, Fit.watch); it returns (threads, load), which the round's record keeps."""
         if input_ids.ndim != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] == 0:
             raise PlaygroundError("The prompt is empty: type something to continue.")
         window = getattr(target.config, "max_position_embeddings", None)

@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from playground.records import SizedExtras
-from playground.treeshape import MAX_TREE_DEPTH, MAX_TREE_WIDTH
+from playground.core.records import SizedExtras
+from playground.core.treeshape import MAX_TREE_DEPTH, MAX_TREE_WIDTH
 
 PRIOR = (0.7, 0.1, 0.04, 0.02, 0.01, 0.01, 0.005, 0.005)  # by rank: a draft that agrees ~70 % of the time
 PRIOR_VISITS = 4.0  # the prior weighs as much as this many visits

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from playground import models, settings
-from playground.errors import PlaygroundError, without_paths
+from playground import models
+from playground.run import settings
+from playground.core.errors import PlaygroundError, without_paths
 from playground.kernels import ops as kernel_ops
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, install_in_background, needs_install
-from playground.runner import Runner
-from playground.config import DecodeConfig
-from playground.spec import DrafterSpec, PairSpec, RunSpec
+from playground.run.runner import Runner
+from playground.core.config import DecodeConfig
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 WAIT_TICK_S = 1.0  # how often a waiting Generate repeats what it waits for
 

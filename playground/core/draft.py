@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import DynamicCache, PreTrainedModel
 
-    from playground.config import DecodeConfig, SamplingParams
-    from playground.records import RoundRecord
+    from playground.core.config import DecodeConfig, SamplingParams
+    from playground.core.records import RoundRecord
 
 
 @dataclass

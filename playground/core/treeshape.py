@@ -3,7 +3,7 @@ parse_tree (part of the run description: config.DecodeConfig holds one). Pure: n
 
 Three kinds: static ("3-2-1-1"), dynamic ("dynamic:16", EAGLE-2 style) and sized ("sized:16", Sequoia style: a
 new tree every round, the one with the most expected tokens per unit of time under the measured costs and the
-run's acceptance by rank, at most N nodes; playground/treesize.py)."""
+run's acceptance by rank, at most N nodes; playground/engine/treesize.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from playground.errors import PlaygroundError, shown
-from playground.numbers import is_int
+from playground.core.errors import PlaygroundError, shown
+from playground.core.numbers import is_int
 
 MAX_TREE_NODES = 64  # the most draft tokens a token tree may hold (the target scores them in one pass)
 MAX_TREE_WIDTH = 8  # the most children a tree node may have

@@ -41,7 +41,7 @@ class TreeExtras:
 
 @dataclass
 class SizedExtras(TreeExtras):
-    """A round of a tree sized by the measured costs (DecodeConfig.tree "sized:N", playground/treesize.py): the
+    """A round of a tree sized by the measured costs (DecodeConfig.tree "sized:N", playground/engine/treesize.py): the
     plan it drafted and why. expected: the tokens per round the plan expected (the target's own included); steps:
     its expected time in target steps (the draft's passes and the target's, from the measured costs); widths: its
     planned nodes per depth (the drafted tree may hold fewer: a node has no more children than tokens of p > 0);
@@ -198,7 +198,7 @@ class RoundRecord:
     residual: list[tuple[int, float]] = field(default_factory=list)
     stop: str = ""  # "eos", "length" when this round ended the run
     prefill: int = 0  # tokens the target scored in this pass beyond the k + 1 (the prompt, in round 0)
-    # The machine as the round started (playground/threads.py): the threads it ran on (0: not recorded) and the
+    # The machine as the round started (playground/engine/threads.py): the threads it ran on (0: not recorded) and the
     # cores' worth of CPU that other processes used just before (load >= LOADED: the round ran under load).
     threads: int = 0
     load: float = 0.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from playground.config import SamplingParams
+from playground.core.config import SamplingParams
 
 
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:

@@ -30,7 +30,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from playground.errors import Ended, PlaygroundError, shown
+from playground.core.errors import Ended, PlaygroundError, shown
 
 TICK_S = 0.25  # how often a waiting call reads Stop and its deadline
 MAX_ANSWER = 16 * 1024 * 1024  # bytes: a /metrics of a large server is a few hundred kB

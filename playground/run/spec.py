@@ -1,7 +1,7 @@
 """One typed description of a run, validated once, here.
 
 Everything that decodes (the UI's tabs, the API, the benchmark, the sweep, the pair comparison,
-step-through, export, the tests) builds a `RunSpec` and hands it to `playground.runner`. User
+step-through, export, the tests) builds a `RunSpec` and hands it to `playground.run.runner`. User
 input (the UI's widgets, API values, CLI strings) is read only by the `parse_*` / `from_*`
 functions of this module; after that, drafters, precisions and k policies travel as enums.
 Every error is a PlaygroundError whose message names the field.
@@ -12,12 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from playground import settings
-from playground.config import K_MAX, K_MIN, TARGET_PRECISIONS, DecodeConfig, DrafterKind, KPolicy, Precision, enum_value
+from playground.run import settings
+from playground.core.config import (
+    K_MAX,
+    K_MIN,
+    TARGET_PRECISIONS,
+    DecodeConfig,
+    DrafterKind,
+    KPolicy,
+    Precision,
+    enum_value,
+)
 from playground.decoding import BASELINE, DRAFTERS, Strategy, kind_of, strategy
 from playground.decoding.options import parse_options
-from playground.errors import PlaygroundError, shown
-from playground.inputs import MAX_LIST_CHARS
+from playground.core.errors import PlaygroundError, shown
+from playground.core.inputs import MAX_LIST_CHARS
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
 
-from playground import settings
-from playground.errors import PlaygroundError, shown
-from playground.numbers import is_int, is_real
-from playground.treeshape import TreeShape, parse_tree
+from playground.run import settings
+from playground.core.errors import PlaygroundError, shown
+from playground.core.numbers import is_int, is_real
+from playground.core.treeshape import TreeShape, parse_tree
 
 K_MIN, K_MAX = 1, 16  # K_MAX is also treeshape.MAX_TREE_DEPTH, the deepest tree
 DEFAULT_CONFIDENCE = 0.4  # the confidence policy's threshold: transformers' assistant_confidence_threshold default

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from playground.records import RoundRecord
+from playground.core.records import RoundRecord
 
 
 def as_rounds(tokens: list[int], margins: list[float] = ()) -> list[RoundRecord]:

@@ -21,8 +21,8 @@ from typing import Callable
 
 import torch
 
-from playground.draft import Tree, Verdict
-from playground.sampling import sample
+from playground.core.draft import Tree, Verdict
+from playground.engine.sampling import sample
 
 
 # ---------------------------------------------------------------- a chain

@@ -15,14 +15,14 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, get_type_hints
 
-from playground import theory
-from playground.errors import PlaygroundError, shown
-from playground.records import EXTRAS, RoundRecord, columns, stated
-from playground.replay import ReplayTokenizer
-from playground.config import DecodeConfig, Precision
-from playground.spec import DrafterSpec, PairSpec, RunSpec, options_of
-from playground.treeshape import parse_tree
-from playground.tracefile import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
+from playground.core import theory
+from playground.core.errors import PlaygroundError, shown
+from playground.core.records import EXTRAS, RoundRecord, columns, stated
+from playground.trace.replay import ReplayTokenizer
+from playground.core.config import DecodeConfig, Precision
+from playground.run.spec import DrafterSpec, PairSpec, RunSpec, options_of
+from playground.core.treeshape import parse_tree
+from playground.trace.tracefile import TRACE_FORMAT as FORMAT, TRACE_VERSION as VERSION
 
 MAX_BYTES = 1_000_000  # a recorded run is a few tens of kB; 1 MB holds about a thousand rounds
 MAX_ROUNDS = 4_096

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from playground.errors import PlaygroundError, shown
-from playground.numbers import is_real
+from playground.core.errors import PlaygroundError, shown
+from playground.core.numbers import is_real
 
 MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
 

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from playground.records import LOADED
+from playground.core.records import LOADED
 
 WINDOW_S = 0.25  # how often the load is read again: a round or two of the draft, shorter than a segment
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -21,7 +21,7 @@ import torch
 from transformers import PreTrainedModel
 
 from playground.engine import clock
-from playground.decoding.cache import crop_cache
+from playground.engine.cache import crop_cache
 from playground.kernels.step import score, target_cache
 
 

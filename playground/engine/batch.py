@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 import torch
 from transformers import PreTrainedModel
 
-from playground.acceptance import batch_greedy
-from playground.decoding.cache import cache_bytes, crop_cache, draft_cache
+from playground.engine.acceptance import batch_greedy
+from playground.engine.cache import cache_bytes, crop_cache, draft_cache
 from playground.engine import Loop, cut
-from playground.errors import PlaygroundError
+from playground.core.errors import PlaygroundError
 
 
 def left_pad(chunks: list[list[int]], pad: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,17 +27,18 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from playground import decoding, models, speed, theory, threads
-from playground.batch import BatchedDecoder
-from playground.engine import Loop, SpeculativeDecoder
-from playground.errors import PlaygroundError
+from playground import decoding, models
+from playground.core import theory
+from playground.engine.batch import BatchedDecoder
+from playground.engine import Loop, SpeculativeDecoder, speed, threads
+from playground.core.errors import PlaygroundError
 from playground.models import LoadedPair
-from playground.prefixes import Prefixes
-from playground.progress import Progress, quiet
-from playground.records import RoundRecord
-from playground.config import DecodeConfig, KPolicy
-from playground.spec import DrafterSpec, RunSpec, check_prompt
-from playground.treesize import TreeCosts
+from playground.run.prefixes import Prefixes
+from playground.core.progress import Progress, quiet
+from playground.core.records import RoundRecord
+from playground.core.config import DecodeConfig, KPolicy
+from playground.run.spec import DrafterSpec, RunSpec, check_prompt
+from playground.engine.treesize import TreeCosts
 
 WARM_PROMPT = "Hello"
 PROFILE_NS = (1, 2, 3, 5, 9, 17)  # V(n) measured at these n, linear in between (theory.CostProfile)

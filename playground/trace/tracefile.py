@@ -1,13 +1,13 @@
-"""The trace as files: one row per round as CSV, the whole run as JSON (what playground.recorded reads back).
+"""The trace as files: one row per round as CSV, the whole run as JSON (what playground.run.recorded reads back).
 Every figure in them is trace.py's (trace.summarize): this module only writes them out."""
 
 from __future__ import annotations
 
 import json
 
-from playground import theory
-from playground.numbers import json_safe
-from playground.records import RoundRecord
+from playground.core import theory
+from playground.core.numbers import json_safe
+from playground.core.records import RoundRecord
 from playground.trace import Segments, frame, summarize, vllm_metrics
 
 
@@ -20,7 +20,7 @@ def to_csv(rounds: list[RoundRecord]) -> str:
     return df.to_csv(index=False)
 
 
-TRACE_FORMAT, TRACE_VERSION = "speculative-decoding-playground trace", 2  # what playground.recorded reads back
+TRACE_FORMAT, TRACE_VERSION = "speculative-decoding-playground trace", 2  # what playground.run.recorded reads back
 
 
 def to_json(
@@ -35,7 +35,7 @@ def to_json(
     the cost profile V(n) it used, the spec-decode figures under vLLM's names, every round, the target alone's
     rounds, `segments` (an interleaved comparison's rounds per segment, each side's: what its in-run figures are
     derived from) and `decoded`, the token texts the views showed (so that the run opens again with no model:
-    playground.recorded; docs/trace.md)."""
+    playground.run.recorded; docs/trace.md)."""
     doc = {
         "format": TRACE_FORMAT,
         "version": TRACE_VERSION,

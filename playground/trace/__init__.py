@@ -7,8 +7,8 @@ import statistics
 
 import pandas as pd
 
-from playground import theory
-from playground.records import COLUMNS, LOADED, RoundRecord, SizedExtras, counts
+from playground.core import theory
+from playground.core.records import COLUMNS, LOADED, RoundRecord, SizedExtras, counts
 
 NAN = float("nan")
 
@@ -81,7 +81,7 @@ def speedup(tokens_per_s: float, baseline_tokens_per_s: float) -> float:
 
 
 def batch_summary(rounds: list, tokens: int) -> dict:
-    """The figures of a batched run (playground.batch's rounds: per round its k, the rows that took part and
+    """The figures of a batched run (playground.engine.batch's rounds: per round its k, the rows that took part and
     each row's kept drafts), defined as summarize's: tokens/s = tokens of all sequences / the run's engine
     seconds (draft + verify); alpha = accepted / drafted; mean accepted = kept drafts per drafting row-round."""
     draft_s, verify_s = sum(r.draft_s for r in rounds), sum(r.verify_s for r in rounds)
@@ -117,7 +117,7 @@ def summarize(
       the first round's pass includes the prompt). The same definition for the target-alone baseline.
     - time to first token (ttft_s) = the first round's draft and verify seconds: the prompt passes (the
       draft's and the target's) and the first draft, after which the first round's tokens appear together. A
-      round 0 whose `prefill` is 0 fed the target no prompt: its prefill was kept (playground/prefixes.py).
+      round 0 whose `prefill` is 0 fed the target no prompt: its prefill was kept (playground/run/prefixes.py).
     - speedup = tokens/s / the baseline's tokens/s (same prompt, target, precision, sampling); only when
       a baseline ran.
     - alpha = accepted / drafted; alpha_eval = accepted / evaluated (drafts after a rejection are never

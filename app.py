@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError
 from playground.run.runner import Runner
 from playground.run.startup import Startup

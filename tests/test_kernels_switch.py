@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError
 
 ROOT = Path(__file__).resolve().parents[1]

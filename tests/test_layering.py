@@ -43,8 +43,8 @@ PURE = VIEWS + [
     "playground.decoding",
     "playground.core.numbers",
     "playground.core.progress",
-    "playground.run.settings",
-    "playground.run.outbound",
+    "playground.env.settings",
+    "playground.env.outbound",
     "playground.core.draft",
 ]
 ENGINE = [

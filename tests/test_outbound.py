@@ -1,4 +1,4 @@
-"""Requests to a server a user names (playground/run/outbound.py, through vllm.server.VLLMServer, the Compare pairs
+"""Requests to a server a user names (playground/env/outbound.py, through vllm.server.VLLMServer, the Compare pairs
 tab's vLLM row; issue 35.1-3). Each case against a local listener that records what reached it: nothing when a URL is
 refused, never a credential from the server's environment, no redirect followed, a slow drip cut at the call's
 deadline, Stop honoured mid-answer, no answer echoed; and an allow-listed loopback server still reached."""
@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from playground.run import settings
+from playground.env import settings
 from playground.vllm.engine import Stopped
 from playground.vllm.server import VLLMServer
 from playground.core.errors import Ended, PlaygroundError
@@ -50,7 +50,7 @@ def test_a_url_is_an_origin_and_nothing_else(url):
 
 
 def test_an_origin_is_normalised():
-    from playground.run import outbound
+    from playground.env import outbound
 
     assert str(outbound.parse_url(" HTTP://GPU-Box:8000/v1/ ")) == "http://gpu-box:8000"
     assert str(outbound.parse_url("https://[::1]")) == "https://[::1]:443"
@@ -100,7 +100,7 @@ def test_with_any_public_server_allowed_internal_addresses_are_still_refused(mon
 
 def test_this_machines_own_addresses_are_told_apart():
     """The app's own address on any interface: an address this machine can bind is its own."""
-    from playground.run import outbound
+    from playground.env import outbound
 
     own = socket.gethostbyname(socket.gethostname())
     assert outbound._this_machine(outbound.ipaddress.ip_address(own))

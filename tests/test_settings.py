@@ -1,4 +1,4 @@
-"""Every PLAYGROUND_* variable is read by playground/run/settings.py alone, when it is used (never at import), and
+"""Every PLAYGROUND_* variable is read by playground/env/settings.py alone, when it is used (never at import), and
 the README's table lists each one."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError
 from playground.core.config import DecodeConfig
 from playground.run.spec import check_prompt

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from playground.run import settings
+from playground.env import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 READY_S = 900  # a fresh cache converts both packs (minutes on 2 cores); a prepared one loads in under a minute

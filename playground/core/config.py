@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError, shown
 from playground.core.numbers import is_int, is_real
 from playground.core.treeshape import TreeShape, parse_tree

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from playground.run import settings
+from playground.env import settings
 
 HERE = Path(__file__).parent
 COMMON = ["-O3", "-fopenmp", "-shared", "-fPIC"]

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from playground.run import settings
+from playground.env import settings
 from playground.kernels import model as kernel_model
 from playground.core.errors import PlaygroundError
 from playground.models.load import (

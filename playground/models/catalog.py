@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError, shown
 from playground.core.config import DrafterKind
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from playground.run import settings
+from playground.env import settings
 from playground.kernels import model as kernel_model, ops as kernel_ops
 from playground.core.errors import PlaygroundError, shown, without_paths
 from playground.models.catalog import PACK_PREFIX

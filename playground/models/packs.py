@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError
 from playground.models.convert import in_child
 from playground.core.progress import Progress, quiet

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.config import (
     K_MAX,
     K_MIN,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from playground import models
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError, without_paths
 from playground.kernels import ops as kernel_ops
 from playground.models.catalog import PACK_PREFIX

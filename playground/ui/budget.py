@@ -23,7 +23,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
-from playground.run import settings
+from playground.env import settings
 
 SESSION_BYTES = 200_000  # Gradio's copy of the page's config per session (docs/reliability.md): counted, not dropped
 MB = 1_000_000

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import gradio as gr
 from gradio.server_messages import ProcessCompletedMessage
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import Ended
 from playground.ui.common import DECODING, status_html
 from playground.ui.state import SessionState

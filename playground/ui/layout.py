@@ -9,7 +9,7 @@ import html
 import gradio as gr
 
 from playground import models
-from playground.run import settings
+from playground.env import settings
 from playground.run.runner import Runner
 from playground.run.startup import Startup
 from playground.core.config import (

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from playground import models
-from playground.run import settings
+from playground.env import settings
 from playground.core.errors import PlaygroundError, shown
 from playground.decoding import DRAFTERS, strategy
 from playground.core.config import KPolicy, K_MAX, K_MIN

@@ -31,7 +31,7 @@ from typing import Any, AsyncIterator
 
 import gradio as gr
 
-from playground.run import settings
+from playground.env import settings
 from playground.ui import budget
 from playground.ui.state import SessionState
 from playground.ui.upload_limit import UploadLimit

@@ -9,7 +9,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground.run import settings
+from playground.env import settings
 from playground.core import theory
 from playground.core.inputs import parse_real
 from playground.ui.common import checked_by_us, error_status

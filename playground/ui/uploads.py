@@ -23,7 +23,8 @@ from gradio.utils import NamedString, get_upload_folder
 from gradio_client import utils as client_utils
 from starlette.requests import Request
 
-from playground.run import recorded, settings
+from playground.env import settings
+from playground.run import recorded
 from playground.ui import budget, jobs
 
 MAX_SESSIONS = 300  # sessions.MAX_SESSIONS: bounds the record of removed uploads

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from playground.run import settings
+from playground.env import settings
 from playground.vllm.metrics import SpecCounters
 from playground.core.errors import Ended, PlaygroundError
 

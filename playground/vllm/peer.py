@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 
 from playground import decoding, models, trace
-from playground.run import outbound, settings
+from playground.env import outbound, settings
 from playground.trace import sametext
 from playground.bench.results import Result
 from playground.vllm.engine import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python

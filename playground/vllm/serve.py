@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from playground.run import outbound
+from playground.env import outbound
 from playground.vllm.engine import VLLMRequest, stop_group, tail, vllm_env, vllm_python
 from playground.vllm.server import VLLMServer
 from playground.core.errors import PlaygroundError

@@ -3,7 +3,7 @@ its completions endpoint and its Prometheus `/metrics` (`vllm:spec_decode_*`), a
 from vLLM's environment on localhost (tests, local runs). Imports nothing of vllm; the results are
 vllm.engine's and vllm.metrics' (VLLMRun, SpecCounters), as from the worker.
 
-Every request goes through playground.run.outbound (the allow-list, checked addresses, no redirect, one deadline per
+Every request goes through playground.env.outbound (the allow-list, checked addresses, no redirect, one deadline per
 call, Stop); an unreachable URL, a server that is not vLLM and a model it does not serve each get a PlaygroundError
 that says so, never quoting what the server answered.
 """
@@ -22,7 +22,7 @@ from playground.vllm.engine import (
     VLLMRun,
 )
 from playground.vllm.metrics import SpecCounters, has_vllm_metrics, parse_prometheus
-from playground.run import outbound, settings
+from playground.env import outbound, settings
 from playground.core.errors import PlaygroundError
 
 # ---------------------------------------------------------------------------------- a server
@@ -39,7 +39,7 @@ class ServerInfo:
 
 class VLLMServer:
     """An OpenAI-compatible vLLM server given by URL (http://host:port, with or without /v1), reached only as
-    playground.run.outbound allows: a server of PLAYGROUND_VLLM_URLS (or `policy`'s), no redirect, one deadline per call
+    playground.env.outbound allows: a server of PLAYGROUND_VLLM_URLS (or `policy`'s), no redirect, one deadline per call
     (timeout_s for a completion, connect_timeout_s for the checks), Stop read during it. `api_key`: one the user gave
     for this server (sent to it alone, never shown); no key from the environment is ever sent."""
 

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 from gradio_client import Client
 
-from playground.run import settings
+from playground.env import settings
 from playground.ui.jobs import BEFORE_START, UNREAD_S
 
 MAX_JOBS_PER_CLIENT = settings.read().max_jobs_per_client  # what the app under test reads from the same environment

@@ -12,7 +12,7 @@ import tracemalloc
 
 import torch
 
-from playground.run import settings
+from playground.env import settings
 from playground.core.config import DrafterKind
 from playground.decoding.suffix import SuffixMemory
 from playground.ui import budget, recorded_runs, theory_tab

@@ -12,7 +12,7 @@ import pytest
 
 import gradio as gr
 
-from playground.run import settings
+from playground.env import settings
 from playground.ui import build_demo, challenges_tab, jobs, run_tab, step_tab
 from playground.ui.common import gradio_progress
 from playground.ui.common import DECODING

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from playground.core.errors import PlaygroundError
-from playground.run.outbound import ANY_PUBLIC, parse_url
+from playground.env.outbound import ANY_PUBLIC, parse_url
 
 QUEUE_SIZE = 32  # the device queue's places (ui/layout.py's demo.queue): no client or address may hold more
 # What sessions keep, all together: on a 24 GB machine the model cache takes 80 % (19.2 GB), Python, Gradio and the

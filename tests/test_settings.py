@@ -11,7 +11,7 @@ import pytest
 from playground.env import settings
 from playground.core.errors import PlaygroundError
 from playground.core.config import DecodeConfig
-from playground.run.spec import check_prompt
+from playground.run.spec import PairSpec, RunSpec, check_max_new_tokens, check_prompt
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,11 +94,21 @@ def test_the_limits_are_read_when_used_not_at_import(monkeypatch):
     monkeypatch.setenv("PLAYGROUND_MAX_NEW_TOKENS", "8")
     monkeypatch.setenv("PLAYGROUND_MAX_PROMPT_CHARS", "5")
     with pytest.raises(PlaygroundError, match="from 1 to 8"):
-        DecodeConfig(max_new_tokens=9)
+        check_max_new_tokens(DecodeConfig(max_new_tokens=9).max_new_tokens)
     with pytest.raises(PlaygroundError, match="the limit is 5"):
         check_prompt("too long")
     monkeypatch.delenv("PLAYGROUND_MAX_NEW_TOKENS")
+    assert check_max_new_tokens(9) == 9
+
+
+def test_a_decode_config_is_valid_whatever_the_environment(monkeypatch):
+    """core/ reads no environment: the server's limit is the run's to check (RunSpec), not the config's."""
+    monkeypatch.setenv("PLAYGROUND_MAX_NEW_TOKENS", "8")
     assert DecodeConfig(max_new_tokens=9).max_new_tokens == 9
+    with pytest.raises(PlaygroundError, match="max_new_tokens must be a whole number from 1"):
+        DecodeConfig(max_new_tokens=0)
+    with pytest.raises(PlaygroundError, match="from 1 to 8"):
+        RunSpec(PairSpec("p", "t"), decode=DecodeConfig(max_new_tokens=9), prompt="hi")
 
 
 ENV_READ = re.compile(r"(?:environ|getenv)\b[^\n]*PLAYGROUND_")

@@ -80,7 +80,7 @@ def select(frame: pd.DataFrame, filter_: dict) -> pd.DataFrame:
         if column not in frame.columns:
             raise PlaygroundError(f"targets: filter column {column!r} is not a column of the benchmark table.")
         if column == "k":
-            default = DecodeConfig.within_limit().k_label
+            default = DecodeConfig().k_label
             wanted = [default if w == "default" else w for w in (wanted if isinstance(wanted, list) else [wanted])]
         rows = rows[_matches(rows[column], wanted)]
     return rows

@@ -1,7 +1,8 @@
 """The kinds and config types every layer shares, at the bottom of the imports: which drafter (DrafterKind),
 how k is chosen (KPolicy), a model's precision, how a token is sampled and how one generation decodes
-(DecodeConfig, checked when built). It imports only the other leaves (settings, errors, numbers, treeshape),
-so the spec, the strategies, the engine and the views all import it and it imports none of them. Pure: no torch.
+(DecodeConfig, checked when built). It imports only the other modules of core/ (errors, numbers, treeshape), so
+the spec, the strategies, the engine and the views all import it and it imports none of them. Pure: no torch, and
+no environment: what the server allows (PLAYGROUND_MAX_NEW_TOKENS) is checked in the run's spec, which reads it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
 
-from playground.env import settings
 from playground.core.errors import PlaygroundError, shown
 from playground.core.numbers import is_int, is_real
 from playground.core.treeshape import TreeShape, parse_tree
@@ -119,11 +119,8 @@ class DecodeConfig:
             raise PlaygroundError(
                 f"k (draft length) must be a whole number from {K_MIN} to {K_MAX}, got {shown(self.k)}."
             )
-        limit = settings.read().max_new_tokens
-        if not is_int(self.max_new_tokens) or not 1 <= self.max_new_tokens <= limit:
-            raise PlaygroundError(
-                f"max_new_tokens must be a whole number from 1 to {limit}, got {shown(self.max_new_tokens)}."
-            )
+        if not is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+            raise PlaygroundError(f"max_new_tokens must be a whole number from 1, got {shown(self.max_new_tokens)}.")
         if not is_real(self.temperature) or not 0 <= self.temperature <= 2:
             raise PlaygroundError(f"temperature must be from 0 to 2 (0 = greedy), got {shown(self.temperature)}.")
         if not is_real(self.top_p) or not 0 < self.top_p <= 1:
@@ -145,15 +142,14 @@ class DecodeConfig:
 
     @staticmethod
     def default(name: str) -> Any:
-        """One field's default, read without building a config (building checks max_new_tokens against the
-        server's limit, PLAYGROUND_MAX_NEW_TOKENS)."""
+        """One field's default, read without building a config."""
         return next(f.default for f in fields(DecodeConfig) if f.name == name)
 
     @classmethod
-    def within_limit(cls) -> "DecodeConfig":
-        """The defaults, with max_new_tokens lowered to the server's limit where that is below the default: what the
-        page starts at and the app warms up with."""
-        return cls(max_new_tokens=min(cls.default("max_new_tokens"), settings.read().max_new_tokens))
+    def within_limit(cls, limit: int) -> "DecodeConfig":
+        """The defaults, with max_new_tokens lowered to `limit` (the server's: PLAYGROUND_MAX_NEW_TOKENS) where
+        that is below the default: what the page starts at and the app warms up with."""
+        return cls(max_new_tokens=min(cls.default("max_new_tokens"), limit))
 
     @property
     def sampling(self) -> SamplingParams:

@@ -156,6 +156,7 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         check_prompt(self.prompt)
+        check_max_new_tokens(self.decode.max_new_tokens)
         if self.drafter.needs_draft_model and not self.pair.draft:
             raise PlaygroundError(
                 f"The '{self.drafter.kind.value}' drafter needs a pair with a draft model; "
@@ -199,6 +200,15 @@ def check_prompt(prompt: object) -> str:
             "The prompt contains characters that are not valid text (a lone surrogate): remove them and try again."
         ) from None
     return prompt
+
+
+def check_max_new_tokens(n: int) -> int:
+    """A run's max_new_tokens within the server's limit (PLAYGROUND_MAX_NEW_TOKENS), read here, in the run's layer:
+    DecodeConfig (core/, no environment) checks only that it is a whole number from 1."""
+    limit = settings.read().max_new_tokens
+    if n > limit:
+        raise PlaygroundError(f"max_new_tokens must be a whole number from 1 to {limit}, got {shown(n)}.")
+    return n
 
 
 def parse_policy(value: object) -> KPolicy:

@@ -68,7 +68,7 @@ class Startup:
         return RunSpec(
             PairSpec(pair.name, pair.target, pair.draft),
             DrafterSpec(pair.drafter),
-            DecodeConfig.within_limit(),
+            DecodeConfig.within_limit(settings.read().max_new_tokens),
             "warm-up",
         )
 

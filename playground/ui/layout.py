@@ -247,7 +247,7 @@ def _widget(w: decoding.Widget) -> gr.components.Component:
 def _decoding_controls() -> dict:
     """k, the token tree, the k policy and its threshold, the temperature, the token limit; top-p and the seed side
     by side (a row of their own, so that the sidebar fits one screen). Each starts at DecodeConfig's default."""
-    d = DecodeConfig.within_limit()
+    d = DecodeConfig.within_limit(settings.read().max_new_tokens)
     out = dict(
         k=checked_by_us(gr.Slider(K_MIN, K_MAX, value=d.k, step=1, label="k (draft tokens per round)", elem_id="k")),
         tree=gr.Textbox(

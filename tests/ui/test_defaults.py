@@ -40,9 +40,8 @@ def test_decode_config_gives_the_documented_defaults():
 def test_a_default_is_read_without_building_a_config(monkeypatch):
     d = DecodeConfig()
     assert all(DecodeConfig.default(f.name) == getattr(d, f.name) for f in fields(DecodeConfig))
-    assert DecodeConfig.within_limit() == d
-    monkeypatch.setenv("PLAYGROUND_MAX_NEW_TOKENS", "100")  # a server whose limit is under the default
-    assert DecodeConfig.within_limit() == DecodeConfig(max_new_tokens=100)
+    assert DecodeConfig.within_limit(1024) == d
+    assert DecodeConfig.within_limit(100) == DecodeConfig(max_new_tokens=100)  # a server whose limit is under it
 
 
 def test_the_pages_controls_start_at_the_defaults(tiny_catalog, runner):

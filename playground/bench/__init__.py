@@ -8,7 +8,7 @@ checks docs/targets.json against a run, report.py writes docs/reports/benchmarks
 
 from playground.bench.grid import MAX_CELLS, decode_grid, run_grid
 from playground.bench.overhead import record_overhead
-from playground.bench.results import Result, grid_frame, vs_best_hf
+from playground.trace.results import Result, grid_frame, vs_best_hf
 from playground.bench.prompts import PROMPTS, load_prompts
 
 

@@ -24,7 +24,7 @@ from playground import decoding, models, trace
 from playground.trace import sametext
 from playground.engine.batch import BatchResult
 from playground.engine.cache import cache_bytes
-from playground.bench.results import columns, grid_frame
+from playground.trace.results import columns, grid_frame
 from playground.bench.grid import run_grid
 from playground.bench.memory import check_memory, check_window, kv_bytes_per_token, memory_left, memory_need
 from playground.bench.prompts import PROMPTS

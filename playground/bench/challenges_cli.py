@@ -23,7 +23,7 @@ import pandas as pd
 from playground import models
 from playground.bench import challenges
 from playground.bench.prompts import load_prompts
-from playground.bench.results import columns
+from playground.trace.results import columns
 from playground.bench.report import markdown_table
 from playground.core.errors import PlaygroundError
 from playground.core.numbers import json_safe

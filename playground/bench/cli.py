@@ -36,7 +36,7 @@ from playground.bench.flags import OPTIONS
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.machine import environment
 from playground.bench.overhead import record_overhead
-from playground.bench.results import columns, grid_frame, median_of_runs
+from playground.trace.results import columns, grid_frame, median_of_runs
 from playground.bench.prompts import load_prompts
 from playground.vllm.engine import VLLMRequest, run_worker
 from playground.core.errors import PlaygroundError

@@ -20,7 +20,7 @@ from playground import decoding, models, trace
 from playground.trace import sametext
 from playground.engine import speed
 from playground.bench import hf
-from playground.bench.results import Result, nan
+from playground.trace.results import Result, nan
 from playground.vllm.metrics import SpecCounters
 from playground.engine import clock
 from playground.core.errors import PlaygroundError

@@ -43,16 +43,9 @@ from playground.run.runner import WARM_PROMPT, encode_prompt
 from playground import decoding
 from playground.core.config import DecodeConfig, KPolicy
 from playground.run.spec import DrafterSpec
+from playground.trace.results import HF_ASSISTED, HF_CONFIDENCE, HF_DEFAULTS, HF_PROMPT_LOOKUP
+from playground.trace.results import HF_SAME_DRAFT, HF_TARGET_ALONE, HF_UNIVERSAL
 
-HF_TARGET_ALONE = "hf target alone"
-HF_SAME_DRAFT = "hf assisted (same draft)"
-HF_CONFIDENCE = "hf assisted (same draft, confidence)"
-HF_DEFAULTS = "hf assisted (HF defaults)"
-HF_PROMPT_LOOKUP = "hf prompt lookup"
-HF_UNIVERSAL = "hf universal assisted (same draft)"
-HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)
-HF_SPECULATIVE = HF_METHODS[1:]  # what vs_best_hf compares against
-HF_ASSISTED = (HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_UNIVERSAL)  # those that run the pair's draft model
 
 # The transformers adapter (decoding.Peer.adapter: a strategy's Strategy.hf, where the bench runs it) each method runs
 ADAPTERS = {HF_TARGET_ALONE: "target alone", HF_PROMPT_LOOKUP: "prompt lookup", HF_UNIVERSAL: "universal"}

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from playground.bench.results import Result
+from playground.trace.results import Result
 from playground.core.numbers import fmt
 from playground.core.progress import Progress, quiet
 from playground.run.runner import Runner, encode_prompt

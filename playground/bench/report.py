@@ -11,9 +11,9 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from playground.core import numbers
-from playground.bench import hf, likelihood, targets as targets_mod
+from playground.bench import likelihood, targets as targets_mod
 from playground.vllm import report as vllm_report
-from playground.bench.results import Result, columns, grid_frame
+from playground.trace.results import HF_SPECULATIVE, Result, columns, grid_frame
 from playground.bench.targets import geomean
 from playground.views.grid import BASELINE
 
@@ -113,7 +113,7 @@ def depth_table(results: Sequence[Result]) -> str:
 def figures(frame: pd.DataFrame) -> dict[str, go.Figure]:
     ours = frame[(frame["engine"] == "ours") & (frame["drafter"] != BASELINE)]
     vllm = (frame["engine"] == "vllm") & (frame["drafter"] != BASELINE)
-    peers = frame[frame["method"].isin(hf.HF_SPECULATIVE) | vllm]
+    peers = frame[frame["method"].isin(HF_SPECULATIVE) | vllm]
     predicted = pd.concat(
         [
             ours.assign(model="Leviathan ideal (v = 1)", predicted=ours["theory_speedup"]),

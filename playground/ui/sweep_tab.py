@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import bench
-from playground.bench.results import columns
+from playground.trace.results import columns
 from playground.core.errors import PlaygroundError
 from playground.core.errors import shown as quoted
 from playground.core.progress import Progress, quiet

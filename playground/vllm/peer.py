@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 from playground import decoding, models, trace
 from playground.env import outbound, settings
 from playground.trace import sametext
-from playground.bench.results import Result
+from playground.trace.results import Result
 from playground.vllm.engine import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.vllm.models import max_model_len, model_folder
 from playground.vllm.server import VLLMServer

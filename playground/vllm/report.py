@@ -9,8 +9,7 @@ from typing import Sequence
 import pandas as pd
 
 from playground.trace import sametext
-from playground.bench import hf
-from playground.bench.results import Result
+from playground.trace.results import HF_TARGET_ALONE, Result
 from playground.vllm.engine import METHOD_LABELS
 from playground.vllm.metrics import SpecCounters
 from playground.vllm.peer import SERVER_TARGET, TARGET_ALONE
@@ -52,7 +51,7 @@ def _references(results: Sequence[Result]) -> dict[str, dict[tuple, Result]]:
             "ours"
             if r.engine == "ours" and r.drafter == TARGET_ALONE
             else "hf"
-            if r.method == hf.HF_TARGET_ALONE
+            if r.method == HF_TARGET_ALONE
             else "vllm"
             if r.method in VLLM_TARGETS
             else None
@@ -70,7 +69,7 @@ def per_category(results: Sequence[Result]) -> str:
         "target alone | = HF target alone | = vLLM target alone | target NLL (T > 0) |"
     )
     lines = [head, "| " + " | ".join(["---"] * 13) + " |"]
-    shown = [r for r in results if r.engine in ("ours", "vllm") or r.method == hf.HF_TARGET_ALONE]
+    shown = [r for r in results if r.engine in ("ours", "vllm") or r.method == HF_TARGET_ALONE]
     order = {"ours": 0, "hf": 1, "vllm": 2}
     categories = list(dict.fromkeys(r.category for r in shown))
     for r in sorted(shown, key=lambda r: (r.pair, categories.index(r.category), r.temperature, order[r.engine])):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from playground.bench import decode_grid, likelihood, run_grid
-from playground.bench.results import Result
+from playground.trace.results import Result
 from playground.run.runner import Runner, encode_prompt
 from playground.core.config import DecodeConfig, DrafterKind
 from playground.run.spec import DrafterSpec, PairSpec, RunSpec

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from playground.bench import grid_frame, hf, report, targets
-from playground.bench.results import Result
+from playground.trace.results import Result
 from playground.core.errors import PlaygroundError
 from playground.core.config import DecodeConfig
 

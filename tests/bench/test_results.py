@@ -1,4 +1,4 @@
-"""The tables of runs come from one list (bench.results.SHOWN): every column a table shows is a column of the grid's
+"""The tables of runs come from one list (trace.results.SHOWN): every column a table shows is a column of the grid's
 frame (a Result field or one grid_frame derives) or the report's "greedy" cell, so a renamed Result field fails here
 instead of leaving a table with a column that is not there."""
 
@@ -9,7 +9,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from playground.bench.results import FRAME_COLUMNS, LISTS, SHOWN, Result, columns, median_of_runs
+from playground.trace.results import FRAME_COLUMNS, LISTS, SHOWN, Result, columns, median_of_runs
 
 TABLES = {"cli", "runs", "group", "geomean", "mean", "tab", "precision", "precision_cli"}
 

@@ -18,7 +18,7 @@ import pytest
 from playground import bench
 from playground.bench import report
 from playground.vllm import peer as vllm_peer, report as vllm_report
-from playground.bench.results import Result
+from playground.trace.results import Result
 from playground.vllm.peer import VLLMEngine, engine_choice, methods_for, vllm_ks
 from playground.vllm.report import positions_frame
 from playground.core.errors import PlaygroundError

@@ -1,6 +1,7 @@
-"""What the benchmark measures, as data: one run's row (Result: ours, an HF `generate` configuration or a vLLM run)
-and the table the UI and the report read (grid_frame). Pure of the engine: grid.py runs the grid, the peers add
-their rows, report.py and the views read the frame."""
+"""What the benchmark measures, as data: one run's row (Result: ours, an HF `generate` configuration or a vLLM run),
+the HF configurations' names, and the table the UI and the report read (grid_frame). Pure of the engine, and below
+bench/ and vllm/ both: bench/grid.py runs the grid, bench/hf.py and vllm/peer.py add their peers' rows,
+bench/report.py, vllm/report.py and the views read the frame."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from typing import Sequence
 
 import pandas as pd
 
-from playground.bench import hf
+
+HF_TARGET_ALONE = "hf target alone"
+HF_SAME_DRAFT = "hf assisted (same draft)"
+HF_CONFIDENCE = "hf assisted (same draft, confidence)"
+HF_DEFAULTS = "hf assisted (HF defaults)"
+HF_PROMPT_LOOKUP = "hf prompt lookup"
+HF_UNIVERSAL = "hf universal assisted (same draft)"
+HF_METHODS = (HF_TARGET_ALONE, HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_PROMPT_LOOKUP, HF_UNIVERSAL)
+HF_SPECULATIVE = HF_METHODS[1:]  # what vs_best_hf compares against
+HF_ASSISTED = (HF_SAME_DRAFT, HF_CONFIDENCE, HF_DEFAULTS, HF_UNIVERSAL)  # those that run the pair's draft model
 
 nan = float("nan")
 
@@ -21,7 +31,7 @@ class Result:
 
     pair: str
     category: str
-    method: str  # our drafter's label ("draft model (int8)", "target alone", ...), an hf.HF_METHODS, a vLLM label
+    method: str  # our drafter's label ("draft model (int8)", "target alone", ...), one of HF_METHODS, a vLLM label
     drafter: str  # the drafter kind (spec.DrafterKind value); HF and vLLM rows: the kind of ours they correspond to
     engine: str  # "ours", "hf" or "vllm" (vllm.peer)
     k: str  # "4", "heuristic", "theory"; HF: num_assistant_tokens, "heuristic", "hf default"; "" for the baselines
@@ -83,12 +93,12 @@ LISTS = ("depth_acceptance", "new_tokens", "counters", "margins")  # Result fiel
 
 
 def vs_best_hf(results: Sequence[Result]) -> list[float]:
-    """Per row of ours: its wall-clock tokens/s over the best HF speculative configuration's (hf.HF_SPECULATIVE)
+    """Per row of ours: its wall-clock tokens/s over the best HF speculative configuration's (HF_SPECULATIVE)
     on the same pair, target precision, prompt and temperature; nan for HF rows and where none ran.
     Wall clock on both sides: HF's generate has no engine-time split like ours."""
     best: dict[tuple, float] = {}
     for r in results:
-        if r.engine == "hf" and r.method in hf.HF_SPECULATIVE and not math.isnan(r.wall_tokens_per_s):
+        if r.engine == "hf" and r.method in HF_SPECULATIVE and not math.isnan(r.wall_tokens_per_s):
             key = (r.pair, r.target_precision, r.category, r.temperature)
             best[key] = max(best.get(key, 0.0), r.wall_tokens_per_s)
     out = []

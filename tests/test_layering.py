@@ -1,13 +1,12 @@
-"""The layers import only what their layer may: views and the pure core (the decoding registry included)
-never load torch, transformers or gradio; the engine layer (every decoding strategy included) never loads
-gradio or plotly; only playground/ui/ imports gradio. Each module is imported in a fresh interpreter, so
-what another test imported does not hide a violation. The engine names no strategy, only the spec and the
+"""The layers, by folder: each package of playground/ imports only the packages below it (MAY_IMPORT, checked for
+every module, lazy and TYPE_CHECKING imports included), and no import circle, not even under TYPE_CHECKING. The pure
+layers (core, env, trace, views; the decoding registry too) never load torch, transformers or gradio; the engine's
+layers (kernels, engine, models, decoding, run) never load gradio or plotly: each layer's modules are imported in a
+fresh interpreter of its own; only playground/ui/ imports gradio. The engine names no strategy, only the spec and the
 registry branch on a DrafterKind, and outside decoding/ and config.py a DrafterKind member is named only where a
-default is chosen (and in the catalog's pairs): the registry's entry carries the rest. No module grows past 400 lines,
-and no import circle: no module reaches itself through the imports that run (at the top or inside a function; not
-those under `if TYPE_CHECKING:`). The types of decoding (playground/core/draft.py) sit at the bottom: the acceptance rule
-and the engine lean on nothing above them, the model catalog knows no drafter, and the prefix rule is written only in
-acceptance.py."""
+default is chosen (and in the catalog's pairs): the registry's entry carries the rest. No module grows past 400 lines.
+The types of decoding (playground/core/draft.py) sit at the bottom: the acceptance rule and the engine lean on nothing
+above them, the model catalog knows no drafter, and the prefix rule is written only in acceptance.py."""
 
 from __future__ import annotations
 
@@ -24,78 +23,116 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "playground"
 MAX_LINES = 400
 
-VIEWS = ["playground.views"] + sorted(
-    f"playground.views.{p.stem}" for p in (PACKAGE / "views").glob("*.py") if p.stem != "__init__"
-)
-STRATEGIES = sorted(
-    f"playground.decoding.{p.stem}" for p in (PACKAGE / "decoding").glob("*.py") if p.stem != "__init__"
-)
-PURE = VIEWS + [
-    "playground.trace",
-    "playground.run.recorded",
-    "playground.trace.replay",
-    "playground.core.theory",
-    "playground.core.records",
-    "playground.run.spec",
-    "playground.core.treeshape",
-    "playground.core.inputs",
-    "playground.core.errors",
-    "playground.decoding",
-    "playground.core.numbers",
-    "playground.core.progress",
-    "playground.env.settings",
-    "playground.env.outbound",
-    "playground.core.draft",
-]
-ENGINE = [
-    "playground.engine",
-    "playground.engine.acceptance",
-    "playground.engine.sampling",
-    "playground.run.runner",
-    "playground.engine.batch",
-    "playground.engine.cache",
-] + STRATEGIES
-LAYERS = [(m, ("torch", "transformers", "gradio")) for m in PURE] + [(m, ("gradio", "plotly")) for m in ENGINE]
+# Which package of playground/ may import which, bottom to top: a module imports only its own package and those named
+# on its package's line (lazy imports and those under `if TYPE_CHECKING:` counted). Every module is in one of these
+# packages, so a module's folder says what it may import; a new package needs its line here.
+MAY_IMPORT: dict[str, set[str]] = {
+    "core": set(),  # the bottom: kinds, config types, records, the theory's math; no environment, no torch
+    "env": {"core"},  # the environment (settings) and the network's rules (outbound)
+    "trace": {"core"},  # round records -> frames, figures, files; the bench's rows
+    "kernels": {"core", "env"},
+    "engine": {"core", "env", "kernels"},
+    "models": {"core", "env", "kernels", "engine"},
+    "decoding": {"core", "env", "kernels", "engine", "models"},
+    "run": {"core", "env", "trace", "kernels", "engine", "models", "decoding"},
+    "views": {"core", "trace", "decoding", "run"},
+    "vllm": {"core", "env", "trace", "models", "decoding", "run", "views"},
+    "bench": {"core", "env", "trace", "kernels", "engine", "models", "decoding", "run", "views", "vllm"},
+    "ui": {"core", "env", "trace", "kernels", "engine", "models", "decoding", "run", "views", "vllm", "bench"},
+}
+# The third-party packages a layer's modules never load when imported: the pure layers no torch, transformers or
+# gradio; the engine's layers no gradio or plotly; the registry (playground.decoding itself) no torch either.
+PURE = ("torch", "transformers", "gradio")
+NO_UI = ("gradio", "plotly")
+FORBIDDEN = {"core": PURE, "env": PURE, "trace": PURE, "views": PURE} | {
+    p: NO_UI for p in ("kernels", "engine", "models", "decoding", "run")
+}
 
 
-def loaded_by(module: str, forbidden: tuple[str, ...]) -> list[str]:
-    """The forbidden top-level packages that importing `module` loads, in a fresh interpreter."""
+def package_of(module: str) -> str:
+    """The package of playground/ a module sits in ("playground.run.spec" -> "run"); "" for playground/__init__.py."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def modules_of(package: str) -> list[str]:
+    """The modules of one package of playground/, its __init__ first."""
+    files = sorted((PACKAGE / package).rglob("*.py"), key=lambda p: (p.name != "__init__.py", p))
+    return [".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for p in files]
+
+
+def loaded_by(modules: list[str], forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    """Import `modules` one after another in one fresh interpreter: each module whose import loaded a forbidden
+    top-level package -> those it loaded (a later module that imports one too is hidden until the first is fixed)."""
     code = (
-        f"import sys, json; import {module}; "
-        f"print(json.dumps(sorted(m for m in {list(forbidden)!r} if m in sys.modules)))"
+        "import importlib, sys, json\n"
+        "found = {}\n"
+        f"for m in {modules!r}:\n"
+        f"    before = {{f for f in {list(forbidden)!r} if f in sys.modules}}\n"
+        "    importlib.import_module(m)\n"
+        f"    new = sorted(f for f in {list(forbidden)!r} if f in sys.modules and f not in before)\n"
+        "    if new: found[m] = new\n"
+        "print(json.dumps(found))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"import {module} failed:\n{done.stderr[-2000:]}"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"importing {modules} failed:\n{done.stderr[-2000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_views_modules_are_found():
-    assert {
-        "playground.views.tokens",
-        "playground.views.charts",
-        "playground.views.step",
-        "playground.views.theory",
-        "playground.views.grid",
-        "playground.views.export_code",
-    } <= set(VIEWS)
-    assert {
-        "playground.decoding.chain",
-        "playground.decoding.model",
-        "playground.decoding.lookup",
-        "playground.decoding.early_exit",
-        "playground.decoding.cross",
-        "playground.decoding.staged",
-        "playground.decoding.tree",
-    } <= set(STRATEGIES)
+def test_every_package_is_in_the_table():
+    """A module directly in playground/ or a new package has no line in MAY_IMPORT: the layering cannot say what it
+    may import."""
+    found = {package_of(m) for m in import_graph(ROOT)} - {""}
+    assert found == set(MAY_IMPORT)
+    assert {p.name for p in PACKAGE.glob("*.py")} == {"__init__.py"}
 
 
-@pytest.mark.parametrize("module, forbidden", LAYERS, ids=[m for m, _ in LAYERS])
-def test_each_layer_imports_only_what_it_may(module, forbidden):
-    assert loaded_by(module, forbidden) == []
+def test_the_table_has_no_circle():
+    assert circles({p: set(below) for p, below in MAY_IMPORT.items()}) == []
+
+
+def upward_imports(graph: dict[str, set[str]], table: dict[str, set[str]]) -> list[str]:
+    """Each import the table does not allow ("importer -> imported"), and each module of a package it lacks."""
+    unknown = [f"{m}: no line in the table" for m in sorted(graph) if package_of(m) not in table]
+    return unknown + [
+        f"{m} -> {t}"
+        for m in sorted(graph)
+        if package_of(m) in table
+        for t in sorted(graph[m])
+        if package_of(t) != package_of(m) and package_of(t) not in table[package_of(m)]
+    ]
+
+
+def test_each_package_imports_only_the_packages_below_it():
+    """playground/__init__.py (package "") imports nothing."""
+    assert upward_imports(import_graph(ROOT, typing=True), {"": set()} | MAY_IMPORT) == []
+
+
+def test_the_layering_check_sees_an_import_upward():
+    graph = {
+        "playground.core.a": {"playground.core.b"},  # inside its own package: allowed
+        "playground.core.b": {"playground.run.c"},  # the bottom imports the run: refused
+        "playground.run.c": {"playground.core.a"},
+        "playground.new.d": set(),  # a package the table does not know
+    }
+    assert upward_imports(graph, {"core": set(), "run": {"core"}}) == [
+        "playground.new.d: no line in the table",
+        "playground.core.b -> playground.run.c",
+    ]
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_each_layer_loads_only_what_it_may(package):
+    assert loaded_by(modules_of(package), FORBIDDEN[package]) == {}
+
+
+def test_the_registry_loads_no_torch():
+    assert loaded_by(["playground.decoding"], PURE) == {}
 
 
 def test_the_check_sees_a_layer_that_loads_a_forbidden_package():
-    assert loaded_by("playground.trace", ("pandas", "gradio")) == ["pandas"]
+    assert loaded_by(["playground.core.config", "playground.trace"], ("pandas", "gradio")) == {
+        "playground.trace": ["pandas"]
+    }
 
 
 GRADIO_IMPORT = re.compile(r"^\s*(?:from\s+gradio\b|import\s+(?:[\w.]+\s*,\s*)*gradio\b)", re.MULTILINE)
@@ -284,10 +321,10 @@ def test_the_kind_check_tells_a_default_from_a_use(tmp_path):
 # ---------------------------------------------------------------- no import circle
 
 
-def import_graph(root: Path, package: str = "playground") -> dict[str, set[str]]:
+def import_graph(root: Path, package: str = "playground", typing: bool = False) -> dict[str, set[str]]:
     """Each module of `package` under `root` -> the modules of the package it imports, wherever the import statement
-    stands (a function's lazy import runs too), except under `if TYPE_CHECKING:` (never runs). `from a import b`
-    names the module a.b when there is one, else a."""
+    stands (a function's lazy import runs too); those under `if TYPE_CHECKING:` (never run) only when `typing`.
+    `from a import b` names the module a.b when there is one, else a."""
     files = {
         ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
         for p in (root / package).rglob("*.py")
@@ -298,7 +335,7 @@ def import_graph(root: Path, package: str = "playground") -> dict[str, set[str]]
         typing_only = {
             id(n)
             for node in ast.walk(tree)
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            if not typing and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
             for stmt in node.body
             for n in ast.walk(stmt)
         }
@@ -348,7 +385,8 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_circle():
-    assert circles(import_graph(ROOT)) == []
+    """Not even through a type's import under TYPE_CHECKING: a type from above is a dependency upward too."""
+    assert circles(import_graph(ROOT, typing=True)) == []
 
 
 def test_the_circle_check_finds_a_circle_through_a_lazy_import(tmp_path):
@@ -361,6 +399,10 @@ def test_the_circle_check_finds_a_circle_through_a_lazy_import(tmp_path):
     graph = import_graph(tmp_path, "pkg")
     assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"} and graph["pkg.c"] == set()
     assert circles(graph) == [["pkg.a", "pkg.b"]]
+    (package / "b.py").write_text("thing = 1\n")
+    (package / "a.py").write_text("from typing import TYPE_CHECKING\nfrom pkg.c import x\n")
+    assert circles(import_graph(tmp_path, "pkg")) == []
+    assert circles(import_graph(tmp_path, "pkg", typing=True)) == [["pkg.a", "pkg.c"]]  # through c's TYPE_CHECKING
 
 
 # ---------------------------------------------------------------- the types at the bottom

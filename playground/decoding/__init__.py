@@ -26,7 +26,7 @@ when it is called.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from playground.core.config import DrafterKind
 from playground.decoding.options import NONE, Context, Peer, Strategy, Widget
@@ -37,7 +37,6 @@ from playground.core.progress import Progress, quiet
 if TYPE_CHECKING:
     from playground.core.draft import Drafter
     from playground.models import LoadedPair
-    from playground.run.spec import DrafterSpec
     from playground.core.treeshape import TreeShape
     from playground.engine.treesize import TreeCosts
 
@@ -111,8 +110,16 @@ def two_tokenizers(pair_kind: Enum | str) -> bool:
     return s.draft_model and not s.same_tokenizer
 
 
+class Chosen(Protocol):
+    """What make_drafter reads of a drafter's description (run.spec.DrafterSpec, a layer above: named here only by
+    what it holds, so that the registry imports nothing of the run)."""
+
+    kind: Enum
+    options: Any
+
+
 def make_drafter(
-    spec: DrafterSpec,
+    spec: Chosen,
     pair: LoadedPair,
     confidence: float = 0.0,
     tree: TreeShape | None = None,

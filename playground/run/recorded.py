@@ -5,7 +5,8 @@ A trace of version 2 carries what the views need besides the rounds: the target-
 and the race) and `decoded`, the tokenizer's answers the views asked for when the run was shown (the text of each
 token in its left context). Reading one back gives a RunSpec, the rounds, the cost profile and a ReplayTokenizer
 that answers the same questions from that table. Pure: no torch, transformers or gradio. Everything read here is
-untrusted: each field is checked for its type and range; every text is escaped by the views (views.text).
+untrusted: each field is checked for its type and range, and every text reaches the page through the views'
+escaping (views.text.escape_text, html.escape).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class Recorded:
 
 
 def too_large(size: int | None, what: str = "The file") -> str:
-    """What the page, the upload route and the tab say of a file over MAX_BYTES (of `size` bytes, if known)."""
+    """What the app says of a file over MAX_BYTES (of `size` bytes, if known), wherever it is refused: the page, the
+    upload route, the tab."""
     said = f" {size:,} bytes;" if size is not None else ""
     return f"{what} is too large:{said} a trace file may be at most {MAX_BYTES:,} bytes (1 MB)."
 
@@ -176,7 +178,8 @@ def _prompt_tokens(value: Any) -> int | None:
 
 
 def _segments(value: Any, rounds: int, baseline: int) -> list[tuple[int, int]]:
-    """An interleaved comparison's [speculative, target-alone] rounds per segment (None: not interleaved)."""
+    """An interleaved comparison's [speculative rounds, target-alone rounds] per segment: counts that add up to
+    both sides' rounds (absent or null: the comparison ran one side after the other, or not at all)."""
     if value is None:
         return []
     ok = isinstance(value, list) and len(value) <= MAX_ROUNDS

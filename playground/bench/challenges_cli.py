@@ -5,7 +5,7 @@ pair, from one run, as tables on stdout, a Markdown report (with plotly figures 
         --context-lengths 64 256 1024 2048 --target-precision fp32 bf16 --draft-precision fp32 bf16 int8 \\
         --k 4 --max-new-tokens 32 --report docs/reports/challenges.md --json docs/reports/challenges.json
 
-The batch and context modes use one fixed k: the first number in --k (4 when --k is not given). The precision
+The batch and context modes use one fixed k: the first number in --k (DecodeConfig's k when --k is not given). The precision
 grid takes --target-precision and --draft-precision (default: fp32 and bf16 targets, fp32, bf16 and int8 drafts on
 CPU; fp32, bf16 and fp16 on a GPU). Every run is greedy; its prompt is the 'code' prompt of the built-in set
 (--categories picks another) for the precision grid, sixteen built-in prompts for the batch, a long built-in
@@ -34,7 +34,6 @@ from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_k
 from playground.views import challenges as views
 
 MODES = {"batch": views.BATCH, "context": views.CONTEXT, "precision": views.PRECISION}
-DEFAULT_K = 4
 COLUMNS = {
     views.BATCH: [
         "batch_size",
@@ -115,11 +114,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def challenge_k(ks: list[str], default: list[str]) -> int:
-    """The fixed k of the batch and context modes: the first number in --k, 4 when --k was not given."""
+    """The fixed k of the batch and context modes: the first number in --k, DecodeConfig's default k when --k was not given."""
     if ks == default:
-        return DEFAULT_K
+        return DecodeConfig.default("k")
     numbers = [parse_k(k)[0] for k in ks if str(k).isdigit()]
-    return numbers[0] if numbers else DEFAULT_K
+    return numbers[0] if numbers else DecodeConfig.default("k")
 
 
 def run(

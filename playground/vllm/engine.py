@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from playground import decoding
+from playground.core.config import DecodeConfig
 from playground.env import settings
 from playground.vllm.metrics import SpecCounters
 from playground.core.errors import Ended, PlaygroundError
@@ -113,8 +115,8 @@ class VLLMRequest:
     method: str = "target"  # METHODS
     draft: str | None = None  # method "draft_model"
     dtype: str = "bfloat16"  # vLLM's name: "bfloat16", "float32", "float16", "auto"
-    k: int = 4  # num_speculative_tokens
-    prompt_lookup_max: int = 3  # ngram
+    k: int = DecodeConfig.default("k")  # num_speculative_tokens
+    prompt_lookup_max: int = decoding.strategy(decoding.benched("vllm", "ngram")).options().max_ngram  # ngram
     prompt_lookup_min: int = 1
     max_tokens: int = 64
     temperatures: tuple[float, ...] = (0.0,)

@@ -136,7 +136,9 @@ def _speculative_config(request: dict, target_config: dict) -> dict | None:
         raise WorkerError("bad_request", f"Unknown method {method!r}; one of {list(METHODS)}.")
     if method == "target":
         return None
-    k = int(request.get("k", 4))
+    if "k" not in request:  # the playground sends its own default (engine.VLLMRequest): none is copied here
+        raise WorkerError("bad_request", "A speculative method needs k (num_speculative_tokens).")
+    k = int(request["k"])
     if method == "draft_model":
         draft_config = check_folder(request.get("draft"), "draft")
         if draft_config.get("vocab_size") != target_config.get("vocab_size"):
@@ -152,7 +154,7 @@ def _speculative_config(request: dict, target_config: dict) -> dict | None:
         return {
             "method": "ngram",
             "num_speculative_tokens": k,
-            "prompt_lookup_max": int(request.get("prompt_lookup_max", 3)),
+            "prompt_lookup_max": int(request["prompt_lookup_max"]),  # sent with its default: prompt lookup's Options
             "prompt_lookup_min": int(request.get("prompt_lookup_min", 1)),
         }
     from vllm.utils.import_utils import has_arctic_inference

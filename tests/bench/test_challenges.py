@@ -161,3 +161,17 @@ def test_the_command_line_writes_the_report_and_the_json(tiny_catalog, tmp_path,
     assert {r["k"] for r in doc["results"]["context length"]} == {2}
     assert main(["--pairs", "tiny (test)", "--challenges", "batch", "--batch-sizes", "0", "--quiet"]) == 2
     assert "Batch sizes must be whole numbers" in capsys.readouterr().err
+
+
+def test_the_challenges_and_vllm_read_the_defaults_instead_of_copying_them():
+    """No default copied by hand (issue 56): the challenges' fixed k and vLLM's request start at DecodeConfig's k, and
+    vLLM's ngram at prompt lookup's own Options."""
+    from playground import decoding
+    from playground.bench.challenges_cli import challenge_k
+    from playground.core.config import DecodeConfig
+    from playground.vllm.engine import VLLMRequest
+
+    assert challenge_k(["x"], ["x"]) == DecodeConfig().k == VLLMRequest(target="t").k
+    assert challenge_k(["5"], ["x"]) == 5
+    lookup = decoding.strategy(decoding.benched("vllm", "ngram"))
+    assert VLLMRequest(target="t").prompt_lookup_max == lookup.options().max_ngram

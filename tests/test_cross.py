@@ -1,4 +1,4 @@
-"""Cross-tokenizer drafting (playground/cross.py): a draft model with its own tokenizer, its drafts
+"""Cross-tokenizer drafting (playground/decoding/cross.py): a draft model with its own tokenizer, its drafts
 translated into the target's tokens through text, verified as a deterministic draft (p one-hot).
 
 Lossless: greedy output token-identical to the target alone on pairs of different tokenizers; when

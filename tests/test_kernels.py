@@ -1,4 +1,4 @@
-"""The batch-invariant kernels (playground/kernels.py): a row's result never depends on the pass it is in.
+"""The batch-invariant kernels (playground/kernels/): a row's result never depends on the pass it is in.
 
 Every test compares a computation inside a larger pass with the same computation alone, bitwise.
 They need a CPU with AVX512-BF16 and a C compiler; elsewhere they are skipped with the reason. Under

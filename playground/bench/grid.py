@@ -51,7 +51,7 @@ def decode_grid(
     confidence: float = DecodeConfig.default("confidence"),
 ) -> list[DecodeConfig]:
     """The decode configs of (k values, then token trees) x temperatures. A k is a (k, policy) pair or what
-    spec.parse_k reads ("4", "adaptive" / "heuristic", "theory", "confidence"); a tree what spec.parse_tree
+    spec.parse_k reads ("4", "adaptive" / "heuristic", "theory", "confidence"); a tree what treeshape.parse_tree
     reads ("3-2-1-1", "dynamic:12"), drafted whole every round (a fixed policy). confidence: the draft-confidence
     policy's threshold. The rest default to DecodeConfig's."""
     out = []

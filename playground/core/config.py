@@ -29,16 +29,16 @@ class DrafterKind(str, Enum):
     EARLY_EXIT = "early exit"
     TARGET_ALONE = "target alone"  # no draft: the autoregressive baseline through the same loop
     # A draft model with its own tokenizer: drafts in its tokens, translated into the target's through
-    # text, verified as a deterministic draft (p one-hot: lossless). decoding/cross_tokenizer.py.
+    # text, verified as a deterministic draft (p one-hot: lossless). decoding/cross.py.
     CROSS_TOKENIZER = "cross-tokenizer draft model"
     # Two levels: prompt lookup drafts the draft model's proposals, the draft model keeps what it would have
     # drafted itself, then the target verifies as for the draft model alone. decoding/staged.py.
     STAGED = "staged: prompt lookup → draft model"
     # No draft model: a suffix tree of the prompt and the output (and, when asked, of the session's earlier
-    # outputs) proposes the continuations seen most often; a chain or a token tree. decoding/suffix_decoding.py.
+    # outputs) proposes the continuations seen most often; a chain or a token tree. decoding/suffix.py.
     SUFFIX = "suffix decoding"
     # No draft model: the target's own Jacobi iterations on a window fill an n-gram pool, whose n-grams are
-    # verified in the same pass. decoding/lookahead_decoding.py.
+    # verified in the same pass. decoding/lookahead.py.
     LOOKAHEAD = "lookahead decoding"
     # No second model: the target's own copy with int4 (or int8) Linears drafts for it, on its own KV cache
     # (quantised self-speculation). decoding/self_quant.py.

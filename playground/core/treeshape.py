@@ -22,7 +22,7 @@ SIZED_NODES = 16  # "sized" alone: at most this many nodes (the runner's V(n) pr
 
 @dataclass(frozen=True)
 class TreeShape:
-    """A token tree to draft instead of a chain (playground/tree.py); built by parse_tree. Static
+    """A token tree to draft instead of a chain (playground/decoding/tree.py); built by parse_tree. Static
     ("3-2-1-1"): branching[d] children for every node at depth d (the root: the sequence's last token);
     dynamic ("dynamic:16"): a node budget spent on the nodes of highest cumulative draft p (EAGLE-2 style);
     sized ("sized:16"): a budget too (so `dynamic` holds), the tree chosen each round by treesize.py."""

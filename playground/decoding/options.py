@@ -49,7 +49,7 @@ NONE = "none"  # a peer's adapter where it has no equivalent of a strategy
 class Peer:
     """How a peer runs a strategy (Strategy.hf: transformers' generate; Strategy.vllm: vLLM). adapter: the peer's way
     to run it, by a name the peer's code knows (views/export_code.py writes its snippet, bench/hf.py and
-    bench/vllm_peer.py run it): transformers' "assisted", "universal", "prompt lookup", "nearest prompt lookup",
+    vllm/peer.py run it): transformers' "assisted", "universal", "prompt lookup", "nearest prompt lookup",
     "early exit", "lookahead" (lade); vLLM's methods "draft_model", "ngram", "suffix"; "target alone" (the peer
     runs the target alone: no drafting); or "none" (no equivalent: the export's snippet is the note). note: what
     the exported code does not do of the strategy, as comment lines ({tool}: "transformers" or "vLLM"). bench: the

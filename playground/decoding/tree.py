@@ -142,7 +142,7 @@ def draft_tree(
     plan: Plan | None = None,
 ) -> Tree:
     """A tree of at most max_depth levels from a ModelDrafter (its model and KV cache) after ids (1, L); a sized
-    shape's from its plan. Leaves the draft's cache holding the sequence and the first `tree.fed` nodes."""
+    shape's from its plan. Leaves the draft's cache holding the sequence and the first `Tree.fed` nodes."""
     model, cache = drafter.model, drafter.cache
     length = ids.shape[1]
     out = model(input_ids=ids[:, drafter.cached :], cache=cache, use_cache=True, logits_to_keep=1)

@@ -1,5 +1,5 @@
 """The trace as files: one row per round as CSV, the whole run as JSON (what playground.run.recorded reads back).
-Every figure in them is trace.py's (trace.summarize): this module only writes them out."""
+Every figure in them is trace/__init__.py's (trace.summarize): this module only writes them out."""
 
 from __future__ import annotations
 

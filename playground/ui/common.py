@@ -76,7 +76,7 @@ class Controls:
     options: dict[str, Any]  # the strategies' own options (OPTION_DEFAULTS' names, in order): early exit's layer,
     # suffix decoding's, lookahead decoding's
     k: Any
-    tree: Any  # a token tree: "" (a chain), "3-2-1-1" or "dynamic:16" (spec.parse_tree)
+    tree: Any  # a token tree: "" (a chain), "3-2-1-1" or "dynamic:16" (treeshape.parse_tree)
     policy: Any  # a KPolicy label
     confidence: Any  # the draft-confidence policy's threshold
     temperature: Any

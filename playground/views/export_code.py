@@ -1,4 +1,4 @@
-"""A run, as code to take to production: a Hugging Face `model.generate` snippet and a vLLM
+"""A run, as code to take to production: a Hugging Face generate() snippet and a vLLM
 `speculative_config`.
 
 Input is the run's RunSpec, already validated (playground.run.spec), so nothing is range-checked here.

@@ -279,6 +279,77 @@ def test_the_branch_check_recognises_branches():
         assert not KIND_BRANCH.search(line), line
 
 
+# ---------------------------------------------------------------- no string dispatch on a strategy's name
+
+# Files outside decoding/ that still branch on a strategy's name or a peer's adapter name (issue 56, item 6: a
+# strategy's HF and vLLM peers as data on its Strategy record, one builder of vLLM's speculative_config). The list
+# may only shrink: a new file that dispatches on a name fails.
+STILL_DISPATCHING = {
+    "playground/bench/hf.py",
+    "playground/views/export_code.py",
+    "playground/vllm/engine.py",
+    "playground/vllm/peer.py",
+    "playground/vllm/worker.py",
+}
+
+
+def strategy_names() -> set[str]:
+    """Every name a strategy goes by: its kind's value, its short name, its HF and vLLM adapters' names."""
+    from playground import decoding
+
+    names = {n for k, s in decoding.REGISTRY.items() for n in (k.value, s.short, s.hf.adapter, s.vllm.adapter)}
+    return names - {"", decoding.NONE}
+
+
+def name_dispatch(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """Where `source` branches on one of `names` as a string: a comparison (==, !=, in) with it, a dict literal keyed
+    by it, a match case on it: (line, name)."""
+
+    def strings(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        return [x for e in node.elts for x in strings(e)] if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+        elif isinstance(node, ast.Dict):
+            sides = [k for k in node.keys if k is not None]
+        elif isinstance(node, ast.MatchValue):
+            sides = [node.value]
+        else:
+            continue
+        found += [(node.lineno, x) for side in sides for x in strings(side) if x in names]
+    return sorted(found)
+
+
+def test_no_string_dispatch_on_a_strategy_outside_decoding():
+    names = strategy_names()
+    dispatching = {
+        str(p.relative_to(ROOT))
+        for p in PACKAGE.rglob("*.py")
+        if PACKAGE / "decoding" not in p.parents and name_dispatch(p.read_text(encoding="utf-8"), names)
+    }
+    assert dispatching <= STILL_DISPATCHING
+
+
+def test_the_dispatch_check_sees_a_branch_on_a_name():
+    source = (
+        'if adapter == "ngram": pass\n'
+        'TEMPLATES = {"assisted": 1, "other": 2}\n'
+        'ok = method in ("suffix", "x")\n'
+        'label = "ngram"  # a name, not a branch\n'
+        'match kind:\n    case "staged": pass\n'
+    )
+    assert name_dispatch(source, {"ngram", "assisted", "suffix", "staged"}) == [
+        (1, "ngram"),
+        (2, "assisted"),
+        (3, "suffix"),
+        (6, "staged"),
+    ]
+
+
 # ---------------------------------------------------------------- a strategy lives in its registry entry
 
 # Outside decoding/ and config.py, the files that may name a DrafterKind member other than as a default: the

@@ -54,6 +54,7 @@ __all__ = [
     "benched",
     "register",
     "make_drafter",
+    "speculative_config",
 ]
 
 REGISTRY: dict[Enum, Strategy] = {m.STRATEGY.kind: m.STRATEGY for m in MODULES}
@@ -116,6 +117,19 @@ class Chosen(Protocol):
 
     kind: Enum
     options: Any
+
+
+def speculative_config(kind: Enum | str, options: Any, k: int, draft: str | None = None) -> dict | None:
+    """vLLM's speculative_config for a strategy, the one builder (the export's snippet and server command, vLLM's
+    engine): vLLM's method (Strategy.vllm.adapter), k, the draft's model where the strategy runs one, and what its
+    options add (Peer.config). None where vLLM runs the target alone or has no equivalent."""
+    s = strategy(kind)
+    if s.vllm.adapter in (NONE, BASELINE.value):
+        return None
+    config: dict = {"method": s.vllm.adapter, "num_speculative_tokens": int(k)}
+    if s.draft_model:
+        config["model"] = draft
+    return config | (s.vllm.config(options) if s.vllm.config else {})
 
 
 def make_drafter(

@@ -58,6 +58,8 @@ class Peer:
     adapter: str = NONE
     note: str = ""
     bench: bool = False
+    # vLLM: what the strategy's Options add to speculative_config (decoding.speculative_config builds the rest)
+    config: Callable[[Any], dict] | None = None
 
 
 @dataclass(frozen=True)

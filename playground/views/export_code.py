@@ -242,28 +242,10 @@ def _hf_generate(spec: RunSpec, speculative: str) -> list[str]:
 def vllm_config(spec: RunSpec) -> dict | None:
     """The `speculative_config` for vLLM's `LLM(model=..., speculative_config=...)`; None when vLLM
     has no equivalent (early exit: no layer-skip self-speculation for ordinary models) or nothing
-    drafts (the target alone). By the strategy's vLLM adapter (Strategy.vllm): vLLM's method."""
-    method, k = decoding.strategy(spec.drafter.kind).vllm.adapter, spec.decode.k
-    if method == "draft_model":  # staged: the draft model alone (its note says so)
-        return {"model": hub_id(spec.pair.draft), "num_speculative_tokens": k}
-    if method == "ngram":
-        return {
-            "method": "ngram",
-            "num_speculative_tokens": k,
-            "prompt_lookup_max": spec.drafter.options.max_ngram,
-            "prompt_lookup_min": 1,
-        }
-    if method == "suffix":  # vLLM >= 0.11 through Snowflake's Arctic Inference (pip install arctic-inference)
-        d = spec.drafter.options
-        return {
-            "method": "suffix",
-            "num_speculative_tokens": k,
-            "suffix_decoding_max_tree_depth": d.suffix_depth,
-            "suffix_decoding_max_spec_factor": d.suffix_factor,
-            "suffix_decoding_min_token_prob": d.suffix_min_prob,
-            "suffix_decoding_max_cached_requests": 10000 if d.suffix_memory else 0,
-        }
-    return None
+    drafts (the target alone): the registry's one builder (decoding.speculative_config), with the draft's Hub id.
+    Staged runs the draft model alone (its note says so); suffix needs vLLM >= 0.11 and Arctic Inference."""
+    draft = hub_id(spec.pair.draft) if spec.pair.draft else None
+    return decoding.speculative_config(spec.drafter.kind, spec.drafter.options, spec.decode.k, draft)
 
 
 def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:

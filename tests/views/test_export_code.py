@@ -234,7 +234,11 @@ def test_a_tree_run_says_hf_and_vllm_have_no_token_trees(execute, drafter):
     assert "tree" not in hf_generate_code(make(drafter, exit_layer=6, k=3))  # a chain run says nothing of trees
     if drafter is DrafterKind.DRAFT_MODEL:
         assert "token tree (3-2-1-1); vLLM drafts a chain here" in vllm_code(spec)
-        assert execute(vllm_code(spec)).llm["speculative_config"] == {"model": DRAFT, "num_speculative_tokens": 3}
+        assert execute(vllm_code(spec)).llm["speculative_config"] == {
+            "method": "draft_model",
+            "model": DRAFT,
+            "num_speculative_tokens": 3,
+        }
 
 
 def test_a_staged_run_exports_the_draft_model_alone_and_says_so(execute):
@@ -246,7 +250,11 @@ def test_a_staged_run_exports_the_draft_model_alone_and_says_so(execute):
     assert "assistant.generation_config.num_assistant_tokens = 5" in code
     vllm = vllm_code(spec)
     assert "has no vLLM equivalent" in vllm
-    assert execute(vllm).llm["speculative_config"] == {"model": DRAFT, "num_speculative_tokens": 5}
+    assert execute(vllm).llm["speculative_config"] == {
+        "method": "draft_model",
+        "model": DRAFT,
+        "num_speculative_tokens": 5,
+    }
 
 
 def test_the_theory_policy_says_it_has_no_transformers_equivalent():
@@ -347,7 +355,10 @@ def test_the_chat_template_is_applied_when_the_run_used_it(execute):
 
 def test_a_draft_model_run_exports_vllms_draft_model_config(execute):
     rec = execute(vllm_code(make(k=5, temperature=0.8, top_p=0.9, max_new_tokens=40)))
-    assert rec.llm == {"model": TARGET, "speculative_config": {"model": DRAFT, "num_speculative_tokens": 5}}
+    assert rec.llm == {
+        "model": TARGET,
+        "speculative_config": {"method": "draft_model", "model": DRAFT, "num_speculative_tokens": 5},
+    }
     assert rec.params == {"temperature": 0.8, "top_p": 0.9, "max_tokens": 40}
     assert rec.asked == ["chat:Hello"]
 
@@ -409,7 +420,11 @@ def test_the_server_commands_carry_the_model_precision_and_speculative_config():
     one, tensor, pipeline = commands
     assert one[:3] == ["vllm", "serve", TARGET]
     assert one[one.index("--dtype") + 1] == "bfloat16" and one[one.index("--port") + 1] == "8001"
-    assert json.loads(one[one.index("--speculative-config") + 1]) == {"model": DRAFT, "num_speculative_tokens": 5}
+    assert json.loads(one[one.index("--speculative-config") + 1]) == {
+        "method": "draft_model",
+        "model": DRAFT,
+        "num_speculative_tokens": 5,
+    }
     assert tensor == one + ["--tensor-parallel-size", "4"]
     assert pipeline == tensor + ["--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray"]
     assert "Compare pairs tab at http://HOST:8001" in code
@@ -486,7 +501,11 @@ def test_pack_runs_export_hub_ids(execute):
     assert set(execute(hf).loaded) == {"Qwen/Qwen2.5-Coder-1.5B-Instruct", "Qwen/Qwen2.5-Coder-0.5B-Instruct"}
     assert execute(vllm).llm == {
         "model": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
-        "speculative_config": {"model": "Qwen/Qwen2.5-Coder-0.5B-Instruct", "num_speculative_tokens": spec.decode.k},
+        "speculative_config": {
+            "method": "draft_model",
+            "model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+            "num_speculative_tokens": spec.decode.k,
+        },
     }
 
 

@@ -51,5 +51,5 @@ STRATEGY = Strategy(
     options=Options,
     widgets=WIDGETS,
     hf=Peer("prompt lookup", bench=True),
-    vllm=Peer("ngram", bench=True),
+    vllm=Peer("ngram", bench=True, config=lambda o: {"prompt_lookup_max": o.max_ngram, "prompt_lookup_min": 1}),
 )

@@ -87,6 +87,16 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     return SuffixDrafter(o.suffix_depth, o.suffix_factor, o.suffix_min_prob, run.tree, memory, pair.target)
 
 
+def vllm_config(d: Options) -> dict:
+    """What suffix decoding's options set in vLLM's speculative_config (Arctic Inference's names)."""
+    return {
+        "suffix_decoding_max_tree_depth": d.suffix_depth,
+        "suffix_decoding_max_spec_factor": d.suffix_factor,
+        "suffix_decoding_min_token_prob": d.suffix_min_prob,
+        "suffix_decoding_max_cached_requests": 10000 if d.suffix_memory else 0,
+    }
+
+
 STRATEGY = Strategy(
     DrafterKind.SUFFIX,
     build,
@@ -99,6 +109,6 @@ STRATEGY = Strategy(
     short="suffix",
     names=NAMES,
     hf=Peer("nearest prompt lookup", NEAREST),
-    vllm=Peer("suffix"),  # vLLM >= 0.11 through Snowflake's Arctic Inference
+    vllm=Peer("suffix", config=vllm_config),  # vLLM >= 0.11 through Snowflake's Arctic Inference
     session=session_state,
 )

@@ -60,7 +60,8 @@ class HFConfig:
     method: str
     k: int | None = None
     schedule: str = "constant"  # "constant" or "heuristic" (same draft only)
-    max_ngram: int = 3  # prompt lookup: max_matching_ngram_size
+    # prompt lookup: max_matching_ngram_size, by default our prompt lookup's own (its Options)
+    max_ngram: int = decoding.strategy(decoding.benched("hf", ADAPTERS[HF_PROMPT_LOOKUP])).options().max_ngram
     draft_precision: str = ""  # which draft object (same draft / HF defaults): the one loaded at this precision
     confidence: float = 0.0  # assistant_confidence_threshold (same draft, confidence)
 

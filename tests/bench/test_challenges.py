@@ -165,7 +165,7 @@ def test_the_command_line_writes_the_report_and_the_json(tiny_catalog, tmp_path,
 
 def test_the_challenges_and_vllm_read_the_defaults_instead_of_copying_them():
     """No default copied by hand (issue 56): the challenges' fixed k and vLLM's request start at DecodeConfig's k, and
-    vLLM's ngram at prompt lookup's own Options."""
+    vLLM's ngram and HF's prompt lookup at prompt lookup's own Options."""
     from playground import decoding
     from playground.bench.challenges_cli import challenge_k
     from playground.core.config import DecodeConfig
@@ -175,3 +175,6 @@ def test_the_challenges_and_vllm_read_the_defaults_instead_of_copying_them():
     assert challenge_k(["5"], ["x"]) == 5
     lookup = decoding.strategy(decoding.benched("vllm", "ngram"))
     assert VLLMRequest(target="t").prompt_lookup_max == lookup.options().max_ngram
+    from playground.bench.hf import HF_PROMPT_LOOKUP, HFConfig
+
+    assert HFConfig(HF_PROMPT_LOOKUP).max_ngram == lookup.options().max_ngram  # HF's peer of it, too

@@ -11,6 +11,12 @@ import torch
 from playground.core.config import SamplingParams
 
 
+def wide(x: torch.Tensor) -> torch.Tensor:
+    """x in fp32, or in its own dtype where that is wider (fp64: the golden traces run the tiny pairs in fp64, where
+    every CPU agrees, and no step may round them back to fp32)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     """Rows of logits (..., V) -> the distribution sampling draws from.
 
@@ -18,7 +24,7 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
     target so that the acceptance rule compares like with like. Greedy params give the
     plain softmax (temperature 1), which is what the views show as p and q.
     """
-    logits = logits.float()
+    logits = wide(logits)
     if params.greedy:
         return torch.softmax(logits, dim=-1)
     logits = logits / params.temperature

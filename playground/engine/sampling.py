@@ -27,7 +27,10 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
     logits = wide(logits)
     if params.greedy:
         return torch.softmax(logits, dim=-1)
-    logits = logits / params.temperature
+    # The largest logit shifted to 0 before dividing: no temperature in (0, 2] overflows, and one that is 0 in this
+    # dtype (1e-300 in fp32) gives the limit, the argmax with ties split evenly, instead of inf / inf.
+    shifted = logits - logits.amax(-1, keepdim=True)
+    logits = torch.where(shifted < 0, shifted / params.temperature, 0.0)
     if params.top_k and params.top_k < logits.shape[-1]:
         kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -18,7 +18,9 @@ from playground.core.draft import Verdict
 from playground.engine.sampling import logits_to_probs, sample
 from playground.core.config import DrafterKind
 from playground.run.spec import DrafterSpec
-from tests.helpers import CHI2_999, fit, random_dists, two_token_test
+from playground.run.runner import new_tokens
+from tests.helpers import CHI2_999, fit, load_pair, random_dists, run_all, two_token_test
+from tests.test_runner import target_greedy
 
 
 def wrong_rule(draft_tokens, draft_probs, target_probs, generator) -> Verdict:
@@ -122,3 +124,23 @@ def test_engine_two_token_distribution_equals_target(tiny_pair, kind):
     assert stat < CHI2_999[df], (stat, df)
     if kind is DrafterKind.DRAFT_MODEL:
         assert 0.1 < seen["accepted"] / seen["drafted"] < 0.95  # both accepts and rejections happened
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_vanishing_temperature_gives_the_argmax_with_ties_split(temperature, dtype):
+    """The limit of softmax(logits / T) as T -> 0, even where T is 0 in the logits' dtype: no inf, no nan."""
+    logits = torch.tensor([[1.0, 2.0, 2.0, -3.0], [0.5, 0.25, 0.5 - 1e-6, float("-inf")]], dtype=dtype)
+    probs = logits_to_probs(logits, SamplingParams(temperature=temperature))
+    torch.testing.assert_close(probs, torch.tensor([[0, 0.5, 0.5, 0], [1.0, 0, 0, 0]], dtype=dtype))
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324])
+@pytest.mark.parametrize("kind", [DrafterKind.DRAFT_MODEL, DrafterKind.SUFFIX])
+def test_any_temperature_in_the_range_runs_through_the_runner(runner, tiny_spec, kind, temperature):
+    """A temperature too small for fp32 (issue 55: it crashed the draft model's and suffix decoding's runs) decodes
+    the argmax: the target's greedy tokens, through the rejection rule of a sampled run."""
+    spec = tiny_spec("The quick brown fox", kind, max_new_tokens=20, k=3, temperature=temperature, seed=5)
+    rounds = run_all(runner, spec)
+    assert new_tokens(rounds) == target_greedy(load_pair(runner, spec), spec.prompt, 20)
+    assert all(r.u for r in rounds if r.k)  # the sampling rule decided (its draws are recorded), not the greedy one

@@ -27,7 +27,7 @@ from playground.engine.acceptance import accept_tree
 from playground.decoding.tree import keep_path, score_tree
 from playground.core.draft import Draft, Tree
 from playground.core.records import RoundRecord, TreeExtras
-from playground.engine.sampling import logits_to_probs
+from playground.engine.sampling import logits_to_probs, wide
 from playground.core.config import DecodeConfig
 
 
@@ -67,7 +67,7 @@ def record(
     rows = torch.tensor([tree.parents[i] + 1 for i in order], dtype=torch.long, device=device)
     ids = torch.tensor([tree.tokens[i] for i in order], dtype=torch.long, device=device)
     kept_rows = torch.tensor([0] + [node + 1 for node in path], dtype=torch.long, device=device)
-    top2 = torch.topk(logits[kept_rows].float(), 2, dim=-1).values if greedy else None
+    top2 = torch.topk(wide(logits[kept_rows]), 2, dim=-1).values if greedy else None
     margins = (top2[:, 0] - top2[:, 1]) if top2 is not None else q_rows.new_empty(0)
     floats = torch.cat([q_rows[rows, ids], q_rows[last, token].view(1), margins]).tolist()
     T = len(order)

@@ -16,7 +16,7 @@ from playground.engine.cache import crop_cache
 from playground.core.draft import Draft, Verdict
 from playground.kernels.step import TargetCache, score
 from playground.core.records import RoundRecord
-from playground.engine.sampling import logits_to_probs
+from playground.engine.sampling import logits_to_probs, wide
 
 
 class ChainDraft(Draft):
@@ -90,20 +90,20 @@ def _record_probs(
     """p and q of each draft token (and q of the target's token) for the views."""
     k, device = record.k, logits.device
     if q_probs is None:
-        q_probs = torch.softmax(logits.float(), -1)
+        q_probs = torch.softmax(wide(logits), -1)
     if p_probs is None and draft.logits is not None:
-        p_probs = torch.softmax(draft.logits.float(), -1)
+        p_probs = torch.softmax(wide(draft.logits), -1)
     idx = torch.arange(k, device=device)
     q = q_probs[idx, draft.tokens]
     p = p_probs[idx, draft.tokens] if p_probs is not None else torch.ones_like(q)
     token_q = q_probs[verdict.num_accepted, verdict.next_token].view(1)
     u = verdict.u if verdict.u is not None else q.new_empty(0)
     if config.sampling.greedy:  # how close each decision was: top-1 minus top-2 logit per position
-        top2 = torch.topk(logits.float(), 2, dim=-1).values
+        top2 = torch.topk(wide(logits), 2, dim=-1).values
         margins = top2[:, 0] - top2[:, 1]
     else:
         margins = q.new_empty(0)
-    floats = torch.cat([p, q, token_q, margins, u.float()]).tolist()
+    floats = torch.cat([p, q, token_q, margins, wide(u)]).tolist()
     record.p, record.q, record.token_q = floats[:k], floats[k : 2 * k], floats[2 * k]
     m = len(margins)
     record.margins = floats[2 * k + 1 : 2 * k + 1 + m][: record.accepted + 1]  # the positions whose tokens were kept

@@ -12,7 +12,7 @@ from playground.engine.cache import crop_cache, draft_cache
 from playground.decoding.vocab import SubsetHead
 from playground.kernels.step import LeanForward, why_not as lean_why_not
 from playground.core.config import SamplingParams
-from playground.engine.sampling import choose
+from playground.engine.sampling import choose, wide
 
 
 class ModelDrafter(Drafter):
@@ -60,7 +60,7 @@ class ModelDrafter(Drafter):
             logits.append(step_logits)
             feed = token.view(1, 1)
             if self.confidence > 0 and len(tokens) < k:
-                top = torch.softmax(step_logits.float(), -1).max()
+                top = torch.softmax(wide(step_logits), -1).max()
                 if top.item() < self.confidence:  # a host sync, only when the threshold is on
                     break
         # The cache now holds the sequence plus all proposed tokens but the last.

@@ -37,6 +37,7 @@ from transformers import PreTrainedModel
 
 from playground.engine.acceptance import batch_greedy
 from playground.engine.cache import cache_bytes, crop_cache, draft_cache
+from playground.engine.sampling import wide
 from playground.engine import Loop, cut
 from playground.core.errors import PlaygroundError
 
@@ -233,7 +234,7 @@ class BatchedDecoder(Loop):
         drafts kept, the target's token after them, the margins (top-1 minus top-2 logit) and the drafts."""
         ids, real = left_pad([self.pending[i] for i in self.rows], self.pad, self.device)
         ids, real = torch.cat([ids, drafts], 1), torch.cat([real, torch.ones_like(drafts, dtype=torch.bool)], 1)
-        logits = self.target_kv.forward(ids, real, keep=k + 1).float()  # (B, k + 1, V)
+        logits = wide(self.target_kv.forward(ids, real, keep=k + 1))  # (B, k + 1, V)
         verdict = batch_greedy(drafts, logits)  # each row's kept prefix and the target's token after it
         top2 = torch.topk(logits, 2, dim=-1).values
         return (

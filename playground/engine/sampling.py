@@ -11,6 +11,12 @@ import torch
 from playground.core.config import SamplingParams
 
 
+def wide(x: torch.Tensor) -> torch.Tensor:
+    """x in fp32, or in its own dtype where that is wider (fp64: the golden traces run the tiny pairs in fp64, where
+    every CPU agrees, and no step may round them back to fp32)."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     """Rows of logits (..., V) -> the distribution sampling draws from.
 
@@ -18,10 +24,13 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
     target so that the acceptance rule compares like with like. Greedy params give the
     plain softmax (temperature 1), which is what the views show as p and q.
     """
-    logits = logits.float()
+    logits = wide(logits)
     if params.greedy:
         return torch.softmax(logits, dim=-1)
-    logits = logits / params.temperature
+    # The largest logit shifted to 0 before dividing: no temperature in (0, 2] overflows, and one that is 0 in this
+    # dtype (1e-300 in fp32) gives the limit, the argmax with ties split evenly, instead of inf / inf.
+    shifted = logits - logits.amax(-1, keepdim=True)
+    logits = torch.where(shifted < 0, shifted / params.temperature, 0.0)
     if params.top_k and params.top_k < logits.shape[-1]:
         kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gradio import Error as GradioError
+from gradio import processing_utils, route_utils
+from gradio.context import LocalContext
 from gradio.exceptions import InvalidPathError
 from gradio.utils import NamedString, get_upload_folder
 from gradio_client import utils as client_utils
@@ -268,3 +270,44 @@ def answer_forged_paths(demo: Any) -> None:
             return [FORGED] + list(processed[1:])  # the upload's value as the event's function sees it
 
     demo.preprocess_data = preprocess_data
+    refuse_forged_paths(demo)
+
+
+def forged_path_message(demo: Any, data: Any) -> str | None:
+    """Gradio's own refusal of the first file value in an event's inputs that no user uploaded (a path outside its
+    cache: /etc/passwd, ../), the message a decoding event's admission check answers with, or None. A URL is left to
+    Gradio, as its own check does. Reads processing_utils._check_allowed."""
+    files: list[str] = []
+    client_utils.traverse(data, lambda d: files.append(d.get("path")) or d, client_utils.is_file_obj_with_meta)
+    token = LocalContext.blocks.set(demo)  # the app Gradio's check reads (it checks a launched app's paths)
+    try:
+        for path in files:
+            if isinstance(path, str) and not client_utils.is_http_url_like(path):
+                processing_utils._check_allowed(path, check_in_upload_folder=True)
+    except (InvalidPathError, ValueError, OSError) as exc:  # ValueError: a NUL byte; OSError: a name too long
+        return str(exc) or type(exc).__name__
+    finally:
+        LocalContext.blocks.reset(token)
+    return None
+
+
+def refuse_forged_paths(demo: Any) -> None:
+    """A forged file value (a path no user uploaded) sent to an event without an admission check (Theory, Export, the
+    settings link) was refused only once the event ran, as a bare {"error": null}: now every event's join answers it
+    as a decoding event's does, HTTP 400 with Gradio's message, before it queues. An event marked `takes_upload`
+    keeps its tab's own message (answer_forged_paths). Reads Gradio's Queue.push."""
+    queue = demo._queue
+    original = queue.push
+
+    async def push(body: Any, request: Any, username: str | None) -> Any:
+        try:
+            fn = route_utils.get_fn(queue.blocks, None, body)  # as Queue.push finds it
+        except (KeyError, route_utils.FnIndexInferError):  # an unknown event: Queue.push answers it
+            fn = None
+        if fn is None or not getattr(fn.fn, "takes_upload", False):
+            message = forged_path_message(demo, body.data)
+            if message is not None:
+                return False, message, "error"
+        return await original(body=body, request=request, username=username)
+
+    queue.push = push

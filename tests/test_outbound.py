@@ -5,7 +5,10 @@ deadline, Stop honoured mid-answer, no answer echoed; and an allow-listed loopba
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
+from typing import Iterator
 
 import pytest
 
@@ -179,3 +182,91 @@ def test_a_tls_handshake_that_fails_is_named(monkeypatch):
         allow(monkeypatch, https)
         with pytest.raises(PlaygroundError, match=r"Cannot reach a vLLM server at https://.* \(TLS: "):
             VLLMServer(https, connect_timeout_s=5).check()
+
+
+# ---------------------------------------------------------------- issue 55: no header can be injected
+
+
+@contextlib.contextmanager
+def raw_listener() -> Iterator[tuple[str, list[bytes]]]:
+    """(URL on 127.0.0.1, the raw bytes of each connection's request head): what reached the socket, unparsed."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    sock.settimeout(0.2)
+    heads: list[bytes] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                heads.append(data.split(b"\r\n\r\n")[0])
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", heads
+    finally:
+        done.set()
+        thread.join()
+        sock.close()
+
+
+INJECTED = ["x\r\nX-Injected: yes", "x\nX-Injected: yes", "x\rX-Injected: yes", "x\x00y", "x\x7fy", "x\ty", "clé"]
+
+
+@pytest.mark.parametrize("key", INJECTED)
+def test_a_key_with_a_line_break_or_control_character_is_refused_naming_the_field_before_any_socket(monkeypatch, key):
+    """The key `x\\r\\nX-Injected: yes` sent X-Injected on every request (outbound wrote raw `f"{k}: {v}"` lines)."""
+    from playground.vllm import peer
+
+    with raw_listener() as (url, heads):
+        allow(monkeypatch, url)
+        with pytest.raises(PlaygroundError, match="vLLM server API key: only printable ASCII") as refused:
+            peer.engine_choice(peer.VLLM_URL, url, "", "", key)
+        with pytest.raises(PlaygroundError, match="vLLM server API key"):
+            VLLMServer(url, connect_timeout_s=2, api_key=key).check()
+        assert "Injected" not in str(refused.value) and key not in str(refused.value)  # never quoted: it is a key
+    assert heads == []  # nothing reached the socket
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Note": "a\r\nX-Injected: yes"}, {"X-Note": "a\nb"}, {"X-Note\r\nX-Injected": "yes"}, {"X Note": "a"}],
+)
+def test_every_header_the_app_sends_is_checked_before_any_socket(monkeypatch, headers):
+    from playground.run import outbound
+
+    with raw_listener() as (url, heads):
+        allow(monkeypatch, url)
+        policy, origin = outbound.Policy.of([url]), outbound.parse_url(url)
+        with pytest.raises(outbound.Refused, match="header.*nothing was sent"):
+            outbound.request(policy, origin, "GET", "/v1/models", None, headers, 2.0)
+        with pytest.raises(outbound.Refused, match="nothing was sent"):
+            outbound.request(policy, origin, "GET", "/v1/models\r\nX-Injected: yes", None, {}, 2.0)
+    assert heads == []
+
+
+def test_what_reaches_the_socket_is_one_line_per_header_the_app_meant(monkeypatch):
+    with raw_listener() as (url, heads):
+        allow(monkeypatch, url)
+        with pytest.raises(PlaygroundError, match="not a vLLM server"):
+            VLLMServer(url, connect_timeout_s=2, api_key="a-good-key_123").check()
+    (head,) = heads
+    lines = head.split(b"\r\n")
+    assert all(b"\r" not in line and b"\n" not in line for line in lines)
+    names = [line.split(b":")[0].lower() for line in lines[1:]]
+    assert names == [b"host", b"connection", b"accept-encoding", b"user-agent", b"authorization"]
+    assert b"Authorization: Bearer a-good-key_123" in lines

@@ -50,6 +50,22 @@ class Stopped(Ended):
     """Stop was pressed during the call."""
 
 
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def check_header(name: str, value: str, field: str | None = None) -> None:
+    """Refused unless a header can only be one line: its name an HTTP token, its value printable ASCII (no CR, LF or
+    other control character, which would end the line and start a header of the sender's choosing). `field` names
+    the input the value came from; the value itself is never quoted (it may be a key)."""
+    what = field or f"The {name!r} header"
+    if not isinstance(name, str) or not name or not set(name) <= _TOKEN:
+        raise Refused(f"{what}: a header name may hold only letters, digits and -; nothing was sent.")
+    if not isinstance(value, str) or any(not " " <= c <= "~" for c in value):
+        raise Refused(
+            f"{what}: only printable ASCII is taken (no line break, tab or other control character); nothing was sent."
+        )
+
+
 @dataclass(frozen=True)
 class Origin:
     """scheme://host:port, the whole of a server's address as this app takes it."""
@@ -317,6 +333,10 @@ def request(
 ) -> Answer:
     """One HTTP request to an allowed origin within deadline_s in all; raises Refused, TimedOut, Stopped or a
     PlaygroundError (unreachable, not HTTP). `addresses`: those policy.addresses() gave before (kept per server)."""
+    if method not in ("GET", "POST") or not path.startswith("/") or any(not "!" <= c <= "~" for c in path):
+        raise Refused(f"Not a request this app sends: {method} {shown(path)}; nothing was sent.")
+    for name, value in (headers or {}).items():  # before any socket opens: a CR or LF would add headers
+        check_header(name, value)
     clock = _Clock(origin, path, deadline_s, should_stop)
     addresses = addresses if addresses is not None else policy.addresses(origin)
     host = f"[{origin.host}]" if ":" in origin.host else origin.host

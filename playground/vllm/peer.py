@@ -95,7 +95,7 @@ def engine_choice(
         raise PlaygroundError(f"Unknown vLLM engine choice {source!r}; one of {list(VLLM_SOURCES)}.")
     if not url:
         raise PlaygroundError("vLLM server: give its URL (http://host:port), or choose no vLLM row.")
-    base = VLLMServer(url).base  # its form and the allow-list, checked now (nothing is sent yet)
+    base = VLLMServer(url, api_key=api_key).base  # its form, the allow-list and the key, checked now (nothing sent)
     target_base = VLLMServer(target_url).base if target_url else None
     return VLLMEngine(url=base, model=model or None, target_url=target_base, api_key=api_key or None)
 

@@ -25,6 +25,8 @@ from playground.vllm.metrics import SpecCounters, has_vllm_metrics, parse_promet
 from playground.env import outbound, settings
 from playground.core.errors import PlaygroundError
 
+KEY_FIELD = "vLLM server API key"  # the Compare pairs tab's field, as a refusal names it
+
 # ---------------------------------------------------------------------------------- a server
 
 
@@ -59,6 +61,8 @@ class VLLMServer:
         self.base = str(self.origin)
         self.wanted = model
         self.timeout_s, self.connect_timeout_s = timeout_s, connect_timeout_s
+        if api_key:  # a CR or LF in it would add headers of the user's choosing to every request
+            outbound.check_header("Authorization", f"Bearer {api_key}", KEY_FIELD)
         self._key = api_key or None
         self.should_stop = should_stop
         self._addresses: list[tuple] | None = None  # resolved and checked once: every request goes there

@@ -3,7 +3,9 @@
 One node per draft token, nested under its parent (the root is the last token before the round). The
 accepted path is highlighted, the candidates tried and rejected where the path stopped are struck
 through, the branches the verification never reached are faded, and the target's own token (the
-correction, or the bonus when the path ends at a leaf) hangs under the path's last node. Hovering a
+correction, or the bonus when the path ends at a leaf) hangs under the path's last node. The kept branch is drawn
+with a solid line and said in words: its tokens, each node's rank among its siblings by the draft's p, and how
+much of it a chain of the draft's first choices would have kept. Hovering a
 node shows its id, p (draft) and q (target, in its branch's context) and min(1, q/p). Pure: a record
 and a tokenizer in, a string out; all model text goes through escape_text (html.escape).
 """
@@ -36,6 +38,8 @@ STYLE = """<style>
 .tree-unevaluated { opacity: 0.45; }
 .tree-correction { border: 2px solid var(--tok-correction, #0072B2); font-weight: 600; }
 .tree-bonus { border-bottom: 3px solid var(--tok-bonus, #E69F00); font-weight: 600; }
+.tree-view li.tree-kept { border-left: 3px solid var(--tok-accepted, #009E73); margin-left: -2px; padding-left: 2px; }
+.tree-kept-line { margin: 2px 0 6px; }
 </style>"""
 
 KINDS = {
@@ -83,7 +87,8 @@ def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: 
         for i in children.get(parent, []):
             tok = record.draft_tokens[i]
             item = _node(kinds[i], tok, piece_text(tokenizer, ctx, tok), record.p[i], record.q[i])
-            items.append(f"<li>{item}{branch(i, ctx + [tok])}</li>")
+            kept = ' class="tree-kept"' if kinds[i] == "accepted" else ""
+            items.append(f"<li{kept}>{item}{branch(i, ctx + [tok])}</li>")
         if parent == last:  # the target's own token after the path
             text = piece_text(tokenizer, ctx, record.token)
             items.append(f"<li>{_node(record.token_kind, record.token, text, None, record.token_q)}</li>")
@@ -101,7 +106,37 @@ def tree_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, context: 
         f"pass; the target kept a path of {n} and added a {html.escape(record.token_kind)} token</h4>"
     )
     body = f'<ul class="tree"><li>{root}{branch(-1, ctx)}</li></ul>'
-    return f'<div class="tree-view">{STYLE}{head}{sized_html(record)}{body}</div>'
+    kept = kept_html(record, tokenizer, ctx)
+    return f'<div class="tree-view">{STYLE}{head}{kept}{sized_html(record)}{body}</div>'
+
+
+def sibling_ranks(record: RoundRecord) -> list[int]:
+    """Per node of the kept path: its rank among its siblings by the draft's p (1: the draft's first choice)."""
+    tree, ranks = record.tree, []
+    for node in tree.path:
+        siblings = [i for i, parent in enumerate(tree.parents) if parent == tree.parents[node]]
+        ranks.append(1 + sum(record.p[i] > record.p[node] for i in siblings))
+    return ranks
+
+
+def kept_html(record: RoundRecord, tokenizer: PreTrainedTokenizerBase, ctx: list[int]) -> str:
+    """Which branch the round kept, in words: its tokens, each node's rank among its siblings, and how much of it a
+    chain of the draft's first choices would have kept (the branches' worth this round)."""
+    path, ranks = record.tree.path, sibling_ranks(record)
+    pieces, seen = [], list(ctx)
+    for node in path:
+        pieces.append(escape_text(piece_text(tokenizer, seen, record.draft_tokens[node])))
+        seen.append(record.draft_tokens[node])
+    token = escape_text(piece_text(tokenizer, seen, record.token))
+    chain = next((d for d, r in enumerate(ranks) if r != 1), len(ranks))
+    if not path:
+        return f'<p class="tree-kept-line">Kept branch: none; the target\'s own token “{token}”.</p>'
+    choices = " · ".join(map(str, ranks))
+    return (
+        f'<p class="tree-kept-line">Kept branch: <strong>“{"".join(pieces)}”</strong> then “{token}”; by depth, the draft\'s '
+        f"choice {choices} among siblings (1: its likeliest); a chain of its first choices would have kept {chain} "
+        f"of these {len(path)}.</p>"
+    )
 
 
 def sized_html(record: RoundRecord) -> str:

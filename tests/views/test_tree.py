@@ -102,3 +102,25 @@ def test_a_sized_round_says_which_tree_was_planned_and_why():
     assert "4 nodes, 2 · 1 · 1 per depth" in page and "2.41 tokens" in page and "1.50 target steps" in page
     assert "k = 4" in page and "(1.55 per step)" in page and spans(page) == spans(tree_html(TREE, Words(), [5]))
     assert "Sized tree" not in tree_html(TREE, Words(), [5])  # a static or dynamic tree: no plan to explain
+
+
+def test_the_kept_branch_is_drawn_and_said_with_its_ranks_and_what_a_chain_would_have_kept():
+    """The path went through the draft's second choice at depth 1 (" sat" under the root, p 0.3 against " the"'s
+    0.5): a chain of first choices would have kept none of it; the kept nodes' items carry the kept line."""
+    second = replace(
+        TREE,
+        accepted=2,
+        p=[0.5, 0.4, 0.3, 0.6],
+        extras=TreeExtras(parents=[-1, 0, -1, 2], path=[2, 3]),
+        draft_tokens=[1, 2, 3, 4],
+    )
+    page = tree_html(second, Words(), [5])
+    assert page.count('<li class="tree-kept">') == 2
+    line = re.search(r'<p class="tree-kept-line">(.*?)</p>', page).group(1)
+    assert "“ sat dog”" in line and "choice 2 · 1" in line and "would have kept 0 of these 2" in line
+    first = tree_html(TREE, Words(), [5])
+    assert "choice 1 · 1" in first and "would have kept 2 of these 2" in first
+    hostile = tree_html(second, Hostile(), [5])
+    assert "<b>&" not in hostile and "“&lt;b&gt;&amp;&lt;b&gt;&amp;”" in hostile
+    empty = replace(TREE, accepted=0, extras=TreeExtras(parents=TREE.tree.parents, path=[]))
+    assert "Kept branch: none" in tree_html(empty, Words(), [5])

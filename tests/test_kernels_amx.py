@@ -129,3 +129,58 @@ def test_the_tiles_order_on_avx512_lanes_is_the_emulated_tiles_bitwise_in_passes
             assert torch.equal(ops.linear(x[:m], w, b, r[:m]), tiles[:m]), m
     finally:
         ops.use(previous)
+
+
+def _cancelling_qwen2():
+    """A tiny Qwen2 whose linears' inputs span 2^-12..2^12 with alternating signs, so that sums cancel and the
+    order of accumulation shows in the bf16 results (with plain random weights avx512's and the tiles' orders
+    round alike here)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(5)
+    config = Qwen2Config(
+        vocab_size=300,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        initializer_range=0.3,
+    )
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for lin in [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.in_features < 300]:
+            k = torch.arange(lin.in_features)
+            lin.weight *= (2.0 ** (12 * ((k // 5) % 3) - 12)) * (1 - 2 * (k % 2))
+    return model.to(torch.bfloat16)
+
+
+def test_the_amx_builds_one_call_forward_runs_its_own_linear_bitwise_as_its_module_path():
+    """Issue 53: step.c's bi_model_step linked avx512.c's linear in the amx build, so the target's lean path never
+    reached the tiles. On amx_emulated the one-call forward (a 9-token pass on the tiles, then one-token steps on the
+    lanes) must equal the module path bit for bit, on a model where avx512's order gives other logits."""
+    import torch
+    from transformers import DynamicCache
+
+    from playground.kernels import model as kernel_model, ops
+    from playground.kernels.step import LeanForward
+
+    _compiler()
+    model = _cancelling_qwen2()
+    assert kernel_model.make_invariant(model)
+    feeds = [torch.randint(0, 300, (1, n), generator=torch.Generator().manual_seed(n)) for n in (9, 1, 1, 1)]
+    previous = ops.use("avx512")
+    try:
+        with torch.inference_mode():
+            other = model(input_ids=feeds[0]).logits[0, -1]
+            ops.use("amx_emulated")
+            assert not torch.equal(model(input_ids=feeds[0]).logits[0, -1], other)  # the test can tell the orders
+            lean, cache = LeanForward(model, capacity=16), DynamicCache()
+            for i, feed in enumerate(feeds):
+                theirs = model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
+                assert torch.equal(lean(feed), theirs), i
+    finally:
+        ops.use(previous)

@@ -1,5 +1,5 @@
 """When the tests of the batch-invariant kernels run, skip or fail. Some kernel variant runs on any CPU with a C
-compiler (playground/kernels/build.py: amx, avx512, avx2, portable). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns
+compiler (playground/kernels/build.py: amx, avx512, avx2, portable; amx_emulated where avx512 runs). PLAYGROUND_REQUIRE_KERNELS=1 (scripts/test.sh) turns
 kernels that did not load into a failure where they should have; elsewhere (no compiler, PLAYGROUND_KERNELS=off) the
 tests skip, saying why, and everything else runs on torch's kernels. kernel_variant runs a test on each variant."""
 
@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from playground.kernels import ops as kernel_ops
+from playground.kernels import build, ops as kernel_ops
 
 
 def expected_here() -> bool:
@@ -36,14 +36,13 @@ def require_kernels() -> None:
 def _variant_param(name: str):
     why = kernel_ops.unsupported(name)
     marks = [pytest.mark.skip(reason=f"the {name} kernels cannot run on this CPU: {why}")] if why else []
-    if not why and kernel_ops.passed_over(name):
-        marks = [pytest.mark.skip(reason=kernel_ops.passed_over(name))]
     return pytest.param(name, marks=marks, id=name)
 
 
-@pytest.fixture(params=[_variant_param(v.name) for v in kernel_ops.VARIANTS])
+@pytest.fixture(params=[_variant_param(v.name) for v in build.TESTED])
 def kernel_variant(request):
-    """Every kernel variant (playground/kernels/ops.VARIANTS) in turn: the ops run it for the test's duration.
+    """Every kernel variant (playground/kernels/build.TESTED: ops.VARIANTS and amx_emulated, the amx variant's code
+    with its tiles computed exactly in plain C) in turn: the ops run it for the test's duration.
     A variant this CPU cannot execute skips with the reason; one it can execute must load (under
     PLAYGROUND_REQUIRE_KERNELS=1, where a compiler is there), else the test skips with the reason."""
     name = request.param

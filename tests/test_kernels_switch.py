@@ -151,18 +151,24 @@ def test_a_variant_the_cpu_lacks_is_refused_with_the_reason(monkeypatch):
     assert kernel_ops.cpu_supported() == "PLAYGROUND_KERNELS=avx2, but this CPU lacks avx2, fma, f16c"
 
 
-def test_auto_passes_the_unproven_amx_variant_over_on_an_amx_cpu_and_says_why(monkeypatch):
-    """amx has run only emulated (tests/test_kernels_amx.py): on a CPU with AMX, auto and the tests pass it over unless
-    PLAYGROUND_KERNELS=amx, and the start-up line says so, where avx512 then runs."""
+def test_auto_picks_amx_on_an_amx_cpu_where_its_start_up_check_passes_else_says_why(monkeypatch):
+    """On a CPU with AMX auto tries amx first: it runs where Linux grants the tiles and bi_kernel_check finds them
+    computing their exact model (an AMX CPU), else auto goes on to avx512 and the start-up line says why not amx
+    (here: a CPU without AMX, its flags faked, whose Linux refuses the tiles)."""
     from playground.kernels import build, ops as kernel_ops
 
+    real = build.cpu_flags()
     flags = set(build.VARIANTS[0].needs) | {"avx2", "fma", "f16c"}  # an Intel Xeon with AMX
     monkeypatch.setattr(build, "cpu_flags", lambda: flags)
-    if kernel_ops.unsupported("amx"):
-        pytest.skip(f"not an x86-64 CPU: {kernel_ops.unsupported('amx')}")
+    if kernel_ops.unsupported("amx") or not set(build.AVX512_NEEDS) <= real:
+        pytest.skip("not an x86-64 CPU with AVX512-BF16")
     monkeypatch.delenv("PLAYGROUND_KERNELS", raising=False)
-    assert kernel_ops.passed_over("amx") == build.UNPROVEN
-    assert "amx" not in kernel_ops.runnable() and kernel_ops.runnable()[0] == "avx512"
-    monkeypatch.setenv("PLAYGROUND_KERNELS", "amx")
-    assert kernel_ops.passed_over("amx") is None and kernel_ops.runnable()[0] == "amx"
-    assert kernel_ops.cpu_supported() is None
+    monkeypatch.setattr(build, "_libs", {})
+    monkeypatch.setattr(build, "_active", [])
+    assert kernel_ops.runnable()[:2] == ["amx", "avx512"]
+    if "amx_bf16" in real:
+        assert kernel_ops.variant() == "amx"
+        assert kernel_ops.describe() == "CPU kernels: batch-invariant amx, the best this CPU runs"
+    else:
+        assert kernel_ops.variant() == "avx512"
+        assert "; not amx: the Linux kernel did not grant this process the AMX tiles" in kernel_ops.describe()

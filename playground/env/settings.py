@@ -100,8 +100,8 @@ VARIABLES = {
     "PLAYGROUND_KERNELS": (
         "auto",
         "which batch-invariant kernels run: auto (the best this CPU runs: "
-        "avx512 where it has AVX512-BF16 and -VNNI, else avx2 where it has AVX2 and FMA, else portable C), one "
-        "of amx (only when forced: not yet run on AMX hardware), avx512, avx2, portable to force it, or off (torch's kernels run, the kernel tests skip); a C compiler builds them once",
+        "amx where it has AMX-BF16 and the tiles pass their start-up check, else avx512 where it has AVX512-BF16 and "
+        "-VNNI, else avx2 where it has AVX2 and FMA, else portable C), one of amx, avx512, avx2, portable to force it, or off (torch's kernels run, the kernel tests skip); a C compiler builds them once",
     ),
 }
 KERNELS = ("auto", "amx", "avx512", "avx2", "portable", "off")

@@ -922,4 +922,6 @@ void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int
   if (scratch != small) free(scratch);
 }
 
+#ifndef BI_STEP_AFTER /* amx.c includes step.c itself, after its own bi_linear */
 #include "step.c" /* a whole forward in one call (kernels/step.py) */
+#endif

@@ -30,32 +30,29 @@ class Variant:
     flags: tuple[str, ...]
     needs: tuple[str, ...] = ()  # /proc/cpuinfo flags
     x86: bool = True
-    auto: bool = True  # False: never chosen by auto, nor run by the tests, unless PLAYGROUND_KERNELS names it
+    auto: bool = True  # False: never chosen by auto
 
 
 # The first variant this CPU runs is the one chosen (PLAYGROUND_KERNELS=auto); PLAYGROUND_KERNELS=<name> forces one.
-# amx includes avx512.c (its linear on AMX tiles, everything else avx512's); the library hash covers every source.
-# amx has run only with its tile instructions emulated (tests/test_kernels_amx.py), never on an AMX CPU: until it
-# has, auto passes it over and the tests skip it, and PLAYGROUND_KERNELS=amx runs it (docs/exactness.md).
-UNPROVEN = "the amx kernels have not yet run on an AMX CPU: they run only when PLAYGROUND_KERNELS=amx"
+# amx includes avx512.c (its linear in the tiles' arithmetic, everything else avx512's); the library hash covers every
+# source. amx loads only where its start-up check passes (bi_kernel_check: the tiles against their exact model).
+AMX_FLAGS = ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-mamx-tile", "-mamx-bf16")
+AVX512_NEEDS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni")
 VARIANTS = (
-    Variant(
-        "amx",
-        "amx.c",
-        ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-mamx-tile", "-mamx-bf16"),
-        ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16"),
-        auto=False,
-    ),
-    Variant(
-        "avx512",
-        "avx512.c",
-        ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni"),
-        ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni"),
-    ),
+    Variant("amx", "amx.c", AMX_FLAGS, (*AVX512_NEEDS, "amx_tile", "amx_bf16")),
+    Variant("avx512", "avx512.c", ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni"), AVX512_NEEDS),
     Variant("avx2", "avx2.c", ("-mavx2", "-mfma", "-mf16c", "-ffp-contract=off"), ("avx2", "fma", "f16c")),
     Variant("portable", "portable.c", ("-ffp-contract=off", "-Wno-psabi"), x86=False),
 )
-BY_NAME = {v.name: v for v in VARIANTS}
+# Builds of amx.c for a CPU without AMX, never chosen by auto nor by PLAYGROUND_KERNELS: amx_emulated computes the
+# tiles exactly in plain C (the tests run the amx variant's code through it); avx512_tiles runs every pass on the
+# one-row kernel's AVX512 lanes (the tiles' order on any AVX512-BF16 CPU; bench --kernel-variants times it).
+EXTRA = (
+    Variant("amx_emulated", "amx.c", (*AMX_FLAGS, "-DAMX_EMULATE"), AVX512_NEEDS, auto=False),
+    Variant("avx512_tiles", "amx.c", (*AMX_FLAGS, "-DTILE_ORDER_VECTOR"), AVX512_NEEDS, auto=False),
+)
+TESTED = (*VARIANTS, EXTRA[0])  # the variants the kernel tests run, each where this CPU executes it
+BY_NAME = {v.name: v for v in (*VARIANTS, *EXTRA)}
 
 _lock = threading.RLock()
 _libs: dict[str, ctypes.CDLL | str] = {}  # a variant's library, or why it cannot run here
@@ -98,13 +95,8 @@ def cpu_supported() -> str | None:
 
 
 def runnable() -> list[str]:
-    """The variants this CPU can execute, best first (the tests run each), those auto passes over only when forced."""
-    return [v.name for v in VARIANTS if unsupported(v.name) is None and not passed_over(v.name)]
-
-
-def passed_over(name: str) -> str | None:
-    """Why auto and the tests pass a variant over unless PLAYGROUND_KERNELS names it (None: they do not)."""
-    return None if BY_NAME[name].auto or settings.read().kernels == name else UNPROVEN
+    """The variants this CPU can execute, best first (auto tries them in this order)."""
+    return [v.name for v in VARIANTS if unsupported(v.name) is None]
 
 
 def _build_dir(variant: Variant) -> Path:
@@ -149,6 +141,11 @@ def _build(variant: Variant) -> ctypes.CDLL | str:
     lib = ctypes.CDLL(str(path))  # after torch: its OpenMP runtime (libgomp) is the one the kernels use
     if hasattr(lib, "bi_kernel_ready") and not lib.bi_kernel_ready():
         return "the Linux kernel did not grant this process the AMX tiles (arch_prctl ARCH_REQ_XCOMP_PERM)"
+    if hasattr(lib, "bi_kernel_check") and not lib.bi_kernel_check():
+        return "the start-up check failed: the tiles did not compute their exact model (tests/data/amx/README.md)"
+    for fn in ("bi_tile_dp", "bi_tile_dp_vec", "bi_tile_dp_exact"):
+        if hasattr(lib, fn):
+            getattr(lib, fn).argtypes = [_ptr, _ptr, _ptr]
     lib.bi_linear.argtypes = [_ptr, _i64, _i64, _ptr, _i64, _ptr, _ptr, _ptr]
     lib.bi_rotary_split.argtypes = [_ptr, _i64, _i64, _i64, _i64, _i64, _ptr, _ptr, _ptr, _ptr, _ptr]
     lib.bi_silu_mul.argtypes = [_ptr, _i64, _i64, _ptr]
@@ -219,10 +216,7 @@ def describe() -> str:
         return f"CPU kernels: torch's (no batch-invariant kernels: {why_not()})"
     auto = settings.read().kernels == "auto"
     how = "the best this CPU runs" if auto else "forced by PLAYGROUND_KERNELS"
-    amx = ""
-    if auto and name != "amx" and "amx_bf16" in cpu_flags():  # auto passes amx over: say why
-        amx = f"; this CPU has AMX, but {UNPROVEN}"
-    return f"CPU kernels: batch-invariant {name}, {how}{_passed(name) if auto else ''}{amx}"
+    return f"CPU kernels: batch-invariant {name}, {how}{_passed(name) if auto else ''}"
 
 
 def _passed(name: str) -> str:

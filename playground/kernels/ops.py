@@ -15,7 +15,6 @@ from playground.kernels.build import (  # noqa: F401 (the kernels' API, as calle
     expected,
     library,
     load,
-    passed_over,
     reason,
     runnable,
     unsupported,

@@ -9,8 +9,9 @@
 - What: a URL is an origin and nothing else: http(s), a host, a port, at most `/v1`; user info, a query, a fragment or
   another path is refused (they would pick what is fetched). No proxy from the environment, no redirect followed
   (an answer of 3xx is just a status), no credential but the one the caller hands in.
-- How long: one deadline for the whole call (connect, send, every byte of the answer), not per socket read, so a
-  server that drips a byte every few seconds is cut off; Stop (should_stop) is read every TICK_S meanwhile.
+- How long: one deadline for the whole call (connect, send, every byte of the answer), so a server that drips a
+  byte every few seconds is cut off, and a stall deadline (no byte for a few seconds ends it, from the request sent
+  or, for an answer the server must think about first, from its first byte); Stop (should_stop) is read every TICK_S.
   The answer is bounded (MAX_ANSWER bytes) and never quoted in a message.
 Standard library only (no torch, no gradio): settings.py reads the allow-list with parse_url.
 """
@@ -36,6 +37,7 @@ TICK_S = 0.25  # how often a waiting call reads Stop and its deadline
 MAX_ANSWER = 16 * 1024 * 1024  # bytes: a /metrics of a large server is a few hundred kB
 ANY_PUBLIC = "*"  # the allow-list entry that admits any server whose every address is public
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")  # a header's name
 
 
 class Refused(PlaygroundError):
@@ -50,9 +52,6 @@ class Stopped(Ended):
     """Stop was pressed during the call."""
 
 
-_TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-
 def check_header(name: str, value: str, field: str | None = None) -> None:
     """Refused unless a header can only be one line: its name an HTTP token, its value printable ASCII (no CR, LF or
     other control character, which would end the line and start a header of the sender's choosing). `field` names
@@ -61,9 +60,7 @@ def check_header(name: str, value: str, field: str | None = None) -> None:
     if not isinstance(name, str) or not name or not set(name) <= _TOKEN:
         raise Refused(f"{what}: a header name may hold only letters, digits and -; nothing was sent.")
     if not isinstance(value, str) or any(not " " <= c <= "~" for c in value):
-        raise Refused(
-            f"{what}: only printable ASCII is taken (no line break, tab or other control character); nothing was sent."
-        )
+        raise Refused(f"{what}: only printable ASCII is taken (no line break or control character); nothing was sent.")
 
 
 @dataclass(frozen=True)
@@ -201,16 +198,31 @@ class Answer:
 
 
 class _Clock:
-    """The call's deadline and Stop: left() is the seconds to wait now (at most TICK_S), or it raises."""
+    """The call's deadline, its stall deadline and Stop: left() is the seconds to wait now (at most TICK_S), or it
+    raises. stall_s: no byte for that long ends the call, counted from the request sent when first_byte_s is None,
+    else from the first byte of the answer (a server may think first_byte_s before it answers, then must flow)."""
 
-    def __init__(self, origin: Origin, path: str, deadline_s: float, should_stop: Callable[[], bool] | None) -> None:
+    def __init__(
+        self, origin: Origin, path: str, deadline_s: float, should_stop, stall_s=None, first_byte_s=None
+    ) -> None:
         self.origin, self.path, self.deadline_s = origin, path, deadline_s
         self.end, self.should_stop = time.monotonic() + deadline_s, should_stop
+        self.stall_s, self.first_byte_s, self.heard, self.last = stall_s, first_byte_s, False, time.monotonic()
+
+    def byte(self, heard: bool) -> None:
+        """The request went out, or (heard) a byte of the answer came: the stall deadline starts again."""
+        self.heard, self.last = self.heard or heard, time.monotonic()
 
     def left(self) -> float:
         if self.should_stop is not None and self.should_stop():
             raise Stopped(f"Stopped: the request to {self.origin} was ended.")
-        left = self.end - time.monotonic()
+        now, left = time.monotonic(), self.end - time.monotonic()
+        quiet = self.first_byte_s if not self.heard and self.first_byte_s is not None else self.stall_s
+        if quiet is not None and now - self.last > quiet:
+            raise TimedOut(
+                f"The server at {self.origin} sent nothing for {quiet:.0f} s during {self.path} "
+                f"({'before its answer' if not self.heard else 'mid-answer'}): the request was ended."
+            )
         if left <= 0:
             raise TimedOut(
                 f"The server at {self.origin} did not answer {self.path} within {self.deadline_s:.0f} s "
@@ -330,14 +342,17 @@ def request(
     deadline_s: float = 10.0,
     should_stop: Callable[[], bool] | None = None,
     addresses: list[tuple] | None = None,
+    stall_s: float | None = None,
+    first_byte_s: float | None = None,
 ) -> Answer:
-    """One HTTP request to an allowed origin within deadline_s in all; raises Refused, TimedOut, Stopped or a
-    PlaygroundError (unreachable, not HTTP). `addresses`: those policy.addresses() gave before (kept per server)."""
+    """One HTTP request to an allowed origin within deadline_s in all, never stall_s without a byte (_Clock: after the
+    first byte when first_byte_s is given); raises Refused, TimedOut, Stopped or a PlaygroundError (unreachable, not
+    HTTP). `addresses`: those policy.addresses() gave before (kept per server)."""
     if method not in ("GET", "POST") or not path.startswith("/") or any(not "!" <= c <= "~" for c in path):
         raise Refused(f"Not a request this app sends: {method} {shown(path)}; nothing was sent.")
     for name, value in (headers or {}).items():  # before any socket opens: a CR or LF would add headers
         check_header(name, value)
-    clock = _Clock(origin, path, deadline_s, should_stop)
+    clock = _Clock(origin, path, deadline_s, should_stop, stall_s, first_byte_s)
     addresses = addresses if addresses is not None else policy.addresses(origin)
     host = f"[{origin.host}]" if ":" in origin.host else origin.host
     lines = [
@@ -356,12 +371,14 @@ def request(
         sent = 0
         while sent < len(data):
             sent += _io(sock, clock, True, sock.send, data[sent:])
+            clock.byte(False)
         received = _Received()
         while not received.complete:
             chunk = _io(sock, clock, False, sock.recv, 65536)
             if not chunk:
                 break
             received.add(chunk)
+            clock.byte(True)
             if len(received.data) > MAX_ANSWER:
                 raise PlaygroundError(
                     f"The server at {origin} answered {path} with more than "

@@ -52,14 +52,16 @@ def run_compare(
     progress: Progress = quiet,
     should_stop: Callable[[], bool] | None = None,
     checked: bool = False,
+    off_device: Callable[[], None] | None = None,
 ) -> tuple:
     """(status, bars, acceptance by position, table, CSV download) of every chosen pair x drafter with the shared
     settings (the custom model ids are not used here: each pair runs its own models, "draft model" through the
     drafter its tokenizers need: bench.grid.own_drafter). vllm: the tab's (source, URL, model, target-alone URL),
     vllm.peer.engine_choice; its engine is checked before anything of ours runs. The runner may be a
     jobs.Watched one: the comparison then ends at the next round once nobody listens, and vLLM's engine when
-    should_stop() says so. checked: the event's validator has checked vLLM's engine already (vllm_checks), so
-    that the device queue never waits on a server."""
+    should_stop() says so. checked: the event's validator has checked vLLM's engine already (vllm_checks: what it
+    found goes to run_peer, which does not ask again), so that the device queue never waits on a server; off_device:
+    called once our rows are done and a server's rows need only the network (the device queue then goes on)."""
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 4
     try:
         pair_names, drafter_names = parse_names(pair_names, "Pairs"), parse_names(drafter_names, "Drafters")
@@ -95,6 +97,8 @@ def run_compare(
                 engine,
                 progress=progress,
                 should_stop=should_stop,
+                checked=vllm_checks.found(engine) if checked else None,
+                off_device=off_device,
             )
             results = results + rows
             done = status_html(
@@ -177,6 +181,7 @@ def build(runner: Runner, controls: Controls, state: gr.State, catalog: list[str
             gradio_progress(progress, listener.check),
             should_stop=lambda: listener.stopped or listener.gone,
             checked=True,  # by the validator, in its own pool, before the job joined the device queue
+            off_device=listener.leave_device,  # a server's rows wait on the network only: the device goes on
         )  # ends vLLM's engine too
 
     inputs = [pairs, drafters] + controls.as_inputs() + [source, url, model, target_url, key, state]

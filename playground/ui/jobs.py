@@ -2,14 +2,15 @@
 anybody still listens to a running job, and taking a waiting run out of the queue (Stop before it started).
 
 Every decoding event shares one Gradio queue (common.DECODING, one job at a time). Gradio 6 has no public
-API for these three questions, so this module is the one place that reads its internals (INTERNALS); it was
-written for Gradio GRADIO, and check_gradio() refuses to start on another (each internal has its test:
-tests/ui/test_gradio_internals.py). Where there is no queue (a callback called directly, or a ZeroGPU worker)
+API for these questions, so this module (with ui/fair_queue.py, its rules of fairness) is the one place that
+reads its internals (INTERNALS); it was written for Gradio GRADIO, and check_gradio() refuses to start on another
+(each internal has its test: tests/ui/test_gradio_internals.py). Where there is no queue (a callback called directly, or a ZeroGPU worker)
 nothing is refused and nobody is ever gone.
 
 Who a job belongs to: its session (a browser page, a gradio_client Client), or, for a REST call
 (`POST /gradio_api/call/<api>`, which brings no session of its own), the client's address; and every job also
-counts against its network address (client_address), since a client picks its own session ids.
+counts against its network address (client_address), since a client picks its own session ids. A job whose rest
+only waits on a peer server hands the device back (Listener.leave_device) and still counts as its client's.
 """
 
 from __future__ import annotations
@@ -17,22 +18,27 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+import anyio.from_thread
 import gradio as gr
+from gradio.queueing import EventQueue
 from gradio.server_messages import ProcessCompletedMessage
 
 from playground.env import settings
 from playground.core.errors import Ended
 from playground.ui.common import DECODING, status_html
+from playground.ui.fair_queue import Hold, client_address, fair, held_now, hold
+from playground.ui.fair_queue import client_of as _client
 from playground.ui.state import SessionState
 
 GRADIO = "6.31"  # the Gradio whose internals this module reads (requirements.txt pins it)
 INTERNALS = (
     "Blocks._queue",
     "Queue.event_queue_per_concurrency_id",
+    "EventQueue(id, limit).queue / current_concurrency / start_times_per_fn",
     "Queue.active_jobs",
     "Queue.pending_messages_per_session",
     "Queue.event_ids_to_events",
-    "Event._id / session_hash / request / concurrency_id / alive / enqueue_time / fn.api_name",
+    "Event._id / session_hash / request / concurrency_id (read again when the job ends) / alive / enqueue_time / fn",
     "StateHolder.session_data[...].blocks_config",
     "ProcessCompletedMessage",
 )
@@ -40,6 +46,7 @@ INTERNALS = (
 # A running job whose messages nobody has taken for this long has no listener (a REST call whose result is
 # never fetched, a client that stopped reading): it ends at its next round.
 UNREAD_S = 3.0
+OFF_DEVICE = "peer-network"  # a decoding job that waits only on a peer server moves here (Listener.leave_device)
 BEFORE_START = "Stopped before it started."
 STOPPED = "Stopped."
 # The API names of each tab's decoding events, which its Stop takes out of the queue.
@@ -79,34 +86,13 @@ def _queue(request: gr.Request | None) -> Any:
         return None
 
 
-def client_address(http_request: Any) -> str:
-    """The network address a request came from. Behind PLAYGROUND_PROXY_HOPS proxies (Hugging Face Spaces: 1) it is
-    the entry that many from the end of X-Forwarded-For: each proxy appends the address it saw, so the last entries
-    are the trusted proxies' own and a client can only forge those before them. With 0 hops it is the connection's
-    address, which uvicorn already reads from X-Forwarded-For when the connection comes from a proxy it trusts
-    (FORWARDED_ALLOW_IPS, by default this machine's). Trust assumption: docs/reliability.md."""
-    host = getattr(getattr(http_request, "client", None), "host", None)
-    hops = settings.read().proxy_hops
-    headers = getattr(http_request, "headers", None)
-    if hops and headers is not None:
-        forwarded = [h.strip() for value in headers.getlist("x-forwarded-for") for h in value.split(",") if h.strip()]
-        if len(forwarded) >= hops:
-            host = forwarded[-hops]
-    return str(host)
-
-
-def _client(session_hash: str | None, job_id: str | None, http_request: Any) -> str:
-    """A session's hash; for a REST call (gradio names its session after the job, or it has none yet) the address."""
-    if session_hash and session_hash != job_id:
-        return session_hash
-    return f"address {client_address(http_request)}"
-
-
-def _jobs(queue: Any) -> tuple[list, list]:
-    """(waiting, running) decoding events."""
+def _jobs(queue: Any, off_device: bool = False) -> tuple[list, list]:
+    """(waiting, running) decoding events; with off_device also those that handed the device back (still their
+    client's: the caps count them)."""
+    ids = (DECODING, OFF_DEVICE) if off_device else (DECODING,)
     line = queue.event_queue_per_concurrency_id.get(DECODING)
     waiting = list(line.queue) if line is not None else []
-    running = [e for job in list(queue.active_jobs) if job for e in job if e.concurrency_id == DECODING]
+    running = [e for job in list(queue.active_jobs) if job for e in job if e.concurrency_id in ids]
     return waiting, running
 
 
@@ -118,17 +104,19 @@ def refusal(request: gr.Request | None) -> str | None:
     queue = _queue(request)
     if queue is None:
         return None
-    events = [e for line in _jobs(queue) for e in line]  # waiting and running
+    fair(queue, lambda: _jobs(queue)[1])  # round-robin between addresses from now on
+    events = [e for line in _jobs(queue, off_device=True) for e in line]  # waiting and running
+    held = held_now(events)
     limits = settings.read()
     me = _client(request.session_hash, None, request.request)
-    mine = sum(_client(e.session_hash, e._id, e.request) == me for e in events)
+    mine = sum(_client(e.session_hash, e._id, e.request) == me for e in events) + sum(h.client == me for h in held)
     if mine >= limits.max_jobs_per_client:  # one client cannot fill the queue (max_size) for everyone
         return (
             f"You already have {mine} runs waiting or running, the most one client may have (so that nobody can "
             f"fill the queue for everyone): wait for one to finish, or press Stop."
         )
     address = client_address(request.request)
-    shared = sum(client_address(e.request) == address for e in events)
+    shared = sum(client_address(e.request) == address for e in events) + sum(h.address == address for h in held)
     if shared >= limits.max_jobs_per_address:  # nor can many sessions from one address (their ids are the client's)
         return (
             f"Your network address already has {shared} runs waiting or running, its share of the queue "
@@ -136,6 +124,11 @@ def refusal(request: gr.Request | None) -> str | None:
             f"together): wait for one to finish, or press Stop."
         )
     return None
+
+
+def held_place(request: gr.Request | None) -> Hold | None:
+    """A place counted for this request while its validator runs on (fair_queue.hold); None where there is no queue."""
+    return hold(request) if _queue(request) is not None else None
 
 
 def admission(inputs: list, shown_on: Any) -> Callable:
@@ -146,6 +139,8 @@ def admission(inputs: list, shown_on: Any) -> Callable:
 
     async def admit(request: gr.Request, *values: Any) -> Any:  # on the event loop: no other job joins meanwhile
         message = refusal(request)
+        if message is None and (place := held_place(request)) is not None:
+            place.done(True)  # counted until its event is in the queue
         verdicts = [gr.validate(message is None or i != at, message or "") for i in range(len(inputs))]
         return verdicts if len(verdicts) > 1 else verdicts[0]  # Gradio wraps a single output itself
 
@@ -182,6 +177,17 @@ class Listener:
         """Stop was pressed on the job's tab since it joined the queue."""
         return self._state is not None and self._state.stopped_since(self._tab, self._since)
 
+    def leave_device(self) -> None:
+        """Hand the device back: what is left of this job waits only on a peer server (vllm.peer.run_peer's
+        off_device). The device queue starts its next job at once; this one stays its client's (the caps count it),
+        and Stop and a departure still end it."""
+        if self.event is None or self.event.concurrency_id != DECODING:
+            return
+        try:
+            anyio.from_thread.run_sync(_move_off_device, self._queue, self.event)
+        except RuntimeError:  # not on one of the event loop's worker threads (a test on the loop's own)
+            _move_off_device(self._queue, self.event)
+
     def queued_before(self, moment: float) -> bool:
         """The job joined the queue before `moment` (time.monotonic); False when not known."""
         return self.event is not None and self.event.enqueue_time < moment
@@ -205,6 +211,17 @@ class Listener:
             raise Stopped(STOPPED)
         if self.gone:
             raise ClientGone("Stopped: nobody was reading this run's results (the client left, or never read them).")
+
+
+def _move_off_device(queue: Any, event: Any) -> None:
+    """On the event loop: the running `event` counts on OFF_DEVICE's line (no limit) instead of the device's. Gradio
+    reads the event's concurrency_id again when the job ends, and frees OFF_DEVICE's count then."""
+    lines = queue.event_queue_per_concurrency_id
+    device, off = lines[DECODING], lines.setdefault(OFF_DEVICE, EventQueue(OFF_DEVICE, None))
+    device.current_concurrency -= 1
+    off.current_concurrency += 1
+    off.start_times_per_fn.setdefault(event.fn, set()).update(device.start_times_per_fn.pop(event.fn, set()))
+    event.concurrency_id = OFF_DEVICE
 
 
 class Watched:

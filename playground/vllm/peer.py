@@ -24,7 +24,7 @@ vLLM's draft runs at the target's dtype (it has no int8 draft): its rows say so 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 
 from playground import decoding, models, trace
@@ -33,7 +33,7 @@ from playground.trace import sametext
 from playground.trace.results import Result
 from playground.vllm.engine import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.vllm.models import max_model_len, model_folder
-from playground.vllm.server import VLLMServer
+from playground.vllm.server import ServerInfo, VLLMServer
 from playground.core.errors import PlaygroundError
 from playground.core.progress import Progress, quiet
 from playground.run.runner import Runner, encode_prompt
@@ -105,17 +105,16 @@ def url_allowed() -> bool:
     return outbound.Policy.of(settings.read().vllm_urls).open
 
 
-def check(engine: VLLMEngine, should_stop: Callable[[], bool] | None = None) -> None:
+def check(engine: VLLMEngine, should_stop: Callable[[], bool] | None = None) -> dict[str, ServerInfo]:
     """Before any run of ours: vLLM's environment is here, or each server answers as vLLM and serves the model
-    (seconds: a deadline of 10 s per request)."""
+    (seconds: a deadline of 10 s per request). What each server is, by URL: run_peer's `checked`, so that the job
+    does not ask again."""
     if engine.url is None:
         vllm_python()
-        return
-    for url in (engine.url, engine.target_url):
-        if url:
-            VLLMServer(
-                url, engine.model, connect_timeout_s=10.0, api_key=engine.api_key, should_stop=should_stop
-            ).check()
+        return {}
+    urls = [u for u in (engine.url, engine.target_url) if u]
+    key = engine.api_key
+    return {u: VLLMServer(u, engine.model, api_key=key, should_stop=should_stop).check() for u in urls}
 
 
 def method_of(drafter: DrafterSpec) -> str:
@@ -233,11 +232,15 @@ def run_peer(
     chat: bool = True,
     progress: Progress = quiet,
     should_stop: Callable[[], bool] | None = None,
+    checked: Mapping[str, ServerInfo] | None = None,
+    off_device: Callable[[], None] | None = None,
 ) -> tuple[list[Result], list[dict]]:
     """vLLM's rows for a grid that ran (`results`: our target alone's rows give the greedy reference), and what
     each vLLM engine was (label, version, load seconds, its arguments). `methods`: vLLM's ("draft_model",
     "ngram"; None: those of `drafters`, methods_for); the target alone always runs. Engines started here run
-    every pair; a server serves one model: the first pair's (its tokenizer is checked against the pair's)."""
+    every pair; a server serves one model: the first pair's (its tokenizer is checked against the pair's).
+    `checked`: check()'s answer from before the job (not asked again); `off_device`: called once a server's rows
+    need nothing more of this machine's device (the device queue may then start another job)."""
     if not pairs or not prompts or not decodes:
         raise PlaygroundError("vLLM: nothing to run (no pair, prompt or decode setting).")
     if engine.url is None:
@@ -265,7 +268,9 @@ def run_peer(
         if engine.url is None:
             runs = _run_here(pair, ids, loaded.target_precision, setting, engine, methods, progress, should_stop)
         else:
-            runs = _run_server(ids, loaded.tokenizer, setting, engine, progress, should_stop)
+            if off_device is not None:
+                off_device()  # from here on only the network: no user waits on the server for the device
+            runs = _run_server(ids, loaded.tokenizer, setting, engine, progress, should_stop, checked or {})
         precision = loaded.target_precision.value
         got: list[Result] = []
         for run, drafter, k, draft_precision in runs:
@@ -351,16 +356,18 @@ def _run_here(
 
 
 def _run_server(
-    ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, progress: Progress, should_stop
+    ids: dict, tokenizer, setting: _Setting, engine: VLLMEngine, progress: Progress, should_stop, checked: Mapping
 ) -> list[tuple]:
-    """The server (and its target alone, when given), checked: reachable, vLLM, the model, our tokenizer."""
+    """The server (and its target alone, when given), checked: reachable, vLLM, the model (`checked` already, else
+    now), our tokenizer."""
     d = setting.decode
     out = []
     for url, baseline in ((engine.url, False), (engine.target_url, True)):
         if not url:
             continue
+        timeout_s, key = engine.timeout_s or 300.0, engine.api_key
         server = VLLMServer(
-            url, engine.model, timeout_s=engine.timeout_s or 300.0, api_key=engine.api_key, should_stop=should_stop
+            url, engine.model, timeout_s, api_key=key, should_stop=should_stop, checked=checked.get(url)
         )
         info = server.check()
         theirs = server.tokenize(PROBE)

@@ -25,6 +25,7 @@ from playground.vllm.metrics import SpecCounters, has_vllm_metrics, parse_promet
 from playground.env import outbound, settings
 from playground.core.errors import PlaygroundError
 
+STALL_S = 5.0  # no byte for this long ends a request (for a completion: once its answer began)
 KEY_FIELD = "vLLM server API key"  # the Compare pairs tab's field, as a refusal names it
 
 # ---------------------------------------------------------------------------------- a server
@@ -54,6 +55,7 @@ class VLLMServer:
         api_key: str | None = None,
         should_stop: Callable[[], bool] | None = None,
         policy: outbound.Policy | None = None,
+        checked: ServerInfo | None = None,
     ) -> None:
         self.origin = outbound.parse_url(url)
         self.policy = policy if policy is not None else outbound.Policy.of(settings.read().vllm_urls)
@@ -66,14 +68,18 @@ class VLLMServer:
         self._key = api_key or None
         self.should_stop = should_stop
         self._addresses: list[tuple] | None = None  # resolved and checked once: every request goes there
-        self._info: ServerInfo | None = None
+        self._info = checked if checked is not None and checked.url == self.base else None  # check() then asks nothing
 
     def __repr__(self) -> str:  # never the key
         return f"VLLMServer({self.base!r}, model={self.wanted!r})"
 
     # -- HTTP
-    def _request(self, path: str, body: dict | None = None, deadline_s: float | None = None) -> tuple[int, str]:
-        """(status, text) of one request within its deadline; the messages say what failed, never what it answered."""
+    def _request(
+        self, path: str, body: dict | None = None, deadline_s: float | None = None, thinks: bool = False
+    ) -> tuple[int, str]:
+        """(status, text) of one request within its deadline and STALL_S without a byte (`thinks`: the server may take
+        the whole deadline before its answer begins: a completion); the messages say what failed, never what it
+        answered."""
         headers = {"Content-Type": "application/json"} if body is not None else {}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
@@ -91,14 +97,13 @@ class VLLMServer:
                 deadline_s,
                 self.should_stop,
                 self._addresses,
+                stall_s=STALL_S,
+                first_byte_s=deadline_s if thinks else None,
             )
         except outbound.Stopped:
             raise Stopped("Stopped: the vLLM run was ended.") from None
-        except outbound.TimedOut:
-            raise PlaygroundError(
-                f"The vLLM server at {self.base} did not answer {path} within {deadline_s:.0f} s "
-                "(the whole answer, however slowly it came)."
-            ) from None
+        except outbound.TimedOut as exc:
+            raise PlaygroundError(str(exc).replace("The server at", "The vLLM server at", 1)) from None
         except outbound.Unreachable as exc:
             raise PlaygroundError(
                 f"Cannot reach a vLLM server at {self.base} ({exc.reason}). Is it running? "
@@ -151,7 +156,7 @@ class VLLMServer:
     def metrics(self) -> SpecCounters:
         """The server's spec-decode counters now (cumulative since it started)."""
         info = self.check()
-        status, text = self._get("/metrics")
+        status, text = self._get("/metrics", timeout=self.connect_timeout_s)  # a read, not a generation
         if status != 200:
             raise PlaygroundError(f"The vLLM server at {self.base} answered {status} for /metrics.")
         counters = parse_prometheus(text, info.model)
@@ -206,7 +211,7 @@ class VLLMServer:
             body["prompt"] = [int(t) for t in prompt]
         before = self.metrics()
         start = time.perf_counter()
-        status, answer = self._request(path, body)
+        status, answer = self._request(path, body, thinks=True)
         if status != 200:  # its answer is not quoted: the server's own log says why
             raise PlaygroundError(f"The vLLM server at {self.base} refused the request (HTTP {status}).")
         try:

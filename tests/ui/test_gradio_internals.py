@@ -158,3 +158,37 @@ def test_an_upload_buttons_own_preparation_leaves_an_empty_file_which_no_stray_f
     photo.write_bytes(b"\x89PNG")
     with pytest.raises(gr.Error, match="Invalid file type"):
         ours.preprocess(FileData(path=str(photo)))  # refused as Gradio's own refuses it
+
+
+def test_a_job_that_hands_the_device_back_is_counted_off_the_device_line_when_it_ends():
+    """Listener.leave_device moves a running job's count from the device's line to OFF_DEVICE's, relying on Gradio
+    to read the event's concurrency_id again when the job ends. Were Gradio to free the device's line instead, its
+    count would go below 0 and two decoding jobs could run at once: a launched page, its real queue."""
+    import time
+
+    from gradio_client import Client
+
+    seen = {}
+
+    def leave(x: str, request: gr.Request) -> str:
+        listener = jobs.Listener(request)
+        listener.leave_device()
+        lines = request.request.app.get_blocks()._queue.event_queue_per_concurrency_id
+        seen["during"] = (lines[DECODING].current_concurrency, lines[jobs.OFF_DEVICE].current_concurrency)
+        time.sleep(0.3)
+        return x
+
+    with gr.Blocks() as page:
+        box = gr.Textbox()
+        gr.Button().click(leave, box, box, api_name="generate", concurrency_id=DECODING)
+    page.queue(default_concurrency_limit=1).launch(prevent_thread_lock=True, server_name="127.0.0.1")
+    try:
+        assert Client(page.local_url, verbose=False).predict("hi", api_name="/generate") == "hi"
+        lines = page._queue.event_queue_per_concurrency_id
+        end = time.monotonic() + 5
+        while lines[jobs.OFF_DEVICE].current_concurrency and time.monotonic() < end:
+            time.sleep(0.05)
+        assert seen["during"] == (0, 1)
+        assert (lines[DECODING].current_concurrency, lines[jobs.OFF_DEVICE].current_concurrency) == (0, 0)
+    finally:
+        page.close()

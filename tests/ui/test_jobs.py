@@ -22,6 +22,16 @@ from playground.ui.sweep_tab import THIS_PROMPT, run_sweep
 from ui_support import PAIR, controls
 
 
+@pytest.fixture(autouse=True)
+def no_holds_left():
+    """No place held by an earlier test's admissions (module state of ui/fair_queue.py)."""
+    from playground.ui import fair_queue
+
+    fair_queue._holds.clear()
+    yield
+    fair_queue._holds.clear()
+
+
 def event(session: str | None, host: str = "10.0.0.1", api: str = "generate", at: float = 0.0) -> SimpleNamespace:
     """A stand-in for gradio.queueing.Event; session None: a REST call (gradio names its session after it)."""
     e = SimpleNamespace(
@@ -302,3 +312,53 @@ def test_every_decoding_event_is_admitted_per_client_and_shows_its_place_in_the_
                 assert widget.preprocess("no such value") == "no such value", (fn.api_name, widget.elem_id)
     stop = next(fn for fn in demo.fns.values() if fn.api_name == "stop")
     assert stop.concurrency_limit is None and stop.fn.__name__ == "on_stop"  # runs at once, also while a run waits
+
+
+# ---------------------------------------------------------------- issue 55: fair between addresses, the device handed back
+
+
+def test_the_waiting_line_is_round_robin_between_addresses():
+    """Issue 55: resubmitting from 4 sessions of one address made others wait about 4 of its runs. Now a job joins
+    behind the jobs of its round: another address's first job waits at most the one run of A's that is running."""
+    queue = gradio_queue(running=[event("a1", "10.0.0.1")])
+    assert jobs.refusal(request(queue, "x", "10.0.0.9")) is None  # the first admission makes the line fair
+    line = queue.event_queue_per_concurrency_id[DECODING].queue
+    for session, host in [("a2", "1"), ("a3", "1"), ("a4", "1"), ("b1", "2"), ("c1", "3"), ("b2", "2")]:
+        line.append(event(session, f"10.0.0.{host}"))
+    assert [e.session_hash for e in line] == ["b1", "c1", "a2", "b2", "a3", "a4"]
+    line.remove(line[0])  # Gradio takes the first when the device is free, and a withdrawn job leaves
+    line.append(event("d1", "10.0.0.4"))
+    assert [e.session_hash for e in line] == ["c1", "d1", "a2", "b2", "a3", "a4"]
+
+
+class _Fn:
+    """A stand-in for a BlockFunction (hashable, as Gradio keys its start times by it)."""
+
+    api_name = "compare"
+
+
+def test_a_job_that_hands_the_device_back_lets_the_next_start_and_stays_its_clients():
+    """Issue 55: a vLLM server whose completions hang held the device queue for everyone. A comparison hands the
+    device back once only the server's network work is left (Listener.leave_device): Gradio's device line counts one
+    job fewer, so the next starts, while the job stays its client's and is still heard."""
+    from gradio.queueing import EventQueue
+
+    fn = _Fn()
+    line = EventQueue(DECODING, 1)
+    line.current_concurrency, line.start_times_per_fn[fn] = 1, {5.0}
+    running = event("a", api="compare")
+    running.fn = fn
+    queue = gradio_queue(waiting=[event("a")], running=[running])
+    queue.event_queue_per_concurrency_id[DECODING] = line
+    line.queue.append(event("a"))
+    listener = jobs.Listener(request(queue, "a"))
+    listener.leave_device()
+    off = queue.event_queue_per_concurrency_id[jobs.OFF_DEVICE]
+    assert line.current_concurrency == 0 < line.concurrency_limit  # Gradio's get_events starts the next job now
+    assert off.current_concurrency == 1 and off.concurrency_limit is None and off.start_times_per_fn[fn] == {5.0}
+    assert running.concurrency_id == jobs.OFF_DEVICE  # what Gradio reads when the job ends, to free its count
+    assert fn not in line.start_times_per_fn
+    assert "You already have 2 runs" in jobs.refusal(request(queue, "a"))  # still counted for its client
+    assert listener.gone is False and listener.event is running
+    listener.leave_device()  # twice: nothing more
+    assert line.current_concurrency == 0 and off.current_concurrency == 1

@@ -4,11 +4,13 @@ the spec: user input is read there and here only. Pure: no torch."""
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from playground.core.errors import PlaygroundError, shown
 from playground.core.numbers import is_number_text, is_real
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a Hugging Face Hub id: owner/name
 MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
 
 

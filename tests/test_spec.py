@@ -82,7 +82,7 @@ def test_command_line_names_become_typed_drafters():
     assert parse_drafter_name("early exit:7") == DrafterSpec.of(DrafterKind.EARLY_EXIT, exit_layer=7)
     assert parse_drafter_name("prompt lookup").kind is DrafterKind.PROMPT_LOOKUP
     assert parse_k("4") == (4, KPolicy.FIXED) and parse_k("theory")[1] is KPolicy.THEORY
-    for bad in ("early exit:x", "prompt lookup:3", "oracle"):
+    for bad in ("early exit:x", "prompt lookup:3", "oracle", "suffix:factor=٢", "suffix:depth=3_2", "early exit:٧"):
         with pytest.raises(PlaygroundError):
             parse_drafter_name(bad)
     with pytest.raises(PlaygroundError, match="--k takes"):
@@ -128,6 +128,16 @@ def test_list_boxes_parse_in_order_without_duplicates():
         parse_list("1 x", "k values", int, lambda v: True, "1..16")
     with pytest.raises(PlaygroundError, match="temperatures: give at least one value"):
         parse_list("  ", "temperatures", float, lambda v: True, "0..2")
+
+
+@pytest.mark.parametrize("text", ["٣", "1 ٢", "４", "1_0", "inf", "nan", "0x10", "²"])
+def test_list_boxes_take_numbers_in_ascii_digits_only(text):
+    """int() and float() read other scripts' digits ("٣" is 3), "1_0" and "inf": the page documents ASCII numbers."""
+    with pytest.raises(PlaygroundError, match="k values: .* is not a number"):
+        parse_list(text, "k values", float, lambda v: True, "1..16")
+    assert parse_list("1 -2 .5 3e-1 +4", "x", float, lambda v: True, "any") == [1, -2, 0.5, 0.3, 4]
+    with pytest.raises(PlaygroundError, match="k values must be text"):
+        parse_list([1, 2], "k values", int, lambda v: True, "1..16")
 
 
 def test_oversized_list_input_is_refused_before_any_value_is_parsed():

@@ -4,11 +4,13 @@ the spec: user input is read there and here only. Pure: no torch."""
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from playground.core.errors import PlaygroundError, shown
-from playground.core.numbers import is_real
+from playground.core.numbers import is_number_text, is_real
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a Hugging Face Hub id: owner/name
 MAX_LIST_CHARS = 2_000  # a sweep's k / temperature box: refused before parsing when longer
 
 
@@ -43,8 +45,9 @@ def parse_names(value: object, name: str) -> list[str]:
 def parse_list(
     text: object, name: str, cast: Callable[[str], float], check: Callable[[float], bool], rule: str, limit: int = 64
 ) -> list:
-    """ "1 2 4, 8" -> [1, 2, 4, 8], in linear time; oversized input is refused before it is parsed."""
-    text = "" if text is None else str(text)
+    """ "1 2 4, 8" -> [1, 2, 4, 8], in linear time; oversized input is refused before it is parsed. Numbers in ASCII
+    digits only, as the page writes them."""
+    text = parse_text(text, name)
     if len(text) > MAX_LIST_CHARS:
         raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")
     items = text.replace(",", " ").split()
@@ -53,6 +56,8 @@ def parse_list(
     values: dict = {}
     for t in items:
         try:
+            if not is_number_text(t):
+                raise ValueError(t)
             v = cast(t)
         except ValueError:
             raise PlaygroundError(f"{name}: {shown(t)} is not a number ({rule}).") from None

@@ -4,12 +4,22 @@ spec's checks), how a number is written in a table or a tooltip, and JSON withou
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
+
+# A number as the page documents it, in ASCII: int() and float() also take other scripts' digits ("٣"), "1_0",
+# "inf" and "nan"
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 
 
 def is_int(x: object) -> bool:
     """A whole number: an int (not a bool) or an integral float."""
     return (isinstance(x, int) and not isinstance(x, bool)) or (isinstance(x, float) and x.is_integer())
+
+
+def is_number_text(text: str) -> bool:
+    """Text that writes a number in ASCII digits ("4", "-0.5", ".5", "1e-3"), before int() or float() reads it."""
+    return bool(_NUMBER.fullmatch(text))
 
 
 def is_real(x: object) -> bool:

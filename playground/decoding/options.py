@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from playground.core.config import Precision, enum_value
 from playground.core.errors import PlaygroundError, shown
-from playground.core.numbers import is_int, is_real
+from playground.core.numbers import is_int, is_number_text, is_real
 from playground.core.progress import Progress, quiet
 
 if TYPE_CHECKING:
@@ -219,6 +219,8 @@ def _read(default: Any, text: str, what: str) -> Any:
     if isinstance(default, str):
         return text
     try:
+        if not isinstance(default, bool) and isinstance(default, (int, float)) and not is_number_text(text):
+            raise ValueError(text)  # ASCII digits only: int() and float() take other scripts' ("٣")
         if isinstance(default, float):
             return float(text)
         if isinstance(default, int):

@@ -8,7 +8,6 @@ import hashlib
 import json
 import gc
 import os
-import re
 from pathlib import Path
 
 import torch
@@ -17,6 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from playground.env import settings
 from playground.kernels import model as kernel_model, ops as kernel_ops
 from playground.core.errors import PlaygroundError, shown, without_paths
+from playground.core import inputs
 from playground.models.catalog import PACK_PREFIX
 from playground.models.packs import PACKS, cache_dir, convert_pack
 from playground.models.size import config_size, model_config, pack_params
@@ -108,7 +108,7 @@ def model_roots() -> list[Path]:
 
 # ---------------------------------------------------------------- loading
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+HUB_ID = inputs.HUB_ID
 
 
 def resolve(spec: str) -> str | Path:

@@ -26,7 +26,7 @@ from playground.core.config import (
 from playground.decoding import BASELINE, DRAFTERS, Strategy, kind_of, strategy
 from playground.decoding.options import parse_options
 from playground.core.errors import PlaygroundError, shown
-from playground.core.inputs import MAX_LIST_CHARS
+from playground.core.inputs import MAX_LIST_CHARS, parse_text
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ def parse_precision(value: object) -> object:
 
 def parse_precisions(text: object, name: str, allowed: tuple[Precision, ...]) -> list[str]:
     """A list of precisions, "fp32 bf16" -> ["fp32", "bf16"]; a value outside `allowed` is refused, naming the field."""
-    text = "" if text is None else str(text)
+    text = parse_text(text, name)
     if len(text) > MAX_LIST_CHARS:
         raise PlaygroundError(f"{name}: the list is too long ({len(text)} characters; at most {MAX_LIST_CHARS}).")
     names = [p.value for p in allowed]

@@ -51,6 +51,27 @@ def explanation(effect: str, found: str = "") -> str:
     return head + views.REFERENCES[effect] + "\n\n" + views.MECHANISMS[effect]
 
 
+def read_fields(
+    batch_text: Any, context_text: Any, targets_text: Any, drafts_text: Any
+) -> tuple[list, list, list, list]:
+    """(batch sizes, context lengths, target precisions, draft precisions): every field is checked, the ones the
+    chosen challenge does not use too, so that a wrong value is named whichever challenge runs."""
+    sizes = parse_list(
+        batch_text, "batch sizes", int, lambda b: 1 <= b <= MAX_UI_BATCH, f"whole numbers 1..{MAX_UI_BATCH}", MAX_SIZES
+    )
+    lengths = parse_list(
+        context_text,
+        "context lengths",
+        int,
+        lambda n: 8 <= n <= MAX_CONTEXT,
+        f"whole numbers 8..{MAX_CONTEXT}",
+        MAX_SIZES,
+    )
+    targets = parse_precisions(targets_text, "target precisions", TARGET_PRECISIONS)
+    drafts = parse_precisions(drafts_text, "draft precisions", tuple(Precision))
+    return sizes, lengths, targets, drafts
+
+
 def run_challenge(
     runner: Runner,
     state: SessionState,
@@ -63,42 +84,20 @@ def run_challenge(
     progress: Progress = quiet,
 ) -> tuple:
     """(status, figure, explanation, table, CSV download) of one challenge with the shared pair, draft precision, k
-    (fixed) and max new tokens; every run greedy. Sizes are checked (range, memory budget, context window) before
-    anything runs."""
+    (fixed) and max new tokens; every run greedy. Every field is checked (range, memory budget, context window)
+    before anything runs."""
     fail = lambda exc: (error_status(exc),) + (gr.skip(),) * 4
     try:
         if effect not in views.EFFECTS:
             raise PlaygroundError(f"Unknown challenge {shown(effect)}; choose one of {', '.join(views.EFFECTS)}.")
         spec = read_spec(controls.but(policy=KPolicy.FIXED.label, temperature=0.0, tree=""))  # chains of fixed k
+        sizes, lengths, targets, drafts = read_fields(batch_text, context_text, targets_text, drafts_text)
         if effect == views.BATCH:
-            sizes = parse_list(
-                batch_text,
-                "batch sizes",
-                int,
-                lambda b: 1 <= b <= MAX_UI_BATCH,
-                f"whole numbers 1..{MAX_UI_BATCH}",
-                limit=MAX_SIZES,
-            )
             frame = challenges.batch_sweep(runner, spec, sizes, progress=progress)
         elif effect == views.CONTEXT:
-            lengths = parse_list(
-                context_text,
-                "context lengths",
-                int,
-                lambda n: 8 <= n <= MAX_CONTEXT,
-                f"whole numbers 8..{MAX_CONTEXT}",
-                limit=MAX_SIZES,
-            )
             frame = challenges.context_sweep(runner, spec, lengths, progress=progress)
         else:
-            frame = challenges.precision_grid(
-                runner,
-                spec,
-                parse_precisions(targets_text, "target precisions", TARGET_PRECISIONS),
-                parse_precisions(drafts_text, "draft precisions", tuple(Precision)),
-                progress,
-                max_cells=MAX_CELLS,
-            )
+            frame = challenges.precision_grid(runner, spec, targets, drafts, progress, max_cells=MAX_CELLS)
     except Exception as exc:
         return fail(exc)
     found = views.headline(effect, frame)

@@ -312,6 +312,7 @@ def _prompt_box() -> gr.Textbox:
         elem_id="prompt",
         placeholder="Type a prompt or pick an example below",
     )
+    checked_by_us(prompt)  # Gradio's Textbox makes text of a list, a dict or a number: the spec refuses them
     gr.Examples(
         [[e["prompt"]] for e in examples],
         inputs=[prompt],

@@ -17,6 +17,7 @@ import gradio as gr
 from playground import models
 from playground.env import settings
 from playground.core.errors import PlaygroundError, shown
+from playground.core.numbers import is_number_text
 from playground.decoding import DRAFTERS, strategy
 from playground.core.config import KPolicy, K_MAX, K_MIN
 from playground.run.spec import parse_policy
@@ -36,7 +37,7 @@ class _Bad(ValueError):
 def _number(low: float, high: float, whole: bool = False) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
-            value = float(text)
+            value = float(text) if is_number_text(text) else float("nan")  # ASCII digits only, as the page writes
         except (TypeError, ValueError):
             raise _Bad(f"takes a number from {low:g} to {high:g}") from None
         if not math.isfinite(value) or not low <= value <= high or (whole and value != int(value)):

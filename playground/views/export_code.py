@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 from typing import Callable
 
 from playground import decoding
 from playground.core.errors import PlaygroundError
+from playground.core.inputs import HUB_ID
 from playground.core.config import KPolicy, Precision
 from playground.run.spec import RunSpec
 
@@ -26,9 +28,13 @@ TORCH_DTYPES = {Precision.FP32: "torch.float32", Precision.BF16: "torch.bfloat16
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
 
 
-def hub_id(model: str) -> str:
-    """The Hub id for a known "pack:NAME" model; any other (Hub id, folder, unknown pack) unchanged."""
-    return PACK_HUB_IDS.get(model, model)
+def hub_id(model: str, role: str = "model") -> str:
+    """The Hub id for a known "pack:NAME" model; a placeholder for a local folder (the server's folders are not the
+    reader's, nor theirs to see), as models.resolve tells one from a Hub id; any other (a Hub id, a pack) unchanged."""
+    if model in PACK_HUB_IDS:
+        return PACK_HUB_IDS[model]
+    local = not (model.startswith("pack:") or HUB_ID.match(model)) or Path(model).expanduser().exists()
+    return f"path/to/your/{role}-model" if local else model
 
 
 def _layer(spec: RunSpec, exit_layer: int | None) -> int:
@@ -103,7 +109,7 @@ def _schedule(spec: RunSpec) -> str:
 
 def _hf_setup(spec: RunSpec, strategy: decoding.Strategy) -> list[str]:
     """The imports, the device, the tokenizer and the target."""
-    target_id = hub_id(spec.pair.target)
+    target_id = hub_id(spec.pair.target, "target")
     int8 = strategy.draft_model and spec.drafter.precision is Precision.INT8
     lines = ["import torch"]
     if int8:
@@ -147,13 +153,15 @@ def _note(spec: RunSpec, peer: decoding.Peer, tool: str) -> list[str]:
 
 
 def _hf_assistant(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    return _draft_lines(spec, hub_id(spec.pair.draft), _schedule(spec)), "assistant_model=assistant, "
+    return _draft_lines(spec, hub_id(spec.pair.draft, "draft"), _schedule(spec)), "assistant_model=assistant, "
 
 
 def _hf_universal(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
     """transformers' universal assisted decoding (>= 4.46): the draft with its own tokenizer."""
-    lines = _draft_lines(spec, hub_id(spec.pair.draft), _schedule(spec))
-    lines.append(f"assistant_tok = AutoTokenizer.from_pretrained({hub_id(spec.pair.draft)!r})  # its own tokenizer")
+    lines = _draft_lines(spec, hub_id(spec.pair.draft, "draft"), _schedule(spec))
+    lines.append(
+        f"assistant_tok = AutoTokenizer.from_pretrained({hub_id(spec.pair.draft, 'draft')!r})  # its own tokenizer"
+    )
     return lines, "assistant_model=assistant, tokenizer=tok, assistant_tokenizer=assistant_tok, "
 
 
@@ -244,7 +252,7 @@ def vllm_config(spec: RunSpec) -> dict | None:
     has no equivalent (early exit: no layer-skip self-speculation for ordinary models) or nothing
     drafts (the target alone): the registry's one builder (decoding.speculative_config), with the draft's Hub id.
     Staged runs the draft model alone (its note says so); suffix needs vLLM >= 0.11 and Arctic Inference."""
-    draft = hub_id(spec.pair.draft) if spec.pair.draft else None
+    draft = hub_id(spec.pair.draft, "draft") if spec.pair.draft else None
     return decoding.speculative_config(spec.drafter.kind, spec.drafter.options, spec.decode.k, draft)
 
 
@@ -295,7 +303,7 @@ def vllm_code(spec: RunSpec, exit_layer: int | None = None) -> str:
 def _llm_arguments(spec: RunSpec) -> str:
     """LLM(...)'s arguments: the target, its precision, the speculative config."""
     config = vllm_config(spec)
-    llm = f"model={hub_id(spec.pair.target)!r}"
+    llm = f"model={hub_id(spec.pair.target, 'target')!r}"
     if spec.pair.target_precision in VLLM_DTYPES:
         llm += f", dtype={VLLM_DTYPES[spec.pair.target_precision]!r}"
     if config is not None:
@@ -316,7 +324,7 @@ def vllm_serve_command(spec: RunSpec, tensor_parallel: int = 4, pipeline_paralle
         args.append(f"--dtype {VLLM_DTYPES[spec.pair.target_precision]}")
     if config is not None:
         args.append(f"--speculative-config {shlex.quote(json.dumps(config))}")
-    serve = f"vllm serve {shlex.quote(hub_id(spec.pair.target))} " + " ".join(args)
+    serve = f"vllm serve {shlex.quote(hub_id(spec.pair.target, 'target'))} " + " ".join(args)
     gpus = tensor_parallel * pipeline_parallel
     lines = [
         "# One GPU:",

@@ -47,6 +47,11 @@ def test_context_and_precision_challenges(tiny_catalog, runner):
         (views.PRECISION, dict(drafts=""), "draft precisions: give at least one"),
         (views.BATCH, dict(drafter="prompt lookup"), "runs the pair&#x27;s draft model"),
         ("everything", {}, "Unknown challenge"),
+        # the fields the chosen challenge does not use are checked too (issue 55: these ran unchecked)
+        (views.PRECISION, dict(batch="-5 99999999"), "batch sizes: &#x27;-5&#x27; is out of range"),
+        (views.BATCH, dict(drafts="fp8"), "draft precisions: &#x27;fp8&#x27; is not one of"),
+        (views.BATCH, dict(context="16 ٣٢"), "context lengths: &#x27;٣٢&#x27; is not a number"),  # Arabic-Indic 32
+        (views.CONTEXT, dict(targets=["fp32"]), "target precisions"),
     ],
 )
 def test_bad_requests_are_refused_with_a_message_naming_the_field(tiny_catalog, runner, effect, changes, message):

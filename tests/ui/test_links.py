@@ -85,6 +85,8 @@ def test_bad_values_are_left_out_with_a_note(tiny_catalog):
     ):
         assert name in text, name
     assert links.settings_note(notes).startswith("The link's settings were applied, except:")
+    values, _, notes = read("?k=٣&max_new_tokens=1_6&temperature=0.5")  # an Arabic-Indic 3; an underscore
+    assert values == {"temperature": 0.5} and "k=" in " ".join(notes) and "max_new_tokens=" in " ".join(notes)
 
 
 def test_hostile_values_never_reach_the_page_as_markup(tiny_catalog):

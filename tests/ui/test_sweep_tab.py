@@ -45,6 +45,7 @@ def test_sweep_grid_shape_and_values(tiny_catalog, runner):
 def test_sweep_refuses_bad_grids(tiny_catalog, runner):
     assert "k values: &#x27;0&#x27; is out of range" in sweep(runner, "0 2", "0")[0]
     assert "temperatures: &#x27;hot&#x27; is not a number" in sweep(runner, "2", "hot")[0]
+    assert "k values: &#x27;٣&#x27; is not a number" in sweep(runner, "2 ٣", "0")[0]  # an Arabic-Indic 3 (issue 55)
     too_many = sweep(runner, " ".join(map(str, range(1, 17))), "0 0.5 1 1.5 2")[0]
     assert f"the limit is {bench.MAX_CELLS}" in too_many and "85 runs" in too_many  # 80 + 5 baselines
     assert f"the limit is {bench.MAX_CELLS}" in sweep(runner, "1 2 3 4 5 6 7 8 9 10 11", "0", BUILT_IN)[0]  # 66 + 6

@@ -446,11 +446,12 @@ def test_the_server_commands_of_prompt_lookup_and_of_the_target_alone():
 def test_hostile_model_names_stay_one_shell_word(where):
     words = shlex.split(vllm_serve_command(make(**{where: HOSTILE})), comments=True)  # as a shell reads the lines
     assert words.count("serve") == 3 and ";" not in words and "rm" not in words
+    written = f"path/to/your/{where}-model"  # not a Hub id: a local folder's placeholder (hub_id)
     if where == "target":
-        assert words.count(HOSTILE) == 3
+        assert words.count(written) == 3
     else:
         configs = [json.loads(words[i + 1]) for i, w in enumerate(words) if w == "--speculative-config"]
-        assert [c["model"] for c in configs] == [HOSTILE] * 3
+        assert [c["model"] for c in configs] == [written] * 3
 
 
 # ---------------------------------------------------------------- user text stays text
@@ -462,7 +463,8 @@ def test_hostile_text_stays_a_string_literal(where, export):
     code = export(make(temperature=0.8, **{where: HOSTILE}))
     tree = ast.parse(code)
     assert "os" not in imported(code)
-    assert HOSTILE in [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    written = HOSTILE if where == "prompt" else f"path/to/your/{where}-model"  # a model: hub_id's placeholder
+    assert written in [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)]
     assert "os" not in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
@@ -488,9 +490,28 @@ def test_known_packs_map_to_their_hub_models():
     assert hub_id("pack:qwen2.5-coder-1.5b-instruct") == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
 
 
-@pytest.mark.parametrize("model", ["pack:something-else", "HuggingFaceTB/SmolLM2-135M-Instruct", "/models/my-llama"])
+@pytest.mark.parametrize("model", ["pack:something-else", "HuggingFaceTB/SmolLM2-135M-Instruct"])
 def test_other_models_are_exported_as_given(model):
     assert hub_id(model) == model
+
+
+def test_local_folders_are_exported_as_placeholders(execute, tmp_path, monkeypatch):
+    """A local-folder pair's code names placeholders, never the server's folders (issue 55: it showed them), in the
+    generate snippet, the vLLM code and its serve command; a folder given relative to the server's directory too."""
+    target, draft = tmp_path / "srv" / "models" / "my-llama", "./models/my-draft"
+    assert hub_id(str(target), "target") == "path/to/your/target-model" and hub_id("~/m", "draft").endswith(
+        "draft-model"
+    )
+    spec = make(target=str(target), draft=draft)
+    hf, vllm, serve = hf_generate_code(spec), vllm_code(spec), vllm_serve_command(spec)
+    for code in (hf, vllm, serve):
+        assert str(tmp_path) not in code and "my-llama" not in code and "my-draft" not in code, code
+    assert set(execute(hf).loaded) == {"path/to/your/target-model", "path/to/your/draft-model"}
+    assert execute(vllm).llm["model"] == "path/to/your/target-model"
+    assert "vllm serve path/to/your/target-model" in serve
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)  # "models/tiny" is shaped as a Hub id, but names a folder of the server's directory
+    assert hub_id("models/tiny", "draft") == "path/to/your/draft-model"
 
 
 def test_pack_runs_export_hub_ids(execute):

@@ -183,3 +183,30 @@ def test_another_users_run_never_waits_on_a_vllm_server(app_and_fakes, mode):
     if mode == "slow checks":
         checks = [p for p in server.paths[first_paths:] if p in ("/v1/models", "/version")]
         assert checks == ["/v1/models", "/version"], server.paths[first_paths:]  # checked once: not again in the job
+
+
+def test_one_address_with_several_sessions_makes_another_wait_at_most_one_of_its_runs(app_and_fakes):
+    """Issue 55: 300-token runs resubmitted from 4 sessions of one address made other users wait 17-23 s, about 4 of
+    its runs. Now the device's waiting line is round-robin between addresses: B's run starts once A's running one
+    ends, before A's waiting ones."""
+    app = app_and_fakes[0]
+    sessions = [Client(app, verbose=False, headers={"X-Forwarded-For": "10.3.3.3"}) for _ in range(4)]
+    a_jobs = []
+    for client in sessions:
+        a_jobs.append(client.submit(*args(max_new=100, k=1), api_name="/generate"))
+        time.sleep(0.3)  # they join in order: the first runs, the others wait
+    b = Client(app, verbose=False, headers={"X-Forwarded-For": "10.4.4.4"})
+    running = {i for i, job in enumerate(a_jobs) if job.status().code.name in QUEUED or job.done()}
+    job_b = b.submit(*args(max_new=8), api_name="/generate")
+    since: list[int] = []  # A's runs that started after B joined and before B started
+    end = time.monotonic() + 300
+    while job_b.status().code.name not in QUEUED and not job_b.done() and time.monotonic() < end:
+        for i, job in enumerate(a_jobs):
+            if i not in running and i not in since and (job.status().code.name in QUEUED or job.done()):
+                since.append(i)
+        time.sleep(0.02)
+    job_b.result(timeout=120)
+    for client in sessions:  # A's waiting and running runs end: the test need not wait for them
+        client.predict(api_name="/stop")
+    print(f"\nA's runs running when B joined: {sorted(running)}; A's started before B: {since}")
+    assert len(running) == 1 and since == [], (running, since)  # B waited for the one run that was running

@@ -1,7 +1,7 @@
 """The lean forward (playground/kernels/step.py): one C call per pass computes what HF's wrapper around the fused
 layers computes, bitwise, on every kernel variant; the drafter uses it for chains and hands its cache to HF's path
-where a tree or a staged draft needs it; the engine verifies chains with it (the target's cache) and hands it over
-where a tree's verification needs HF's path."""
+where a staged draft needs it; the engine verifies chains and token trees with it (the target's cache: a tree's
+mask and rotary positions in the same one call, `LeanForward.tree`), and a tree's draft expands on it too."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from playground.models import tiny
 from playground.core.config import DecodeConfig, SamplingParams
 from playground.engine.cache import crop_cache
 from playground.decoding.model import ModelDrafter
-from playground.decoding.tree import TreeDrafter
+from playground.decoding.tree import TreeDrafter, draft_tree, keep_path, score_tree
 from playground.engine import SpeculativeDecoder
 from playground.kernels import model as kernel_model
 from playground.kernels.step import LeanForward, why_not
+from playground.core.draft import Tree
 from playground.core.treeshape import parse_tree
 from playground.ui import budget
 from tests.helpers import target_greedy
@@ -108,9 +109,9 @@ def test_a_pass_keeps_the_last_positions_logits_as_hfs_logits_to_keep(draft):
 
 
 @torch.inference_mode()
-def test_the_engine_verifies_chains_on_the_lean_cache_and_a_tree_takes_it_over(draft):
+def test_the_engine_verifies_chains_and_trees_on_the_lean_cache(draft):
     """The target on the kernels: a chain's rounds go through the lean forward's cache, and the output is HF
-    generate's, bitwise; a tree drafter's first verification takes the cache over to HF's path, output the same."""
+    generate's, bitwise; a tree drafter's rounds too, the cache a lean one to the end (no hand-over to HF's path)."""
     target = draft
     drafter = _qwen2().eval()  # fp32, on HF's path: it proposes, some tokens kept and some rejected
     ids = torch.arange(10, 22)[None]
@@ -124,7 +125,8 @@ def test_the_engine_verifies_chains_on_the_lean_cache_and_a_tree_takes_it_over(d
     assert any(r.accepted < r.k for r in rounds)  # rejections cropped the lean cache
     tree = SpeculativeDecoder(target, TreeDrafter(ModelDrafter(drafter), parse_tree("2-1"), target), ids, config, set())
     list(tree)
-    assert tree.new_tokens == reference and isinstance(tree.cache, DynamicCache)
+    assert tree.new_tokens == reference and isinstance(tree.cache, LeanForward)
+    assert tree.cache.get_seq_length() == tree.cached == tree.ids.shape[1] - 1
     kept = DynamicCache(config=target.config)  # a kept prefix (prefixes.py): HF's cache of the prompt but its last
     target(input_ids=ids[:, :-1], cache=kept, use_cache=True, logits_to_keep=1)
     started = SpeculativeDecoder(target, ModelDrafter(drafter), ids, config, set())
@@ -181,3 +183,58 @@ def test_models_the_lean_forward_does_not_compute_keep_hfs_path(tiny_pair):
     assert why_not(tiny_pair.draft)  # fp32: not on the fused kernels
     drafter = ModelDrafter(tiny_pair.draft)
     assert drafter._lean is None and isinstance(drafter.cache, DynamicCache)
+
+
+def _a_tree(ids_len: int) -> Tree:
+    """Seven nodes over three depths, siblings and a deep branch: parents before children."""
+    parents = [-1, -1, 0, 0, 1, 2, 5]
+    depths = [1, 1, 2, 2, 2, 3, 4]
+    tokens = [(ids_len * 7 + 3 * i) % 300 for i in range(len(parents))]
+    return Tree(tokens, parents, depths, torch.zeros(len(parents) + 1, 300), 0)
+
+
+@torch.inference_mode()
+def test_a_tree_pass_on_the_lean_forward_is_hfs_tree_pass_bitwise_and_keeps_the_path(draft):
+    """A tree's verification (its mask, each node at its depth's rotary position) in one C call gives HF's logits for
+    the same tree bit for bit; the accepted path moved into place and the rest cropped, the next passes (a tree,
+    then a step) still equal HF's on its gathered cache."""
+    lean, cache = LeanForward(draft, capacity=16), DynamicCache()
+    ids = torch.arange(3, 14)[None]
+    lean(ids[:, :-3])
+    _hf(draft, cache, ids[:, :-3])
+    cached = ids.shape[1] - 3
+    for path in ([0, 2], [1, 4], [], [0, 2, 5, 6]):
+        tree = _a_tree(ids.shape[1])
+        ours, theirs = score_tree(draft, lean, ids, cached, tree), score_tree(draft, cache, ids, cached, tree)
+        assert ours.shape == theirs.shape == (len(tree) + 1, 300) and torch.equal(ours, theirs), path
+        start = ids.shape[1]
+        keep_path(lean, start, [start + i for i in path])
+        keep_path(cache, start, [start + i for i in path])
+        assert lean.length == cache.get_seq_length() == start + len(path)
+        ids = torch.cat([ids, torch.tensor([[tree.tokens[i] for i in path] + [17]])], 1)
+        cached = ids.shape[1] - 1
+    step = ids[:, -1:]
+    assert torch.equal(lean(step), _hf(draft, cache, step)) and lean.capacity > 16  # grown past 16
+
+
+@torch.inference_mode()
+def test_a_tree_draft_expands_on_the_lean_forward_as_on_hfs_path(draft):
+    """The draft expands a tree depth by depth on its lean forward (one call a depth): the same nodes and the same
+    p rows, bitwise, as a drafter kept on HF's path, over rounds that keep some of each tree."""
+    lean = ModelDrafter(draft)
+    slow = copy.copy(lean)
+    slow.lean = False
+    slow.reset()
+    ids = torch.arange(5, 25)[None]
+    greedy = SamplingParams(temperature=0.0)
+    for shape in ("3-2-1", "dynamic:9", "2-2-2"):
+        a = draft_tree(lean, ids, parse_tree(shape), 4, greedy, None)
+        b = draft_tree(slow, ids, parse_tree(shape), 4, greedy, None)
+        assert a.tokens == b.tokens and a.parents == b.parents and torch.equal(a.p_rows, b.p_rows), shape
+        assert lean.lean_forward is not None and lean.lean_forward.length == slow.cache.get_seq_length()
+        path = [0, *a.children[1][:1]]
+        fed = [ids.shape[1] + i for i in path if i < a.fed]
+        keep_path(lean.lean_forward, ids.shape[1], fed)
+        keep_path(slow.cache, ids.shape[1], fed)
+        lean.cached = slow.cached = ids.shape[1] + len(fed)
+        ids = torch.cat([ids, torch.tensor([[a.tokens[i] for i in path] + [9]])], 1)

@@ -23,7 +23,7 @@ from playground.run.spec import DrafterSpec
 from playground.core.treeshape import parse_tree
 from tests.helpers import CHI2_999, PROMPTS, decode, fit, random_dists, target_greedy, two_token_test
 
-SHAPES = ["3-2-1-1", "2-2", "1-1-1-1", "4", "dynamic:12", "dynamic:3", "sized:12", "sized:3"]
+SHAPES = ["3-2-1-1", "2-2", "1-1-1-1", "4", "dynamic:12", "dynamic:3", "sized:12", "sized:3", "confidence:12"]
 
 
 def trees(pair, shape: str, drafter=None) -> TreeDrafter:
@@ -230,7 +230,7 @@ def test_a_broken_tree_rule_is_caught_by_the_same_test(broken):
     assert good < critical < stat, (good, stat, critical)
 
 
-@pytest.mark.parametrize("shape", ["2-2", "dynamic:4", "sized:4"])
+@pytest.mark.parametrize("shape", ["2-2", "dynamic:4", "sized:4", "confidence:6"])
 def test_engine_tree_two_token_distribution_equals_target(tiny_pair, shape):
     """End to end through the real loop: the joint law of the first two tokens of a tree decoding,
     over 1,500 seeds, equals the target's (temperature 1.5 and top-k 4: both models leave room to differ)."""
@@ -274,3 +274,43 @@ def test_keep_path_moves_the_path_in_filled_layers_and_skips_a_layer_that_holds_
     assert cache.get_seq_length() == 3
     assert cache.layers[0].keys[0, 0, :, 0].tolist() == [0.0, 24.0, 40.0]
     assert cache.layers[0].values[0, 0, :, 0].tolist() == [100.0, 124.0, 140.0]
+
+
+def _grown(rows: list[list[float]], budget: int = 16, costs=None) -> list[int]:
+    """Nodes per depth of a confidence-shaped tree over a draft whose every node has these sorted child p (row d for
+    depth d + 1), each depth's best node expanded: what draft_tree's counts and passes decide."""
+    from playground.engine.treesize import Growth, RunCosts
+
+    growth, widths, best = Growth(costs or RunCosts(), budget), [], 1.0
+    for row in rows:
+        taken = growth.take([best * p for p in row])
+        if not taken:
+            break
+        widths.append(taken)
+        best *= row[0]
+        if not growth.expand(best, taken):
+            break
+    return widths
+
+
+def test_a_confidence_shaped_tree_is_a_chain_where_the_draft_is_sure_and_branches_where_it_is_not():
+    sure = [[0.97, 0.02, 0.01]] * 12
+    unsure = [[0.45, 0.3, 0.15, 0.1]] * 12
+    assert _grown(sure) == [1] * len(_grown(sure)) and len(_grown(sure)) >= 8  # a chain, deep
+    assert _grown(unsure)[0] >= 2 and sum(_grown(unsure)) <= 16 and len(_grown(unsure)) < len(_grown(sure))
+    assert sum(_grown(unsure, budget=5)) == 5  # the cap holds
+    assert _grown([[0.03, 0.02]]) == []  # under the floor: no node at all
+
+
+def test_a_confidence_shaped_tree_learns_its_costs_from_the_runs_rounds():
+    """The costs come from the run's rounds, not the warm-up's alone: rounds whose draft passes took five times the
+    warm-up's measure (a load that came later) make the tree shallower than the warm-up's costs would."""
+    from playground.engine.treesize import RunCosts, TreeCosts
+
+    warm = TreeCosts({1: 0.1, 17: 0.16}, {1: 0.01, 8: 0.012})
+    learnt = RunCosts(warm)
+    for _ in range(10):  # each round: 10 rows verified in 0.13 s, three draft passes in 0.15 s
+        learnt.observe(10, 0.13, [1, 4, 4], 0.15)
+    assert 0.9 < learnt.scale["verify"] < 1.0 and learnt.scale["draft"] > 4
+    sure = [[0.9, 0.05]] * 12
+    assert len(_grown(sure, costs=learnt)) < len(_grown(sure, costs=RunCosts(warm)))

@@ -31,8 +31,9 @@ OPTIONS: tuple[tuple[str, dict], ...] = (
             default=[],
             metavar="SHAPE",
             help="token trees next to the --k configs: children per depth ('3-2-1-1'), a node budget "
-            "('dynamic:12') or a tree sized by the measured costs ('sized:16', 'sized'); each runs with the draft "
-            "model drafter (or early exit, when listed)",
+            "('dynamic:12'), a tree sized by the measured costs ('sized:16', 'sized') or shaped by the draft's "
+            "confidence ('confidence:16', 'confidence'); each runs with the draft model drafter (or early exit, "
+            "when listed)",
         ),
     ),
     (

@@ -1,9 +1,11 @@
 """The shape of a token tree (DecodeConfig.tree): typed and validated here, parsed from text by
 parse_tree (part of the run description: config.DecodeConfig holds one). Pure: no torch.
 
-Three kinds: static ("3-2-1-1"), dynamic ("dynamic:16", EAGLE-2 style) and sized ("sized:16", Sequoia style: a
+Four kinds: static ("3-2-1-1"), dynamic ("dynamic:16", EAGLE-2 style), sized ("sized:16", Sequoia style: a
 new tree every round, the one with the most expected tokens per unit of time under the measured costs and the
-run's acceptance by rank, at most N nodes; playground/engine/treesize.py)."""
+run's acceptance by rank, at most N nodes; playground/engine/treesize.py) and confidence-shaped ("confidence:16":
+grown by the draft's path probabilities while a node pays for its rows under the run's costs, at most N nodes; a
+chain where the draft is sure; decoding/tree.py)."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class TreeShape:
     branching: tuple[int, ...] = ()
     budget: int = 0  # > 0: dynamic (or sized)
     sized: bool = False  # the budget is a cap: treesize.py picks the tree each round (Sequoia)
+    confidence: bool = False  # the budget is a cap: nodes added while their path probability pays for their rows
 
     def __post_init__(self) -> None:
         b = tuple(self.branching)
@@ -44,11 +47,13 @@ class TreeShape:
             )
         if self.budget and (not is_int(self.budget) or not 2 <= self.budget <= MAX_TREE_NODES):
             raise PlaygroundError(
-                f"tree: a {'sized' if self.sized else 'dynamic'} tree's node "
+                f"tree: a {'sized' if self.sized else 'confidence' if self.confidence else 'dynamic'} tree's node "
                 f"{'cap' if self.sized else 'budget'} must be from 2 to {MAX_TREE_NODES}, got {shown(self.budget)}."
             )
         if self.sized is not bool(self.sized) or (self.sized and not self.budget):
             raise PlaygroundError(f"tree: a sized tree takes a node cap ('sized:N'), got {shown(self.sized)}.")
+        if self.confidence is not bool(self.confidence) or (self.confidence and (self.sized or not self.budget)):
+            raise PlaygroundError("tree: a confidence-shaped tree takes a node cap ('confidence:N'), alone.")
         object.__setattr__(self, "branching", tuple(int(x) for x in b))
         object.__setattr__(self, "budget", int(self.budget))
         if self.nodes > MAX_TREE_NODES:
@@ -71,7 +76,14 @@ class TreeShape:
         return min(self.budget, MAX_TREE_DEPTH) if self.dynamic else len(self.branching)
 
     @property
+    def costed(self) -> bool:
+        """Whether the tree is shaped each round by the measured costs (sized, confidence): the runner measures them."""
+        return self.sized or self.confidence
+
+    @property
     def label(self) -> str:
+        if self.confidence:
+            return f"confidence:{self.budget}"
         if self.sized:
             return f"sized:{self.budget}"
         return f"dynamic:{self.budget}" if self.dynamic else "-".join(map(str, self.branching))
@@ -82,13 +94,14 @@ MAX_TREE_CHARS = 100  # a tree box longer than this is refused before it is read
 # children per depth ("3-2-1-1") or a node budget ("dynamic:16", "sized:16"), in the ASCII digits 0-9 only:
 # str.isdigit() also takes "²" and "①" (which int() refuses) and int() takes other scripts' digits ("٣")
 _STATIC = re.compile(r"[0-9]{1,3}(?:-[0-9]{1,3})*", re.ASCII)
-_DYNAMIC = re.compile(r"(dynamic|sized):([0-9]{1,3})", re.ASCII)
-EXAMPLES = "'3-2-1-1', 'dynamic:16' or 'sized:16'"
+_DYNAMIC = re.compile(r"(dynamic|sized|confidence):([0-9]{1,3})", re.ASCII)
+EXAMPLES = "'3-2-1-1', 'dynamic:16', 'sized:16' or 'confidence:16'"
 
 
 def parse_tree(value: object) -> TreeShape | None:
     """A token tree: "" / "chain" / None -> none; "3-2-1-1" -> static (children per depth); "dynamic:16" -> dynamic;
-    "sized:16" -> sized by the measured costs, at most 16 nodes ("sized" alone: SIZED_NODES)."""
+    "sized:16" -> sized by the measured costs, at most 16 nodes ("sized" alone: SIZED_NODES); "confidence:16" ->
+    shaped by the draft's path probabilities and the measured costs ("confidence" alone: SIZED_NODES)."""
     if value is None or isinstance(value, TreeShape):
         return value
     if not isinstance(value, str):
@@ -101,14 +114,15 @@ def parse_tree(value: object) -> TreeShape | None:
     text = value.strip().lower().replace(" ", "")
     if text in ("", "chain", "none"):
         return None
-    if text == "sized":
-        return TreeShape(budget=SIZED_NODES, sized=True)
+    if text in ("sized", "confidence"):
+        return TreeShape(budget=SIZED_NODES, sized=text == "sized", confidence=text == "confidence")
     if budgeted := _DYNAMIC.fullmatch(text):
-        return TreeShape(budget=int(budgeted.group(2)), sized=budgeted.group(1) == "sized")
+        kind = budgeted.group(1)
+        return TreeShape(budget=int(budgeted.group(2)), sized=kind == "sized", confidence=kind == "confidence")
     if not _STATIC.fullmatch(text):
         raise PlaygroundError(
             f"tree: write children per depth in the digits 0-9 (1 to {MAX_TREE_WIDTH} each), e.g. "
-            f"'3-2-1-1', or 'dynamic:N' / 'sized:N' with N from 2 to {MAX_TREE_NODES} ('sized' alone: at most "
-            f"{SIZED_NODES} nodes, the tree that the measured costs favour); got {shown(value)}."
+            f"'3-2-1-1', or 'dynamic:N' / 'sized:N' / 'confidence:N' with N from 2 to {MAX_TREE_NODES} ('sized' or "
+            f"'confidence' alone: at most {SIZED_NODES} nodes, shaped by the measured costs); got {shown(value)}."
         )
     return TreeShape(tuple(int(x) for x in text.split("-")))

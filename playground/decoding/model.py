@@ -69,6 +69,11 @@ class ModelDrafter(Drafter):
         return ChainDraft(torch.stack(tokens), torch.stack(logits))
 
     @property
+    def lean_forward(self) -> LeanForward | None:
+        """The lean forward the drafter runs on (None: HF's path), for a token tree's draft passes (decoding/tree.py)."""
+        return self._lean
+
+    @property
     def cache(self):
         """The draft's KV cache as HF's DynamicCache. A drafter on the lean forward hands its keys and values over
         and goes on along HF's path until reset (trees and staged drafts use the cache with HF's model)."""

@@ -53,8 +53,9 @@ from playground.core.errors import PlaygroundError
 from playground.core.records import RoundRecord, TreeExtras
 from playground.engine.acceptance import accept_tree
 from playground.engine.sampling import logits_to_probs
+from playground.kernels.step import LeanForward, TargetCache
 from playground.core.treeshape import MAX_TREE_WIDTH, TreeShape
-from playground.engine.treesize import Plan, Sizer, TreeCosts, sized_extras, visits
+from playground.engine.treesize import Growth, Plan, RunCosts, Sizer, TreeCosts, sized_extras, visits
 from playground.core.config import DecodeConfig, SamplingParams
 from playground.core.draft import Draft, Drafter, Tree
 
@@ -80,17 +81,23 @@ def check_tree_model(model: PreTrainedModel, role: str = "target") -> None:
         )
 
 
-def _tree_mask(prefix: int, queries: int, ancestry: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
-    """(1, 1, queries + R, prefix + queries + C) additive mask for a forward whose queries are `queries`
-    sequence tokens (causal, ending at the root), then R tree nodes; `prefix` positions are cached before
-    them, and the last C key positions are tree nodes: ancestry[r, c] says whether node row r sees node c."""
-    rows, cols = queries + ancestry.shape[0], prefix + queries + ancestry.shape[1]
+def _sees(queries: int, ancestry: torch.Tensor) -> torch.Tensor:
+    """(queries + R, queries + C) bool: which of a pass's fed rows (`queries` sequence tokens, causal, ending at the
+    root, then R tree nodes) and earlier tree nodes each row sees; ancestry[r, c]: whether node row r sees node c."""
+    rows, cols = queries + ancestry.shape[0], queries + ancestry.shape[1]
     allowed = torch.zeros(rows, cols, dtype=torch.bool)
-    allowed[:, :prefix] = True
-    allowed[:queries, prefix : prefix + queries] = torch.ones(queries, queries, dtype=torch.bool).tril()
-    allowed[queries:, prefix : prefix + queries] = True
-    allowed[queries:, prefix + queries :] = ancestry
-    mask = torch.zeros(rows, cols, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    allowed[:queries, :queries] = torch.ones(queries, queries, dtype=torch.bool).tril()
+    allowed[queries:, :queries] = True
+    allowed[queries:, queries:] = ancestry
+    return allowed
+
+
+def _tree_mask(prefix: int, queries: int, ancestry: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
+    """(1, 1, queries + R, prefix + queries + C) additive mask for HF's path: `prefix` cached positions every row
+    sees, then _sees(queries, ancestry)."""
+    sees = _sees(queries, ancestry)
+    allowed = torch.cat([torch.ones(sees.shape[0], prefix, dtype=torch.bool), sees], dim=1)
+    mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     return mask.to(device)[None, None]
 
 
@@ -116,7 +123,9 @@ def layer_width(budget: int) -> int:
     return max(1, min(MAX_TREE_WIDTH, -(-budget // 4)))
 
 
-def _counts(shape: TreeShape, depth: int, rows: torch.Tensor, cum: list[float], budget: int) -> list[int]:
+def _counts(
+    shape: TreeShape, depth: int, rows: torch.Tensor, cum: list[float], budget: int, growth: Growth | None = None
+) -> list[int]:
     """Children per frontier node at this depth, decided before any of them is drawn: the static
     branching, or the dynamic slots by value-free score cum(v) * (j-th largest p(. | v)); never more
     than the node's support (a draw without replacement cannot exceed it)."""
@@ -127,6 +136,8 @@ def _counts(shape: TreeShape, depth: int, rows: torch.Tensor, cum: list[float], 
         return [min(shape.branching[depth - 1], s) for s in support]
     scores = values * torch.tensor(cum, dtype=values.dtype, device=values.device)[:, None]
     take = min(budget, layer_width(shape.budget), int(sum(support)))
+    if growth is not None:  # confidence-shaped: the slots that pay for their rows, best first
+        take = growth.take([v for v in scores.flatten().tolist() if v > 0])
     chosen = torch.topk(scores.flatten(), take).indices.div(width, rounding_mode="floor").tolist()
     return [min(chosen.count(i), s) for i, s in enumerate(support)]
 
@@ -140,13 +151,12 @@ def draft_tree(
     params: SamplingParams,
     generator: torch.Generator | None,
     plan: Plan | None = None,
+    growth: Growth | None = None,
 ) -> Tree:
     """A tree of at most max_depth levels from a ModelDrafter (its model and KV cache) after ids (1, L); a sized
     shape's from its plan. Leaves the draft's cache holding the sequence and the first `Tree.fed` nodes."""
-    model, cache = drafter.model, drafter.cache
     length = ids.shape[1]
-    out = model(input_ids=ids[:, drafter.cached :], cache=cache, use_cache=True, logits_to_keep=1)
-    rows = logits_to_probs(out.logits[0, -1:], params)  # p at the frontier (here: the root's children)
+    rows = logits_to_probs(_draft_pass(drafter, ids[:, drafter.cached :]), params)  # p at the root's children
     tokens: list[int] = []
     parents: list[int] = []
     depths: list[int] = []
@@ -155,7 +165,7 @@ def draft_tree(
     slots = [-1]  # a sized tree: the plan's node of each frontier node (-1: the plan's root)
     for depth in range(1, max_depth + 1):
         if plan is None:
-            counts = _counts(shape, depth, rows, cum, budget - len(tokens))
+            counts = _counts(shape, depth, rows, cum, budget - len(tokens), growth)
         else:
             width = min(MAX_TREE_WIDTH, rows.shape[-1])
             support = (torch.topk(rows, width, dim=-1).values > 0).sum(-1).tolist()
@@ -178,17 +188,34 @@ def draft_tree(
                 break  # no planned children under this depth: no draft pass over it
         if depth == max_depth or len(tokens) >= budget:
             break
+        if growth is not None and not growth.expand(max(cum), len(tokens) - first):
+            break  # no child of this depth could pay for the draft pass and its row
         # the new nodes through the draft, on top of the sequence and the nodes fed so far: their children's p
-        mask = _tree_mask(length, 0, _ancestry(parents)[first:], model.dtype, ids.device)
         new = torch.tensor([tokens[first:]], device=ids.device)
-        positions = torch.full_like(new, length - 1 + depth)
-        out = model(input_ids=new, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True)
-        rows = logits_to_probs(out.logits[0], params)
+        rows = logits_to_probs(_draft_pass(drafter, new, length - 1 + depth, _ancestry(parents)[first:]), params)
         p_rows.append(rows)
         fed = len(tokens)
     unfed = 1 + len(tokens) - sum(r.shape[0] for r in p_rows)
     drafter.cached = length + fed
     return Tree(tokens, parents, depths, torch.cat(p_rows + [rows.new_zeros(unfed, rows.shape[-1])]), fed)
+
+
+def _draft_pass(drafter, feed: torch.Tensor, position: int = 0, ancestry: torch.Tensor | None = None) -> torch.Tensor:
+    """The draft's logits after feed (1, S) on top of its cache: the last row's (1, V) for the sequence (ancestry
+    None), else every row's (S, V) for one depth of nodes at `position`, each seeing the sequence and its ancestry
+    among the nodes fed so far. On the drafter's lean forward when it runs on one (one C call), else HF's path."""
+    lean = getattr(drafter, "lean_forward", None)
+    S = feed.shape[1]
+    if lean is not None and ancestry is None:
+        return lean(feed, keep=1)
+    if lean is not None:
+        return lean.tree(feed, torch.full((S,), position), _sees(0, ancestry), keep=S)
+    model, cache = drafter.model, drafter.cache
+    if ancestry is None:
+        return model(input_ids=feed, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1:]
+    mask = _tree_mask(cache.get_seq_length() - ancestry.shape[1] + S, 0, ancestry, model.dtype, feed.device)
+    positions = torch.full_like(feed, position)
+    return model(input_ids=feed, position_ids=positions, attention_mask=mask, cache=cache, use_cache=True).logits[0]
 
 
 def _ancestry(parents: list[int]) -> torch.Tensor:
@@ -200,14 +227,14 @@ def _ancestry(parents: list[int]) -> torch.Tensor:
     return mask
 
 
-def score_tree(
-    target: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, cached: int, tree: Tree
-) -> torch.Tensor:
+def score_tree(target: PreTrainedModel, cache: TargetCache, ids: torch.Tensor, cached: int, tree: Tree) -> torch.Tensor:
     """One target pass over ids[:, cached:] and every node: logits (1 + T, V) for the root (row 0) and node i (1 + i)."""
     length = ids.shape[1]
     depths = torch.tensor(tree.depths, device=ids.device)
     feed = torch.cat([ids[:, cached:], torch.tensor([tree.tokens], device=ids.device)], dim=1)
     positions = torch.cat([torch.arange(cached, length, device=ids.device), length - 1 + depths])[None]
+    if isinstance(cache, LeanForward):  # one C call, as a chain's verification
+        return cache.tree(feed, positions, _sees(length - cached, _ancestry(tree.parents)), keep=len(tree) + 1)
     mask = _tree_mask(cached, length - cached, _ancestry(tree.parents), target.dtype, ids.device)
     out = target(
         input_ids=feed,
@@ -220,9 +247,12 @@ def score_tree(
     return out.logits[0]
 
 
-def keep_path(cache: DynamicCache, start: int, positions: list[int]) -> None:
+def keep_path(cache: TargetCache, start: int, positions: list[int]) -> None:
     """Move the key/value entries at cache positions `positions` (in order) to start, start + 1, ... in
     every layer, then crop the cache to start + len(positions): the accepted path, contiguous."""
+    if isinstance(cache, LeanForward):
+        cache.keep(start, positions)
+        return
     n = len(positions)
     if n and positions != list(range(start, start + n)):
         for layer in cache.layers:
@@ -274,6 +304,7 @@ class TreeDraft(Draft):
     """A drafted tree (Draft.tokens: its nodes' tokens), verified as a tree; after verify(), `path` holds the
     accepted path's nodes."""
 
+    lean = True  # verified on the lean forward's cache where the target runs on one (LeanForward.tree)
     tree: Tree | None = None
     length: int = 0  # the sequence's length when it was drafted
     path: list[int] = field(default_factory=list)
@@ -281,7 +312,7 @@ class TreeDraft(Draft):
     def verify(
         self,
         target: PreTrainedModel,
-        cache: DynamicCache,
+        cache: TargetCache,
         ids: torch.Tensor,
         cached: int,
         config: DecodeConfig,
@@ -310,6 +341,8 @@ class TreeDrafter(Drafter):
         check_tree_model(drafter.model, "draft")
         self.drafter, self.shape, self.name = drafter, shape, drafter.name
         self.sizer = Sizer(shape.nodes, costs) if shape.sized else None
+        self.costs = RunCosts(costs) if shape.confidence else None  # the warm-up's, then the run's own rounds'
+        self.growth: Growth | None = None  # this round's (a confidence-shaped tree)
         self.plan: Plan | None = None  # this round's (a sized shape)
         self.last: TreeDraft | None = None
 
@@ -323,6 +356,8 @@ class TreeDrafter(Drafter):
         self.last = None
         if self.sizer is not None:
             self.sizer.reset()
+        if self.costs is not None:  # each run learns its own costs (the load may have changed)
+            self.costs = RunCosts(self.costs.costs)
 
     def depth(self, k: int) -> int:
         """The tree's shape sets the depth, whatever the k policy says (a sized tree's plan, within it)."""
@@ -333,7 +368,8 @@ class TreeDrafter(Drafter):
             self.last = None
             return self.drafter.propose(ids, 0, params, generator)
         self.plan = self.sizer.plan() if self.sizer is not None else None  # on the round's clock, as drafting is
-        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator, self.plan)
+        self.growth = Growth(self.costs, self.shape.nodes) if self.costs is not None else None
+        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator, self.plan, self.growth)
         self.last = TreeDraft(torch.tensor(tree.tokens, dtype=torch.long, device=ids.device), None, tree, ids.shape[1])
         return self.last
 
@@ -346,11 +382,14 @@ class TreeDrafter(Drafter):
         # The draft's cache keeps exactly the accepted path's nodes it has run: gathered into place, the rest cropped.
         length = self.last.length
         fed = [length + i for i in self.last.path if i < self.last.tree.fed]
-        keep_path(self.drafter.cache, length, fed)
+        keep_path(getattr(self.drafter, "lean_forward", None) or self.drafter.cache, length, fed)
         self.drafter.cached = length + len(fed)
 
     def annotate(self, record: RoundRecord) -> None:
-        """A sized tree's round says what was planned and why (records.SizedExtras)."""
+        """A sized tree's round says what was planned and why (records.SizedExtras); a confidence-shaped tree's
+        costs learn from the round's measured passes."""
+        if self.growth is not None and self.last is not None and record.is_tree:
+            self.costs.observe(1 + record.prefill + record.k, record.verify_s, self.growth.passes, record.draft_s)
         if self.sizer is not None and self.last is not None and self.plan is not None and record.is_tree:
             record.extras = sized_extras(record.tree.parents, record.tree.path, self.plan)
         self.plan = None

@@ -305,3 +305,77 @@ def sized_extras(parents: list[int], path: list[int], plan: Plan) -> SizedExtras
         plan.chain_expected,
         plan.chain_steps,
     )
+
+
+# ---------------------------------------------------------------- confidence-shaped trees ("confidence:N")
+
+FLOOR = 0.04  # a node whose path probability is under this is never drafted, whatever the costs say
+LEARN = 0.3  # each round's measured pass moves the run's cost scale this far
+
+
+class RunCosts:
+    """The target's V(n) and the draft's Vd(n) as this run finds them: the warm-up's curves (or ASSUMED) scaled by
+    what the run's own rounds measured (a warm-up taken under another load misleads a whole run otherwise)."""
+
+    def __init__(self, costs: TreeCosts | None = None):
+        self.costs = costs or ASSUMED
+        self.scale = {"verify": 1.0, "draft": 1.0}
+        self.rounds = 0
+
+    def verify(self, rows: int) -> float:
+        return self.scale["verify"] * curve(self.costs.verify_s, rows)
+
+    def draft(self, rows: int) -> float:
+        return self.scale["draft"] * curve(self.costs.draft_s, rows)
+
+    def observe(self, rows: int, verify_s: float, passes: Sequence[int], draft_s: float) -> None:
+        """A round's record: its target pass over `rows` rows took verify_s, its draft passes (rows each) draft_s."""
+        measured = {
+            "verify": (verify_s, curve(self.costs.verify_s, rows)),
+            "draft": (draft_s, sum(curve(self.costs.draft_s, w) for w in passes)),
+        }
+        for name, (seconds, model) in measured.items():
+            if seconds > 0 and model > 0:
+                ratio, old = seconds / model, self.scale[name]
+                self.scale[name] = ratio if not self.rounds else (1 - LEARN) * old + LEARN * ratio
+        self.rounds += 1
+
+
+@dataclass
+class Growth:
+    """One round's confidence-shaped tree as it grows, depth by depth: a node joins while its path probability
+    (the product of the draft's p along its path: its chance of being kept, as the draft sees it) pays for its row,
+    i.e. while it raises the expected tokens per second, (gain + s) / (time + dt) >= gain / time."""
+
+    costs: RunCosts
+    budget: int
+    nodes: int = 0
+    gain: float = 1.0  # expected tokens kept: the target's own, plus each node's path probability
+    passes: list[int] | None = None  # rows of each draft pass so far (the root's first)
+
+    def __post_init__(self) -> None:
+        self.passes = self.passes or [1]
+
+    def time(self) -> float:
+        return sum(self.costs.draft(w) for w in self.passes) + self.costs.verify(1 + self.nodes)
+
+    def _pays(self, s: float, extra: float) -> bool:
+        row = self.costs.verify(2 + self.nodes) - self.costs.verify(1 + self.nodes)
+        return self.nodes < self.budget and s >= FLOOR and s * self.time() >= self.gain * (row + extra)
+
+    def take(self, scores: Sequence[float]) -> int:
+        """How many of a depth's candidates (their path probabilities, best first) join the tree."""
+        taken = 0
+        for s in sorted(scores, reverse=True):
+            if not self._pays(s, 0.0):
+                break
+            self.gain, self.nodes, taken = self.gain + s, self.nodes + 1, taken + 1
+        return taken
+
+    def expand(self, best: float, width: int) -> bool:
+        """Whether a draft pass over the newest depth (width nodes, the best at path probability `best`) can pay:
+        its best child would be kept at most with probability `best`. Counts the pass when it does."""
+        if not self._pays(best, self.costs.draft(width)):
+            return False
+        self.passes.append(width)
+        return True

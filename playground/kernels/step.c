@@ -72,9 +72,9 @@ int bi_proj_known(int64_t kind) { return kind == 0 || kind == 1 || kind == 2; }
  * rotary tables' rows for those positions, (S, D) bf16. Writes the last `keep` positions' final-norm outputs
  * (hidden, (keep, hidden) bf16) and, when logits is not NULL, their head outputs ((keep, vocab): a chain's
  * verification scores every fed draft token). Returns 0, or -1 (keep outside 1..S, the cache is too small, a
- * projection of an unknown kind: nothing is computed). */
-int bi_model_step(const bi_model *m, const int64_t *tokens, int64_t S, int64_t pos, const uint16_t *cos,
-                  const uint16_t *sin, int64_t keep, uint16_t *hidden, uint16_t *logits) {
+ * projection of an unknown kind: nothing is computed). allowed: NULL for a causal pass, else bi_model_step_tree's. */
+static int model_pass(const bi_model *m, const int64_t *tokens, int64_t S, int64_t pos, const uint16_t *cos,
+                      const uint16_t *sin, const uint8_t *allowed, int64_t keep, uint16_t *hidden, uint16_t *logits) {
   int64_t H = m->heads, Hkv = m->kv_heads, D = m->head_dim, E = m->hidden, I = m->inter, C = m->cap;
   int64_t W = (H + 2 * Hkv) * D, T = pos + S;
   if (S < 1 || pos < 0 || T > C || keep < 1 || keep > S) return -1;
@@ -91,7 +91,7 @@ int bi_model_step(const bi_model *m, const int64_t *tokens, int64_t S, int64_t p
   uint16_t *x = buf, *x2 = x + S * E, *h = x2 + S * E, *qkv = h + S * E, *q = qkv + S * W, *kt = q + S * H * D;
   uint16_t *vt = kt + S * Hkv * D, *att = vt + S * Hkv * D, *gu = att + S * H * D, *act = gu + 2 * S * I;
   for (int64_t s = 0; s < S; s++) memcpy(x + s * E, m->embed + tokens[s] * E, (size_t)E * sizeof(uint16_t));
-  int64_t sq[4] = {H * S * D, S * D, D, 1}, sk[4] = {Hkv * C * D, C * D, D, 1};
+  int64_t sq[4] = {H * S * D, S * D, D, 1}, sk[4] = {Hkv * C * D, C * D, D, 1}, sm[3] = {S * T, T, 1};
   for (int64_t l = 0; l < m->layers; l++) {
     const bi_layer *L = m->layer + l;
     bi_rmsnorm(x, S, E, L->ln1, m->eps, h);
@@ -101,7 +101,7 @@ int bi_model_step(const bi_model *m, const int64_t *tokens, int64_t S, int64_t p
       memcpy(L->kc + (g * C + pos) * D, kt + g * S * D, (size_t)(S * D) * sizeof(uint16_t));
       memcpy(L->vc + (g * C + pos) * D, vt + g * S * D, (size_t)(S * D) * sizeof(uint16_t));
     }
-    bi_attention(q, sq, L->kc, sk, L->vc, sk, NULL, NULL, att, 1, H, Hkv, S, T, D, m->scale); /* causal */
+    bi_attention(q, sq, L->kc, sk, L->vc, sk, allowed, allowed ? sm : NULL, att, 1, H, Hkv, S, T, D, m->scale);
     bi_proj_call(&L->o, att, S, x, x2);
     bi_rmsnorm(x2, S, E, L->ln2, m->eps, h);
     bi_proj_call(&L->gate_up, h, S, NULL, gu);
@@ -112,4 +112,20 @@ int bi_model_step(const bi_model *m, const int64_t *tokens, int64_t S, int64_t p
   if (logits) bi_proj_call(&m->head, hidden, keep, NULL, logits);
   free(buf);
   return 0;
+}
+
+/* The causal pass (a prompt, a chain's tokens): model_pass without a mask. */
+int bi_model_step(const bi_model *m, const int64_t *tokens, int64_t S, int64_t pos, const uint16_t *cos,
+                  const uint16_t *sin, int64_t keep, uint16_t *hidden, uint16_t *logits) {
+  return model_pass(m, tokens, S, pos, cos, sin, NULL, keep, hidden, logits);
+}
+
+/* bi_model_step for a token tree's rows: cos, sin are each row's own rotary rows (a node's position is its depth
+ * after the root, not its index), and allowed (S, pos + S) uint8 says which cached and fed positions each row
+ * sees (the cache, its ancestors and itself), as HF's 4D mask does on the fused layers. */
+int bi_model_step_tree(const bi_model *m, const int64_t *tokens, int64_t S, int64_t pos, const uint16_t *cos,
+                       const uint16_t *sin, const uint8_t *allowed, int64_t keep, uint16_t *hidden,
+                       uint16_t *logits) {
+  if (!allowed) return -1;
+  return model_pass(m, tokens, S, pos, cos, sin, allowed, keep, hidden, logits);
 }

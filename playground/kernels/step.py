@@ -5,10 +5,11 @@ Why: HF's wrapper around the fused layers (a ctypes call per kernel, the Dynamic
 and rotary embedding per pass) added time beyond the draft's weight stream (measured: docs/levers.md, "The draft
 step without per-layer Python"). The C step calls the same kernels in the same order as the fused layers do, so its
 outputs are bitwise those of `model(input_ids, cache, logits_to_keep=1)` (tests/test_step.py); a crop is a length
-change. It takes causal passes of one sequence (a chain's tokens, a prompt); trees (a tree mask), batches and
-any model it does not apply to keep HF's path (`why_not`). Two users: a model drafter's draft steps
+change. It takes passes of one sequence: causal ones (a chain's tokens, a prompt) and a token tree's (`LeanForward.tree`: a
+tree mask and each row's own rotary position, step.c's bi_model_step_tree); batches and any model it does not apply
+to keep HF's path (`why_not`). Two users: a model drafter's draft steps
 (decoding/model.py), and the target's passes in the engine (`target_cache`, `score`: the prompt, a chain's
-verification, the target alone's steps, V(n)).
+verification, a tree's, the target alone's steps, V(n)).
 
 A projection reaches C as a `_Proj` (kind, sizes, pointers): `proj_form` knows ops.Proj's bf16, int8 and int4 forms;
 a further form joins with a branch there, a case in step.c's bi_proj_call and a kind bi_proj_known accepts.
@@ -236,6 +237,43 @@ class LeanForward:
         result = hidden if out is None else out
         return result if keep else result[0]
 
+    def tree(self, ids: torch.Tensor, positions: torch.Tensor, sees: torch.Tensor, keep: int) -> torch.Tensor:
+        """A token tree's verification (or a draft's depth) in one call: logits (keep, vocab) of the last `keep`
+        of the rows ids (S,) fed on top of the cache, row i at rotary position positions[i]; sees (S, W) bool says
+        which of the last W positions (the fed rows, and cached tree nodes before them) row i sees (itself and its
+        ancestors), every earlier one seen, as HF's 4D tree mask does."""
+        tokens = ids.reshape(-1).to(torch.int64).contiguous()
+        S, pos = tokens.numel(), self.length
+        W = sees.shape[-1]
+        if S < 1 or not 1 <= keep <= S or sees.shape != (S, W) or not S <= W <= pos + S or positions.numel() != S:
+            raise ValueError(f"a tree pass takes S >= 1 rows, an (S, S..{pos + S}) mask, S positions, keeping 1 to {S}")
+        if pos + S > self.capacity or int(positions.max()) >= self.capacity:
+            self._grow(max(pos + S, int(positions.max()) + 1))
+        allowed = torch.ones(S, pos + S, dtype=torch.uint8)
+        allowed[:, pos + S - W :] = sees
+        where = positions.reshape(-1).to(torch.int64)
+        cos, sin = self.cos.index_select(0, where), self.sin.index_select(0, where)
+        hidden = torch.empty(keep, self._model.hidden, dtype=torch.bfloat16)
+        out = torch.empty(keep, self._head.n, dtype=torch.bfloat16)
+        fn = library().bi_model_step_tree
+        fn.argtypes, fn.restype = [_ptr, _ptr, _i64, _i64, _ptr, _ptr, _ptr, _i64, _ptr, _ptr], ctypes.c_int
+        ptrs = [t.data_ptr() for t in (tokens, cos, sin, allowed, hidden, out)]
+        rc = fn(ctypes.byref(self._model), ptrs[0], S, pos, *ptrs[1:4], keep, *ptrs[4:])
+        if rc:
+            raise RuntimeError("the lean forward refused the tree pass (a projection form this build does not know)")
+        self.length = pos + S
+        return out
+
+    def keep(self, start: int, positions: list[int]) -> None:
+        """Keep the positions `positions` (in order) at start, start + 1, ... and nothing after them: a tree's
+        accepted path moved into place, the rest cropped (kernels.step's counterpart of tree.keep_path)."""
+        n = len(positions)
+        if n and positions != list(range(start, start + n)):
+            index = torch.tensor(positions)
+            self.keys[:, :, start : start + n] = self.keys.index_select(2, index)
+            self.values[:, :, start : start + n] = self.values.index_select(2, index)
+        self.length = min(self.length, start + n)
+
     def load(self, cache) -> None:
         """Hold a copy of HF's DynamicCache's keys and values instead of what was held (a kept prefix: prefixes.py)."""
         n = cache.get_seq_length()
@@ -268,7 +306,7 @@ TargetCache = DynamicCache | LeanForward
 def target_cache(target: PreTrainedModel, positions: int) -> TargetCache:
     """The target's cache for one sequence of up to `positions` positions: the lean forward's (one C call a pass,
     bitwise HF's logits: tests/test_step.py) where the target runs fused on the batch-invariant kernels, else HF's
-    DynamicCache. A verification that needs HF's path (a tree's mask) takes the cache over (engine._verify)."""
+    DynamicCache. A draft whose verify does not take it (Draft.lean False) takes the cache over (engine._verify)."""
     if why_not(target) is None:
         return LeanForward(target, capacity=positions)
     return DynamicCache(config=target.config)

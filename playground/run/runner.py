@@ -389,10 +389,10 @@ class _Checked:
 
 
 def _sized(spec: RunSpec) -> bool:
-    """Whether the spec drafts a token tree sized by the measured costs (treesize.py) around a model drafter (a
+    """Whether the spec drafts a token tree shaped by the measured costs (sized, confidence) around a model drafter (a
     strategy that grows its own tree, suffix decoding, takes a sized tree's cap as a dynamic tree's budget)."""
     s = decoding.strategy(spec.drafter.kind)
-    return spec.decode.tree is not None and spec.decode.tree.sized and s.tree and not s.own_tree
+    return spec.decode.tree is not None and spec.decode.tree.costed and s.tree and not s.own_tree
 
 
 def new_tokens(rounds: list[RoundRecord]) -> list[int]:

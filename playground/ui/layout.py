@@ -78,7 +78,9 @@ TREE_INFO = (
     "the longest path it agrees with. '3-2-1-1': children per depth (3 at the root, 2 under each of those, …); "
     "'dynamic:16': 16 nodes spent where the draft is most confident; 'sized:16' (or 'sized'): each round the tree "
     "with the most expected tokens per unit of time, from the measured pass costs and this run's acceptance "
-    "(Sequoia), at most 16 nodes. Draft model, early exit, self int4 and suffix decoding; the tree's depth replaces k"
+    "(Sequoia), at most 16 nodes; 'confidence:16' (or 'confidence'): grown by the draft's path probabilities while "
+    "a node pays for its rows under this run's costs, a chain where the draft is sure (EAGLE-2), at most 16 nodes. "
+    "Draft model, early exit, self int4 and suffix decoding; the tree's depth replaces k"
 )
 INVARIANT_INFO = (
     "bf16 on this CPU: the target's kernels give a position the same logits whether its pass holds 1 token "

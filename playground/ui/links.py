@@ -83,7 +83,7 @@ def _tree(text: str) -> str:
     try:
         return parse_tree(text).label if parse_tree(text) is not None else ""
     except PlaygroundError:
-        raise _Bad("takes children per depth ('3-2-1-1'), 'dynamic:N' or 'sized:N'") from None
+        raise _Bad("takes children per depth ('3-2-1-1'), 'dynamic:N', 'sized:N' or 'confidence:N'") from None
 
 
 def _prompt(text: str) -> str:

@@ -250,7 +250,7 @@ def run_peer(
         decodes[0],
         tuple(dict.fromkeys(d.temperature for d in decodes)),
         vllm_ks(decodes),
-        {method_of(d): d.options for d in drafters if method_of(d)},
+        {m: d.options for d in reversed(drafters) if (m := method_of(d)) and d.kind is decoding.peered("vllm", m)},
     )
     methods = list(methods_for(drafters) if methods is None else methods)
     rows: list[Result] = []
@@ -294,7 +294,8 @@ class _Setting:
     decode: DecodeConfig  # max_new_tokens, top_p, top_k, seed (the grid's settings share them)
     temperatures: tuple[float, ...]
     ks: list[int]
-    options: dict  # vLLM's method -> the Options of our drafter it runs beside (what Peer.config reads); else defaults
+    # vLLM's method -> the Options of the first drafter of its strategy's kind (what Peer.config reads); else defaults
+    options: dict
 
 
 def _run_here(

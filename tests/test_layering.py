@@ -287,9 +287,6 @@ def test_the_branch_check_recognises_branches():
 STILL_DISPATCHING = {
     "playground/bench/hf.py",
     "playground/views/export_code.py",
-    "playground/vllm/engine.py",
-    "playground/vllm/peer.py",
-    "playground/vllm/worker.py",
 }
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "kind_of",
     "strategy",
     "benched",
+    "peered",
     "register",
     "make_drafter",
     "speculative_config",
@@ -80,6 +81,15 @@ def benched(peer: str, adapter: str) -> Enum:
     """Whose row a peer's benchmark run stands beside: the first registered kind that the peer ("hf" or "vllm") runs
     by `adapter` in the benchmark (Peer.bench): benched("vllm", "ngram") is prompt lookup."""
     return next(k for k, s in REGISTRY.items() if getattr(s, peer).adapter == adapter and getattr(s, peer).bench)
+
+
+def peered(peer: str, adapter: str) -> Enum:
+    """The first registered kind that the peer ("hf" or "vllm") runs by `adapter`: whose Strategy reads what that
+    adapter needs (peered("vllm", "suffix") is suffix decoding). An adapter no strategy has is refused."""
+    for kind, s in REGISTRY.items():
+        if getattr(s, peer).adapter == adapter:
+            return kind
+    raise PlaygroundError(f"No strategy runs on {peer} by {shown(adapter)}.")
 
 
 def register(new: Strategy) -> None:

@@ -60,6 +60,7 @@ class Peer:
     bench: bool = False
     # vLLM: what the strategy's Options add to speculative_config (decoding.speculative_config builds the rest)
     config: Callable[[Any], dict] | None = None
+    requires: tuple[str, ...] = ()  # the Python packages the peer needs beside itself (vLLM's worker checks them)
 
 
 @dataclass(frozen=True)

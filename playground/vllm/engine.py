@@ -33,7 +33,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from enum import Enum
+from typing import Any, Callable, Mapping, Sequence
 
 from playground import decoding
 from playground.core.config import DecodeConfig
@@ -41,13 +42,15 @@ from playground.env import settings
 from playground.vllm.metrics import SpecCounters
 from playground.core.errors import Ended, PlaygroundError
 
-METHODS = ("target", "draft_model", "ngram", "suffix")  # vLLM's names; "target": no speculative_config
-METHOD_LABELS = {
-    "target": "vLLM target alone",
-    "draft_model": "vLLM draft model",
-    "ngram": "vLLM ngram",
-    "suffix": "vLLM suffix",
-}
+TARGET_ALONE = decoding.BASELINE.value  # a peer's adapter that runs the target alone (no speculative_config)
+
+# vLLM's methods: "target" (no speculative_config) and every strategy's vLLM adapter (Strategy.vllm), registry order
+METHODS = ("target",) + tuple(
+    dict.fromkeys(
+        s.vllm.adapter for s in decoding.REGISTRY.values() if s.vllm.adapter not in (decoding.NONE, TARGET_ALONE)
+    )
+)
+METHOD_LABELS = {m: "vLLM " + (TARGET_ALONE if m == "target" else m.replace("_", " ")) for m in METHODS}
 WORKER = Path(__file__).resolve().parent / "worker.py"
 INSTALL_HINT = "bash scripts/install_vllm.sh"
 
@@ -113,11 +116,10 @@ class VLLMRequest:
 
     target: str
     method: str = "target"  # METHODS
-    draft: str | None = None  # method "draft_model"
+    draft: str | None = None  # a method whose strategy runs a draft model (Strategy.draft_model)
     dtype: str = "bfloat16"  # vLLM's name: "bfloat16", "float32", "float16", "auto"
     k: int = DecodeConfig.default("k")  # num_speculative_tokens
-    prompt_lookup_max: int = decoding.strategy(decoding.benched("vllm", "ngram")).options().max_ngram  # ngram
-    prompt_lookup_min: int = 1
+    options: Any = None  # the method's strategy's Options (what Peer.config adds); None: its defaults
     max_tokens: int = 64
     temperatures: tuple[float, ...] = (0.0,)
     top_p: float = 1.0
@@ -137,8 +139,8 @@ class VLLMRequest:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise PlaygroundError(f"vLLM method {self.method!r}: one of {list(METHODS)}.")
-        if self.method == "draft_model" and not self.draft:
-            raise PlaygroundError("vLLM's draft-model method needs a draft folder.")
+        if self.drafts and not self.draft:
+            raise PlaygroundError(f"vLLM's {self.method} method needs a draft folder.")
         if self.method != "target" and self.k < 1:
             raise PlaygroundError("vLLM's speculation needs k >= 1 (num_speculative_tokens).")
 
@@ -146,23 +148,29 @@ class VLLMRequest:
     def label(self) -> str:
         return METHOD_LABELS[self.method]
 
+    @property
+    def kind(self) -> Enum | None:
+        """The strategy whose vLLM adapter the method is (decoding.peered); None for the target alone."""
+        return None if self.method == "target" else decoding.peered("vllm", self.method)
+
+    @property
+    def drafts(self) -> bool:
+        """Whether the method runs a draft model (its strategy's)."""
+        return self.kind is not None and decoding.strategy(self.kind).draft_model
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """The packages the method needs in vLLM's environment (Peer.requires: the worker checks them)."""
+        return () if self.kind is None else decoding.strategy(self.kind).vllm.requires
+
     def speculative_config(self) -> dict | None:
-        """vLLM's speculative_config for this request (as the worker builds it; for `vllm serve`)."""
-        config: dict | None
-        if self.method == "target":
+        """vLLM's speculative_config for this request: the registry's one builder (decoding.speculative_config),
+        as the worker uses it and `vllm serve` takes it."""
+        if self.kind is None:
             return None
-        if self.method == "draft_model":
-            config = {"method": "draft_model", "model": self.draft, "num_speculative_tokens": self.k}
-        elif self.method == "ngram":
-            config = {
-                "method": "ngram",
-                "num_speculative_tokens": self.k,
-                "prompt_lookup_max": self.prompt_lookup_max,
-                "prompt_lookup_min": self.prompt_lookup_min,
-            }
-        else:
-            config = {"method": "suffix", "num_speculative_tokens": self.k}
-        if self.draft_sample_method:
+        options = self.options if self.options is not None else decoding.strategy(self.kind).options()
+        config = decoding.speculative_config(self.kind, options, self.k, self.draft)
+        if config is not None and self.draft_sample_method:
             config["draft_sample_method"] = self.draft_sample_method
         return config
 
@@ -332,7 +340,7 @@ def _call_worker(
 
 def probe(timeout_s: float = 180.0, venv: Path | None = None) -> dict:
     """The environment's versions and speculative features, no model loaded: {"vllm_version",
-    "torch_version", "transformers_version", "device", "features": {"methods": [...], "suffix": bool}}."""
+    "torch_version", "transformers_version", "device", "features": {"methods": [...], "arctic_inference": bool}}."""
     return _call_worker({"action": "probe"}, timeout_s, venv=venv)
 
 
@@ -352,12 +360,9 @@ def run_worker(
             raise PlaygroundError(f"vLLM: the {role} folder {folder!r} has no config.json (not a model folder).")
     payload = {
         "target": str(request.target),
-        "draft": str(request.draft) if request.draft else None,
         "dtype": request.dtype,
-        "method": request.method,
-        "k": request.k,
-        "prompt_lookup_max": request.prompt_lookup_max,
-        "prompt_lookup_min": request.prompt_lookup_min,
+        "speculative_config": request.speculative_config(),
+        "requires": list(request.requires),
         "prompts": _prompt_payload(prompts),
         "max_tokens": request.max_tokens,
         "temperatures": list(request.temperatures),
@@ -371,7 +376,6 @@ def run_worker(
         "enforce_eager": request.enforce_eager,
         "kv_cache_gib": request.kv_cache_gib,
         "cpu_threads_bind": request.cpu_threads_bind,
-        "draft_sample_method": request.draft_sample_method,
         "in_process": request.in_process,
     }
     timeout = timeout_s if timeout_s is not None else default_timeout(request, len(prompts))

@@ -31,7 +31,7 @@ from playground import decoding, models, trace
 from playground.env import outbound, settings
 from playground.trace import sametext
 from playground.trace.results import Result
-from playground.vllm.engine import METHOD_LABELS, VLLMRequest, VLLMRun, run_worker, vllm_python
+from playground.vllm.engine import METHOD_LABELS, METHODS, VLLMRequest, VLLMRun, run_worker, vllm_python
 from playground.vllm.models import max_model_len, model_folder
 from playground.vllm.server import ServerInfo, VLLMServer
 from playground.core.errors import PlaygroundError
@@ -43,7 +43,10 @@ from playground.views.grid import BASELINE as TARGET_ALONE  # a target-alone row
 
 VLLM_DTYPES = {Precision.FP32: "float32", Precision.BF16: "bfloat16", Precision.FP16: "float16"}
 SERVER, SERVER_TARGET = "vLLM server", "vLLM server target alone"
-BENCH_METHODS = ("draft_model", "ngram")  # the vLLM methods run beside ours (a strategy's vLLM adapter: Strategy.vllm)
+# the vLLM methods run beside ours: the strategies' vLLM adapters where the bench runs them (Strategy.vllm, Peer.bench)
+BENCH_METHODS = tuple(
+    m for m in METHODS[1:] if any(s.vllm.adapter == m and s.vllm.bench for s in decoding.REGISTRY.values())
+)
 # vLLM's method -> the drafter of ours it stands beside (a row's `drafter`; decoding.benched)
 OUR_DRAFTER = {"target": TARGET_ALONE} | {m: decoding.benched("vllm", m).value for m in BENCH_METHODS}
 PROBE = "Speculative decoding: def quick_brown_fox(n): return n * 12345  # ok?"  # for the tokenizer check
@@ -250,10 +253,7 @@ def run_peer(
         decodes[0],
         tuple(dict.fromkeys(d.temperature for d in decodes)),
         vllm_ks(decodes),
-        next(
-            (d.options.max_ngram for d in drafters if method_of(d) == "ngram"),
-            DrafterSpec(decoding.benched("vllm", "ngram")).options.max_ngram,
-        ),
+        {m: d.options for d in reversed(drafters) if (m := method_of(d)) and d.kind is decoding.peered("vllm", m)},
     )
     methods = list(methods_for(drafters) if methods is None else methods)
     rows: list[Result] = []
@@ -299,7 +299,8 @@ class _Setting:
     decode: DecodeConfig  # max_new_tokens, top_p, top_k, seed (the grid's settings share them)
     temperatures: tuple[float, ...]
     ks: list[int]
-    max_ngram: int
+    # vLLM's method -> the Options of the first drafter of its strategy's kind (what Peer.config reads); else defaults
+    options: dict
 
 
 def _run_here(
@@ -316,30 +317,28 @@ def _run_here(
     if precision not in VLLM_DTYPES:
         raise PlaygroundError(f"vLLM has no {precision.value} target precision.")
     catalog = models.pairs().get(pair.name)
-    if "draft_model" in methods and (
-        not pair.draft or (catalog is not None and decoding.two_tokenizers(catalog.drafter))
-    ):
-        methods = [m for m in methods if m != "draft_model"]  # vLLM's draft model needs the target's vocabulary
+    if not pair.draft or (catalog is not None and decoding.two_tokenizers(catalog.drafter)):
+        methods = [m for m in methods if not _drafts(m)]  # vLLM's draft model needs the target's vocabulary
     target = model_folder(pair.target)
-    draft = model_folder(pair.draft) if "draft_model" in methods else None
+    draft = model_folder(pair.draft) if any(_drafts(m) for m in methods) else None
     plan = [("target", 0)] + [(m, k) for m in methods for k in setting.ks]
     d = setting.decode
     out = []
     for i, (method, k) in enumerate(plan):
         request = VLLMRequest(
             target=target,
-            draft=draft if method == "draft_model" else None,
+            draft=draft if _drafts(method) else None,
             method=method,
             dtype=VLLM_DTYPES[precision],
             k=max(k, 1),
-            prompt_lookup_max=setting.max_ngram,
+            options=setting.options.get(method),
             max_tokens=d.max_new_tokens,
             temperatures=setting.temperatures,
             top_p=d.top_p,
             top_k=d.top_k,
             seed=d.seed,
             cpu_threads_bind=engine.threads_bind,
-            draft_sample_method=engine.draft_sample_method if method == "draft_model" else None,
+            draft_sample_method=engine.draft_sample_method if _drafts(method) else None,
             enforce_eager=engine.fast_start,
             in_process=engine.fast_start,
             max_model_len=max_model_len(target, ids, d.max_new_tokens),
@@ -351,8 +350,13 @@ def _run_here(
             i / len(plan),
         )
         run = run_worker(request, ids, engine.timeout_s, should_stop)
-        out.append((run, OUR_DRAFTER[method], str(k) if k else "", precision.value if method == "draft_model" else ""))
+        out.append((run, OUR_DRAFTER[method], str(k) if k else "", precision.value if _drafts(method) else ""))
     return out
+
+
+def _drafts(method: str) -> bool:
+    """Whether vLLM's method runs a draft model (its strategy's Strategy.draft_model)."""
+    return method != "target" and decoding.strategy(decoding.peered("vllm", method)).draft_model
 
 
 def _run_server(

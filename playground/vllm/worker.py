@@ -9,11 +9,11 @@ The playground drives it through playground/vllm/engine.py:
 REQUEST (JSON):
     action           "run" (default) or "probe" (versions and speculative features, no model loaded)
     target           the target's folder (HF safetensors)
-    draft            the draft's folder (method "draft_model")
     dtype            vLLM's dtype for both models: "bfloat16", "float32", "float16", "auto"
-    method           "target" (no speculation), "draft_model", "ngram", "suffix"
-    k                num_speculative_tokens
-    prompt_lookup_max, prompt_lookup_min   for "ngram" (vLLM's names)
+    speculative_config   vLLM's, used as sent (the playground's one builder, decoding.speculative_config, made
+                     it); null or absent: the target alone. Its "model", where given, is the draft's folder
+    requires         the Python packages its method needs here (a strategy's Peer.requires: Arctic Inference
+                     for suffix decoding); a missing one is "unsupported"
     prompts          [{"id": str, and one of "token_ids": [int], "chat": user message (the target
                      tokenizer's chat template, one user turn), "text": raw text}]
     max_tokens       new tokens per prompt
@@ -24,7 +24,6 @@ REQUEST (JSON):
     ignore_eos       default false
     max_model_len (default 4096), enforce_eager (default false), kv_cache_gib (VLLM_CPU_KVCACHE_SPACE,
     default 1), cpu_threads_bind (VLLM_CPU_OMP_THREADS_BIND; default vLLM's "auto"),
-    draft_sample_method (vLLM's; default its own, "greedy": argmax drafts, p one-hot),
     in_process (default false: vLLM's own processes; true: engine core and model in this one, faster to start)
 
 RESULT (JSON): {"ok": true, "vllm_version", "torch_version", "transformers_version", "device", "features",
@@ -50,12 +49,12 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
+import importlib.util  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
 COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
-METHODS = ("target", "draft_model", "ngram", "suffix")
 
 
 class WorkerError(Exception):
@@ -92,12 +91,7 @@ def features() -> dict:
             out += literals(arg) if typing.get_args(arg) else [arg]
         return out
 
-    try:
-        from vllm.utils.import_utils import has_arctic_inference
-
-        suffix = bool(has_arctic_inference())
-    except ImportError:
-        suffix = False
+    arctic = importlib.util.find_spec("arctic_inference") is not None
     try:
         from vllm.platforms import current_platform
 
@@ -109,7 +103,7 @@ def features() -> dict:
         "torch_version": torch.__version__,
         "transformers_version": transformers.__version__,
         "device": device,
-        "features": {"methods": sorted(set(literals(spec_config.SpeculativeMethod))), "suffix": suffix},
+        "features": {"methods": sorted(set(literals(spec_config.SpeculativeMethod))), "arctic_inference": arctic},
     }
 
 
@@ -124,23 +118,23 @@ def check_folder(path: str | None, role: str) -> dict:
 
 
 def speculative_config(request: dict, target_config: dict) -> dict | None:
-    config = _speculative_config(request, target_config)
-    if config is not None and request.get("draft_sample_method"):  # vLLM's default: "greedy" (one-hot p)
-        config["draft_sample_method"] = str(request["draft_sample_method"])
-    return config
-
-
-def _speculative_config(request: dict, target_config: dict) -> dict | None:
-    method = request.get("method", "target")
-    if method not in METHODS:
-        raise WorkerError("bad_request", f"Unknown method {method!r}; one of {list(METHODS)}.")
-    if method == "target":
+    """The request's speculative_config as sent, after this side's own checks: the packages its method needs are
+    installed, a draft model's vocabulary is the target's."""
+    config = request.get("speculative_config")
+    if config is None:
         return None
-    if "k" not in request:  # the playground sends its own default (engine.VLLMRequest): none is copied here
-        raise WorkerError("bad_request", "A speculative method needs k (num_speculative_tokens).")
-    k = int(request["k"])
-    if method == "draft_model":
-        draft_config = check_folder(request.get("draft"), "draft")
+    if not isinstance(config, dict) or not config.get("method") or int(config.get("num_speculative_tokens", 0)) < 1:
+        raise WorkerError(
+            "bad_request", f"speculative_config needs a method and num_speculative_tokens >= 1: {config!r}"
+        )
+    missing = [m for m in request.get("requires") or [] if importlib.util.find_spec(str(m)) is None]
+    if missing:
+        raise WorkerError(
+            "unsupported",
+            f"vLLM's {config['method']!r} method needs {', '.join(missing)}, which this vLLM environment lacks.",
+        )
+    if config.get("model"):
+        draft_config = check_folder(config["model"], "draft")
         if draft_config.get("vocab_size") != target_config.get("vocab_size"):
             raise WorkerError(
                 "model_mismatch",
@@ -149,29 +143,16 @@ def _speculative_config(request: dict, target_config: dict) -> dict | None:
                     f"({target_config.get('vocab_size')}): vLLM's draft-model speculation needs one shared tokenizer."
                 ),
             )
-        return {"method": "draft_model", "model": request["draft"], "num_speculative_tokens": k}
-    if method == "ngram":
-        return {
-            "method": "ngram",
-            "num_speculative_tokens": k,
-            "prompt_lookup_max": int(request["prompt_lookup_max"]),  # sent with its default: prompt lookup's Options
-            "prompt_lookup_min": int(request.get("prompt_lookup_min", 1)),
-        }
-    from vllm.utils.import_utils import has_arctic_inference
-
-    if not has_arctic_inference():
-        raise WorkerError(
-            "unsupported", "Suffix decoding needs the arctic-inference package, which this vLLM environment lacks."
-        )
-    return {"method": "suffix", "num_speculative_tokens": k}
+    return dict(config)
 
 
-def same_tokenizer(request: dict, tokenizer) -> None:
-    if request.get("method") != "draft_model":
+def same_tokenizer(spec: dict | None, tokenizer) -> None:
+    """A draft model's tokenizer must be the target's (vLLM's draft speculation shares the target's token ids)."""
+    if not spec or not spec.get("model"):
         return
     from transformers import AutoTokenizer
 
-    draft = AutoTokenizer.from_pretrained(request["draft"])
+    draft = AutoTokenizer.from_pretrained(spec["model"])
     if draft.get_vocab() != tokenizer.get_vocab():
         raise WorkerError(
             "model_mismatch",
@@ -306,7 +287,7 @@ def run(request: dict) -> dict:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(request["target"])
-    same_tokenizer(request, tokenizer)
+    same_tokenizer(spec, tokenizer)
     vocab_size = max(len(tokenizer), int(target_config.get("vocab_size") or 0))
     prompts = request.get("prompts") or []
     if not prompts:

@@ -174,7 +174,8 @@ def test_the_challenges_and_vllm_read_the_defaults_instead_of_copying_them():
     assert challenge_k(["x"], ["x"]) == DecodeConfig().k == VLLMRequest(target="t").k
     assert challenge_k(["5"], ["x"]) == 5
     lookup = decoding.strategy(decoding.benched("vllm", "ngram"))
-    assert VLLMRequest(target="t").prompt_lookup_max == lookup.options().max_ngram
+    ngram = VLLMRequest(target="t", method="ngram").speculative_config()  # the registry's builder, at the defaults
+    assert ngram["prompt_lookup_max"] == lookup.options().max_ngram
     from playground.bench.hf import HF_PROMPT_LOOKUP, HFConfig
 
     assert HFConfig(HF_PROMPT_LOOKUP).max_ngram == lookup.options().max_ngram  # HF's peer of it, too

@@ -109,6 +109,8 @@ STRATEGY = Strategy(
     short="suffix",
     names=NAMES,
     hf=Peer("nearest prompt lookup", NEAREST),
-    vllm=Peer("suffix", config=vllm_config),  # vLLM >= 0.11 through Snowflake's Arctic Inference
+    vllm=Peer(
+        "suffix", config=vllm_config, requires=("arctic_inference",)
+    ),  # vLLM >= 0.11: Snowflake's Arctic Inference
     session=session_state,
 )

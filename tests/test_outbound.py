@@ -247,7 +247,7 @@ def test_a_key_with_a_line_break_or_control_character_is_refused_naming_the_fiel
     [{"X-Note": "a\r\nX-Injected: yes"}, {"X-Note": "a\nb"}, {"X-Note\r\nX-Injected": "yes"}, {"X Note": "a"}],
 )
 def test_every_header_the_app_sends_is_checked_before_any_socket(monkeypatch, headers):
-    from playground.run import outbound
+    from playground.env import outbound
 
     with raw_listener() as (url, heads):
         allow(monkeypatch, url)

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from playground.run import settings
+from playground.env import settings
 from playground.ui.common import DECODING
 
 ADMIT_GRACE_S = 2.0  # a job let in counts for its client until its event is in the queue, at most this long

@@ -510,7 +510,7 @@ def test_local_folders_are_exported_as_placeholders(execute, tmp_path, monkeypat
     assert execute(vllm).llm["model"] == "path/to/your/target-model"
     assert "vllm serve path/to/your/target-model" in serve
     (tmp_path / "models" / "tiny").mkdir(parents=True)
-    monkeypatch.chdir(tmp_path)  # "models/tiny" is shaped as a Hub id, but names a folder of the server's directory
+    monkeypatch.chdir(tmp_path)  # that name is shaped as a Hub id, but names a folder of the server's directory
     assert hub_id("models/tiny", "draft") == "path/to/your/draft-model"
 
 

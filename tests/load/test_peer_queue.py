@@ -196,8 +196,11 @@ def test_one_address_with_several_sessions_makes_another_wait_at_most_one_of_its
         a_jobs.append(client.submit(*args(max_new=100, k=1), api_name="/generate"))
         time.sleep(0.3)  # they join in order: the first runs, the others wait
     b = Client(app, verbose=False, headers={"X-Forwarded-For": "10.4.4.4"})
-    running = {i for i, job in enumerate(a_jobs) if job.status().code.name in QUEUED or job.done()}
     job_b = b.submit(*args(max_new=8), api_name="/generate")
+    end = time.monotonic() + 60
+    while job_b.status().code.name not in ("IN_QUEUE", *QUEUED) and not job_b.done() and time.monotonic() < end:
+        time.sleep(0.01)  # B has joined the line (on a loaded machine that can take seconds after submit)
+    running = {i for i, job in enumerate(a_jobs) if job.status().code.name in QUEUED or job.done()}
     since: list[int] = []  # A's runs that started after B joined and before B started
     end = time.monotonic() + 300
     while job_b.status().code.name not in QUEUED and not job_b.done() and time.monotonic() < end:

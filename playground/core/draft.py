@@ -98,3 +98,8 @@ class Drafter(Protocol):
     def annotate(self, record: RoundRecord) -> None:
         """Add the strategy's own view of the round to its record (RoundRecord.extras); the engine calls it
         after observe()."""
+
+    def nbytes(self) -> int:
+        """Bytes of what it keeps for its sequence (its KV cache, its tables), without walking them: the sessions'
+        budget counts a step-through run by it. Never the shared model's weights. 0: it keeps nothing."""
+        return 0

@@ -41,8 +41,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
 from playground.core.draft import Draft, Drafter
-from playground.engine.cache import crop_cache, draft_cache
+from playground.engine.cache import crop_cache, draft_cache, kept_bytes
 from playground.core.records import CrossExtras, RoundRecord
+from playground.core.sizes import plain_bytes
 from playground.core.config import SamplingParams
 
 TAIL = 8  # target-side tokens re-encoded with the proposal (the stable-prefix check)
@@ -152,6 +153,10 @@ class CrossTokenizerDrafter(Drafter):
         self.prompt_len: int | None = None  # the target's prompt length, learnt at the first proposal
         self.prompt: list[int] = []  # the draft-side prompt
         self.last = CrossRound()
+
+    def nbytes(self) -> int:
+        """Its KV cache and the draft-side tokens it keeps."""
+        return kept_bytes(self.cache) + plain_bytes([self.cached, self.prompt, self.draft_prompt])
 
     @torch.inference_mode()
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:

@@ -38,6 +38,7 @@ from playground.decoding.candidates import CandidateDraft, merge
 from playground.decoding.tree import _ancestry, check_tree_model
 from playground.core.draft import Draft, Drafter
 from playground.core.records import LookaheadExtras, RoundRecord
+from playground.core.sizes import plain_bytes
 from playground.core.config import SamplingParams
 
 WINDOW, SEQUENCE = "window", "sequence"  # where a pool n-gram came from (LookaheadExtras.source)
@@ -65,6 +66,10 @@ class Pool:
 
     def __len__(self) -> int:
         return sum(len(g) for g in self.grams.values())
+
+    def nbytes(self) -> int:
+        """Bytes of its n-grams (at most `size` per first token: a short walk)."""
+        return plain_bytes(self.grams)
 
 
 def window_layout(levels: list[list[int]]) -> tuple[list[int], list[int], torch.Tensor, list[int]]:
@@ -187,6 +192,9 @@ class LookaheadDrafter(Drafter):
             sources=[found[i][1:] for i in owner],
         )
         return self.draft
+
+    def nbytes(self) -> int:
+        return self.pool.nbytes() + plain_bytes(self.levels)  # the window's levels: a few short lists
 
     def annotate(self, record: RoundRecord) -> None:
         """Collect the window's n-grams, shift it, and describe the round (LookaheadExtras)."""

@@ -8,7 +8,7 @@ from transformers import PreTrainedModel
 from playground.core.config import DrafterKind
 from playground.decoding.chain import ChainDraft
 from playground.core.draft import Draft, Drafter
-from playground.engine.cache import crop_cache, draft_cache
+from playground.engine.cache import crop_cache, draft_cache, kept_bytes
 from playground.decoding.vocab import SubsetHead
 from playground.kernels.step import LeanForward, why_not as lean_why_not
 from playground.core.config import SamplingParams
@@ -84,6 +84,11 @@ class ModelDrafter(Drafter):
     @cache.setter
     def cache(self, cache) -> None:
         self._cache, self._lean = cache, None
+
+    def nbytes(self) -> int:
+        """Its KV cache: HF's, and the lean forward's buffers (kept across resets, even once handed over)."""
+        lean = getattr(self, "_forward", None)
+        return kept_bytes(self._cache) + (kept_bytes(lean) if lean is not None else 0)
 
     def _logits(self, feed: torch.Tensor) -> torch.Tensor:
         """The draft's logits after `feed` (its cache extended by it): the whole head's, or the subset's."""

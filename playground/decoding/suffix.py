@@ -44,7 +44,7 @@ from playground.core.treeshape import TreeShape
 THIS_RUN, MEMORY = "this run", "session memory"
 MEMORY_RUNS = 64  # earlier runs a session's memory keeps (oldest forgotten first; vLLM: max_cached_requests)
 # A node's bytes in CPython: its dict of children, its slots in three lists and its ints. An estimate that
-# tests/test_suffix.py checks against tracemalloc; the sessions' budget (ui/budget.py) counts memories with it
+# tests/ui/test_budget.py checks against tracemalloc; the sessions' budget (ui/budget.py) counts memories with it
 NODE_BYTES = 272
 TOKEN_BYTES = 40  # a token kept in `seqs`: its list slot and its int
 
@@ -82,6 +82,10 @@ class SuffixTree:
             active = grown
             own.append(token)
         self._active[seq] = active
+
+    def nbytes(self) -> int:
+        """About what the tree takes (NODE_BYTES a node, TOKEN_BYTES a token kept), from its lengths: no walk."""
+        return len(self.count) * NODE_BYTES + sum(len(s) for s in self.seqs.values()) * TOKEN_BYTES
 
     def matches(self, context: list[int]) -> list[tuple[int, int]]:
         """(m, node) for the context's last m tokens, m = 1, 2, ... while they occur (m < depth)."""
@@ -122,9 +126,8 @@ class SuffixMemory:
         self.tree.extend(seq, tokens)
 
     def nbytes(self) -> int:
-        """About what the memory takes (NODE_BYTES a node, TOKEN_BYTES a token): counted without walking it."""
-        tokens = sum(len(s) for s in self.tree.seqs.values())
-        return len(self.tree.count) * NODE_BYTES + tokens * TOKEN_BYTES
+        """About what the memory takes: its tree's (SuffixTree.nbytes)."""
+        return self.tree.nbytes()
 
     @property
     def about(self) -> str:
@@ -230,6 +233,9 @@ class SuffixDrafter(Drafter):
 
     def depth(self, k: int) -> int:
         return self.shape.depth if self.shape is not None and k > 0 else k
+
+    def nbytes(self) -> int:
+        return self.tree.nbytes()  # this run's tree; the session's memory is counted as the session's own
 
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         seq = ids[0].tolist()

@@ -373,6 +373,9 @@ class TreeDrafter(Drafter):
         self.last = TreeDraft(torch.tensor(tree.tokens, dtype=torch.long, device=ids.device), None, tree, ids.shape[1])
         return self.last
 
+    def nbytes(self) -> int:
+        return self.drafter.nbytes()  # the drafted tree itself is a few nodes
+
     def observe(self, num_accepted: int) -> None:
         if self.last is None:
             self.drafter.observe(num_accepted)

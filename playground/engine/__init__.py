@@ -19,8 +19,10 @@ from transformers import DynamicCache, PreTrainedModel
 from playground.core import theory
 from playground.core.draft import Drafter
 from playground.core.errors import PlaygroundError
+from playground.engine.cache import kept_bytes
 from playground.kernels.step import LeanForward, target_cache
 from playground.core.records import RoundRecord
+from playground.core.sizes import Tally
 from playground.core.config import DecodeConfig, KPolicy, K_MAX, K_MIN
 
 PROBE_EVERY = 8  # THEORY's pause drafts one probe token after this many plain steps in a row
@@ -184,6 +186,7 @@ class SpeculativeDecoder(Loop):
         self.cache = target_cache(target, self.prompt_len + config.max_new_tokens + K_MAX + 1)
         self.cached = 0
         self.rounds: list[RoundRecord] = []
+        self._rounds_bytes = Tally()  # each round counted once, when nbytes() first sees it
         self.done = False
         self.threads = threads
         self._threads = (0, 0.0)  # this round's (threads, load), read in _plan
@@ -199,6 +202,13 @@ class SpeculativeDecoder(Loop):
         else:
             self.cache = cache
         self.cached = self.prompt_len - 1
+
+    def nbytes(self) -> int:
+        """Bytes this sequence keeps (the sessions' budget counts a step-through run by it): its ids, the target's
+        cache, its rounds and the drafter's state (Drafter.nbytes); never the models' weights. No walk: each round
+        is counted once, the caches by their buffers."""
+        ids = self.ids.untyped_storage().nbytes()
+        return ids + kept_bytes(self.cache) + self._rounds_bytes.of(self.rounds) + self.drafter.nbytes()
 
     @property
     def new_tokens(self) -> list[int]:

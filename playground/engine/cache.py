@@ -39,3 +39,17 @@ def cache_bytes(cache: TargetCache | None) -> int:
         for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
         if t is not None
     )
+
+
+# A lean forward's own Python objects (its ctypes tables of the layers' pointers): tracemalloc's count of one on the
+# tiny pairs (2 layers: 6.8 kB), as a fixed part and one per layer
+LEAN_BYTES, LEAN_LAYER_BYTES = 3_000, 1_900
+
+
+def kept_bytes(cache: TargetCache | None) -> int:
+    """Bytes a sequence's cache keeps, for the sessions' budget: cache_bytes, and a lean forward's own buffers
+    besides (its capacity's rotary tables); never the model's weights it reads."""
+    if isinstance(cache, LeanForward):
+        tables = LEAN_BYTES + LEAN_LAYER_BYTES * len(cache._layers)  # its ctypes tables of pointers, in Python's heap
+        return cache.nbytes() + cache.cos.nbytes + cache.sin.nbytes + tables
+    return cache_bytes(cache)

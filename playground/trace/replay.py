@@ -4,7 +4,10 @@ questions from that table with no model loaded. Pure: no torch, transformers or 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+from playground.core.sizes import plain_bytes
 
 
 class RecordingTokenizer:
@@ -12,12 +15,18 @@ class RecordingTokenizer:
 
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer, self.answers = tokenizer, {}  # answers: {(ids, skip_special_tokens): text}
+        self._bytes = 0  # of the answers' keys and texts, added as they come
 
     def decode(self, ids: Any, skip_special_tokens: bool = False, **kwargs: Any) -> str:
         key = (tuple(int(i) for i in ids), bool(skip_special_tokens))
         if key not in self.answers:
-            self.answers[key] = self._tokenizer.decode(list(key[0]), skip_special_tokens=key[1], **kwargs)
+            text = self.answers[key] = self._tokenizer.decode(list(key[0]), skip_special_tokens=key[1], **kwargs)
+            self._bytes += plain_bytes(key) + plain_bytes(text)
         return self.answers[key]
+
+    def nbytes(self) -> int:
+        """Bytes of the texts it remembers (the shared tokenizer's not), counted as they came."""
+        return self._bytes + sys.getsizeof(self.answers)
 
     def table(self) -> list:
         """[[ids, skip_special_tokens, text], ...]: the trace's `decoded`."""
@@ -33,6 +42,12 @@ class ReplayTokenizer:
 
     def __init__(self, answers: dict[tuple[tuple[int, ...], bool], str]) -> None:
         self.answers = answers
+        self._bytes: int | None = None  # the table's, counted once: it never changes
+
+    def nbytes(self) -> int:
+        if self._bytes is None:
+            self._bytes = plain_bytes(self.answers)
+        return self._bytes
 
     def decode(self, ids: Any, skip_special_tokens: bool = False, **_: Any) -> str:
         key = (tuple(int(i) for i in ids), bool(skip_special_tokens))

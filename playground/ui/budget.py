@@ -6,22 +6,23 @@ earlier runs), the uploads every address holds (sessions.Uploads), and a fixed S
 Gradio keeps of it (its copy of the page's config). The shared models are not counted: the model cache has its own
 budget (PLAYGROUND_MEMORY_GB).
 
-Counting is a cheap estimate taken when a thing changes (charge()), not a walk of the heap every few seconds:
-deep_size() walks plain objects and counts tensors by their storage; suffix memories count their nodes
-(SuffixMemory.nbytes). Over the budget, the thing used least recently goes first, whoever holds it (a run still
-streaming is never dropped); its session gets a note (SessionState.news) that its next status line shows.
+Each kept thing says its own size (its nbytes()), counted as it grows rather than by a walk of what it reaches: a
+run's rounds each once, when first seen (core/sizes.py's Tally); a KV cache by its buffers (engine/cache.py's
+kept_bytes); a suffix tree by its nodes (SuffixTree.nbytes); a step-through's decoder adds its drafter's
+(Drafter.nbytes). The ledger takes the sizes when a thing changes (charge()). Over the budget, the thing used least
+recently goes first, whoever holds it (a run still streaming is never dropped); its session gets a note
+(SessionState.news) that its next status line shows.
 
 No gradio here: the ledger is plain data, one per process (LEDGER), like the model cache.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Protocol
 
 from playground.env import settings
 
@@ -74,6 +75,11 @@ class Ledger:
         with self._lock:
             self._held.pop(holder, None)
 
+    def held(self, holder: Holder) -> list[Held]:
+        """The holder's things as last charged (no count is taken)."""
+        with self._lock:
+            return list(self._held.get(holder, []))
+
     def total(self) -> int:
         """Bytes counted now: every holder's things as last charged, and SESSION_BYTES per session."""
         with self._lock:
@@ -116,74 +122,31 @@ def _last_used(pair: tuple[Held, Any]) -> float:
 LEDGER = Ledger()
 
 
+def size(nbytes: int) -> str:
+    """Bytes for a reader: "640 kB", "52.3 MB"."""
+    return f"{nbytes / 1000:,.0f} kB" if nbytes < MB else f"{nbytes / MB:,.1f} MB"
+
+
+def line(holder: Holder, ledger: Ledger) -> str:
+    """What a session keeps on the server, as the budget last counted it, and the budget all sessions share."""
+    held = ledger.held(holder)
+    mine = SESSION_BYTES + sum(t.nbytes for t in held)
+    parts = [f"{t.what.removeprefix('your ')} {size(t.nbytes)}" for t in held] + [
+        f"the page's settings {size(SESSION_BYTES)}"
+    ]
+    return (
+        f"Memory this session keeps on the server: {size(mine)} ({', '.join(parts)}). All sessions together: "
+        f"{size(ledger.total())} of the {ledger.limit_bytes / MB:,.0f} MB budget (PLAYGROUND_SESSION_MB); past it, "
+        f"the least recently used things go first."
+    )
+
+
 def note(what: str, nbytes: int) -> str:
     """What the session is told: what went, how large it was, and the budget that made it go."""
     return (
         f"To keep the server within its memory budget for sessions ({settings.read().session_mb:,.0f} MB, "
         f"PLAYGROUND_SESSION_MB), {what} ({nbytes / MB:,.1f} MB) was dropped, the least recently used first."
     )
-
-
-# ---------------------------------------------------------------- sizes
-
-
-def _skipped() -> tuple[type, ...]:
-    """Types whose objects are shared, not a session's: the models, tokenizers and loaded pairs, and a model's
-    weights in the kernels' forms (kernels.ops.Proj: a lean forward's cache reaches its model's head through one)."""
-    import torch
-    from transformers import PreTrainedTokenizerBase
-
-    from playground.kernels.ops import Proj
-    from playground.models import LoadedPair
-
-    return (torch.nn.Module, PreTrainedTokenizerBase, LoadedPair, Proj, type, type(sys), type(len), type(_skipped))
-
-
-def deep_size(*objects: Any, limit: int = 2_000_000) -> int:
-    """Bytes of objects and all they reach (sys.getsizeof each once; a tensor its storage, once), not counting
-    the shared models, tokenizers and pairs (_skipped). At most `limit` objects are walked (a bound on the time)."""
-    import torch
-
-    skip = _skipped()
-    seen: set[int] = set()
-    storages: set[int] = set()
-    total = 0
-    stack: list[Any] = list(objects)
-    while stack and len(seen) < limit:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, skip) or obj is None:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, torch.Tensor):
-            storage = obj.untyped_storage()
-            if storage.data_ptr() not in storages:
-                storages.add(storage.data_ptr())
-                total += storage.nbytes()
-            continue
-        total += sys.getsizeof(obj)
-        if isinstance(obj, (str, bytes, bytearray, int, float, bool, complex)):
-            continue
-        if isinstance(obj, dict):
-            stack.extend(obj.keys())
-            stack.extend(obj.values())
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            stack.extend(obj)
-        else:
-            stack.extend(_fields(obj))
-    return total
-
-
-def _fields(obj: Any) -> Iterable[Any]:
-    """An object's attributes: its __dict__ and __slots__."""
-    out: list[Any] = []
-    attrs = getattr(obj, "__dict__", None)
-    if isinstance(attrs, dict):
-        out.append(attrs)
-    for cls in type(obj).__mro__:
-        for name in getattr(cls, "__slots__", ()):
-            if hasattr(obj, name):
-                out.append(getattr(obj, name))
-    return out
 
 
 def now() -> float:

@@ -18,7 +18,7 @@ from playground.run.spec import RunSpec
 from playground.ui.common import ASSETS, Controls, View, status_html, unchanged, unexpected
 from playground.ui import sessions, uploads
 from playground.ui.links import control_updates
-from playground.ui.run_view import final_view
+from playground.ui.run_view import final_view, memory_again
 from playground.ui.state import CurrentRun, SessionState
 
 RUNS = ASSETS / "runs"
@@ -77,6 +77,7 @@ def open_run(data: bytes, state: SessionState | None, source: str) -> tuple[View
         state.run.stopped = True  # a live run of this session ends: the page now shows the recorded one
     state.run = run
     state.charge("run")  # counted now that it is the session's run (final_view counted it before)
+    view = memory_again(view, state)
     values, notes = controls_of(rec.spec)
     if notes:
         view = view._replace(status=view.status.replace("</div>", html.escape(" " + " ".join(notes)) + "</div>", 1))

@@ -132,6 +132,7 @@ def _stream(run: CurrentRun, rounds: Iterator[tuple[bool, RoundRecord]]) -> Iter
     for baseline, record in rounds:
         into = run.baseline if baseline else run.rounds
         into.append(record)
+        run.nbytes()  # the budget's count grows with each round: the end's count then has nothing left to add
         if run.stopped:
             raise _Stopped
         spans[baseline].append(tokens.round_spans(record, run.tokenizer, contexts[baseline]))

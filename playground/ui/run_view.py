@@ -15,6 +15,7 @@ from playground.trace import sametext, tracefile
 from playground.core.numbers import fmt
 from playground.trace.replay import decoded_table
 from playground.core.records import RoundRecord
+from playground.ui import budget
 from playground.ui.common import View, status_html
 from playground.ui.state import CurrentRun, SessionState
 from playground.views import charts, draftfree, race, tokens
@@ -36,6 +37,8 @@ SOURCES = {
 }
 
 
+MEMORY_LINE = "\n\n"  # the summary's last paragraph: the memory line (memory_again)
+
 # ---------------------------------------------------------------- the views of a run
 
 
@@ -51,6 +54,7 @@ def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -
     summary, (acc, lat, hist, pos) = panels(run)
     csv_path, json_path = write_trace(run, state) if run.rounds else (None, None)
     state.charge("run", "downloads")  # the budget for what sessions keep (ui/budget.py) may drop older things
+    summary += MEMORY_LINE + budget.line(state, state.ledger)  # what that budget counts of this session
     news = state.news()  # what it dropped of this session since its last status line
     return View(
         status=status_html(f"{message} {news}" if news else message, level),
@@ -65,6 +69,13 @@ def final_view(run: CurrentRun, state: SessionState, message: str, level: str) -
         csv=gr.update(value=csv_path, interactive=csv_path is not None),
         json=gr.update(value=json_path, interactive=json_path is not None),
     )
+
+
+def memory_again(view: View, state: SessionState) -> View:
+    """The view with its memory line as the budget counts the session now (a recorded run becomes the session's
+    run only once its view is made)."""
+    summary = view.summary.rsplit(MEMORY_LINE, 1)[0]
+    return view._replace(summary=summary + MEMORY_LINE + budget.line(state, state.ledger))
 
 
 def in_panel(record: RoundRecord) -> bool:

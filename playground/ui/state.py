@@ -18,9 +18,14 @@ from playground.engine import SpeculativeDecoder
 from playground.models import LoadedPair
 from playground.core.records import RoundRecord
 from playground.run.spec import RunSpec
+from playground.core.sizes import Tally, plain_bytes
+from playground.trace.replay import RecordingTokenizer, ReplayTokenizer
 from playground.ui import budget
 
+KEEPING = (RecordingTokenizer, ReplayTokenizer)  # tokenizers that keep the texts they answered (the trace's table)
+
 KEEP_DOWNLOADS = 3  # sets of download files kept per session; older ones are removed
+RUN, STEP = "your latest run's trace", "your step-through run"  # what the budget's notes call them
 
 
 @dataclass
@@ -40,6 +45,17 @@ class CurrentRun:
     segments: list[tuple[int, int]] = field(default_factory=list)  # the comparison's interleaving (trace.summarize)
     stopped: bool = False  # set by Stop; the generator then ends without another update
     finished: bool = False  # the generator has shown its final view
+    # what its rounds and the baseline's take, each round counted once (nbytes)
+    _sizes: tuple[Tally, Tally] = field(default_factory=lambda: (Tally(), Tally()), init=False, repr=False)
+
+    def nbytes(self) -> int:
+        """Bytes the run keeps, for the sessions' budget: its rounds and the baseline's (each counted once, when
+        first seen: the Run tab counts them as they stream), the texts its tokenizer decoded, its prompt and
+        costs. Not the shared tokenizer."""
+        tokenizer = self.tokenizer.nbytes() if isinstance(self.tokenizer, KEEPING) else 0
+        rounds, baseline = self._sizes
+        prompt = plain_bytes(getattr(self.spec, "prompt", None))
+        return rounds.of(self.rounds) + baseline.of(self.baseline) + tokenizer + prompt + plain_bytes(self.profile)
 
     @property
     def baseline_done(self) -> bool:
@@ -68,6 +84,11 @@ class StepThrough:
     @property
     def tokenizer(self) -> Any:
         return self.pair.tokenizer
+
+    def nbytes(self) -> int:
+        """Bytes it keeps: the decoder's (SpeculativeDecoder.nbytes: its caches, rounds and drafter) and the output;
+        the pair is shared."""
+        return self.decoder.nbytes() + plain_bytes(self.context)
 
 
 class Downloads:
@@ -150,17 +171,9 @@ class SessionState:
         out = []
         run, step = self.run, self.step
         if run is not None and (run.finished or run.stopped):
-            out.append(
-                budget.Held(
-                    "your latest run's trace", budget.deep_size(run), self._used.get("run", 0.0), _drop_run, "run"
-                )
-            )
+            out.append(budget.Held(RUN, run.nbytes(), self._used.get("run", 0.0), _drop_run, "run"))
         if step is not None:
-            out.append(
-                budget.Held(
-                    "your step-through run", budget.deep_size(step), self._used.get("step", 0.0), _drop_step, "step"
-                )
-            )
+            out.append(budget.Held(STEP, step.nbytes(), self._used.get("step", 0.0), _drop_step, "step"))
         files = self.downloads.nbytes()
         if files:
             out.append(
@@ -169,7 +182,7 @@ class SessionState:
                 )
             )
         for kind, value in list(self._kept.items()):
-            size = value.nbytes() if hasattr(value, "nbytes") else budget.deep_size(value)
+            size = plain_bytes(value)  # its own nbytes() (suffix decoding's memory: by its nodes)
             about = getattr(value, "about", f"what {getattr(kind, 'value', kind)} keeps between your runs")
             out.append(budget.Held(about, size, self._used.get(kind, 0.0), _dropper(kind), kind))
         return out
@@ -206,16 +219,16 @@ class SessionState:
 
 
 def _drop_run(s: SessionState) -> str:
-    size = budget.deep_size(s.run) if s.run is not None else 0
+    size = s.run.nbytes() if s.run is not None else 0
     if s.run is not None and (s.run.finished or s.run.stopped):
         s.run = None
-    return budget.note("your latest run's trace", size)
+    return budget.note(RUN, size)
 
 
 def _drop_step(s: SessionState) -> str:
-    size = budget.deep_size(s.step) if s.step is not None else 0
+    size = s.step.nbytes() if s.step is not None else 0
     s.step = None
-    return budget.note("your step-through run", size)
+    return budget.note(STEP, size)
 
 
 def _drop_downloads(s: SessionState) -> str:
@@ -229,7 +242,7 @@ def _dropper(kind: Any):
         value = s._kept.pop(kind, None)
         if value is None:
             return ""
-        size = value.nbytes() if hasattr(value, "nbytes") else budget.deep_size(value)
+        size = plain_bytes(value)
         return budget.note(getattr(value, "about", f"what {getattr(kind, 'value', kind)} kept of your runs"), size)
 
     return drop

@@ -15,9 +15,10 @@ import torch
 from playground.env import settings
 from playground.core.config import DrafterKind
 from playground.decoding.suffix import SuffixMemory
-from playground.ui import budget, recorded_runs, theory_tab
+from playground.ui import budget, recorded_runs, run_tab, theory_tab
 from playground.ui.state import CurrentRun, SessionState
 from playground.ui.uploads import Uploads
+from ui_support import controls
 
 MB = budget.MB
 
@@ -126,11 +127,15 @@ def test_uploads_count_in_the_budget_and_a_removed_one_is_refused_saying_why(tmp
     assert len(gone) == 1 and record.dropped
 
 
-def test_deep_size_counts_a_kv_cache_but_not_the_shared_model():
-    model = torch.nn.Linear(1000, 1000)  # 4 MB of weights, shared: not a session's
-    held = {"model": model, "cache": [torch.zeros(256, 1024), torch.zeros(256, 1024)]}  # 2 MB
-    size = budget.deep_size(held)
-    assert 2 * 1024 * 1024 <= size < 2 * 1024 * 1024 + 10_000
+def test_the_run_tabs_memory_line_says_what_the_session_keeps_and_the_budget(tiny_catalog, runner):
+    ledger = budget.Ledger(limit_mb=512)
+    state = SessionState(ledger=ledger)
+    final = list(run_tab.generate(runner, state, controls(max_new_tokens=16), False))[-1]
+    line = final.summary.rsplit("\n\n", 1)[-1]
+    run_bytes = state.run.nbytes()
+    assert line.startswith("Memory this session keeps on the server: ")
+    assert f"latest run's trace {budget.size(run_bytes)}" in line and "download files" in line
+    assert f"All sessions together: {budget.size(ledger.total())} of the 512 MB budget" in line
 
 
 def test_the_budget_is_the_setting_and_the_theory_tab_states_it(monkeypatch):

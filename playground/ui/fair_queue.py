@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -104,7 +105,30 @@ def hold(request: Any) -> Hold:
     """This request's place, counted by held_now() from now on (call its done() with the validator's verdict)."""
     held = Hold(client_of(request.session_hash, None, request.request), client_address(request.request))
     _holds.append(held)
+    if (joining := _joining.get()) is not None:
+        joining.append(held)
     return held
+
+
+_joining: ContextVar[list[Hold] | None] = ContextVar("joining", default=None)  # the holds of the push running here
+
+
+def settle_holds(queue: Any) -> None:
+    """A hold taken while a job asks to join (its validator runs inside Queue.push) ends when that push returns: the
+    event is then in the queue, where the caps count it, or it was refused. Without this, a job that ended within
+    ADMIT_GRACE_S (a quick error) went on counting, and two of them filled a client's cap. Reads Gradio's Queue.push."""
+    original = queue.push
+
+    async def push(*args: Any, **kwargs: Any) -> Any:
+        mine: list[Hold] = []
+        token = _joining.set(mine)
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            _joining.reset(token)
+            _holds[:] = [h for h in _holds if all(h is not m for m in mine)]
+
+    queue.push = push
 
 
 def held_now(events: list) -> list[Hold]:

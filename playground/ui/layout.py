@@ -28,6 +28,7 @@ from playground.ui import (
     challenges_tab,
     compare_tab,
     export_tab,
+    fair_queue,
     jobs,
     links,
     recorded_runs,
@@ -156,6 +157,7 @@ def build_demo(runner: Runner | None = None, startup: Startup | None = None) -> 
     # queue and its caps; they now refuse every queued event, and /call/<api> joins the queue like the page
     demo.queue(default_concurrency_limit=1, max_size=settings.QUEUE_SIZE, api_open=False)
     uploads.answer_forged_paths(demo)  # a forged upload path gets the Run tab's own message
+    fair_queue.settle_holds(demo._queue)  # a place held while a job joins ends once it has joined
     return demo
 
 

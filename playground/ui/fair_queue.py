@@ -57,6 +57,7 @@ class FairLine(list):
     def __init__(self, events: list, running: Callable[[], list]) -> None:
         super().__init__(events)
         self._running = running
+        self.joined_at: int | None = None  # where the last job joined (Gradio tells places from there on)
 
     def append(self, event: Any) -> None:
         seen = Counter(client_address(e.request) for e in self._running())
@@ -66,9 +67,11 @@ class FairLine(list):
             theirs = client_address(other.request)
             if seen[theirs] > mine:
                 self.insert(at, event)
+                self.joined_at = at
                 return
             seen[theirs] += 1
         super().append(event)
+        self.joined_at = len(self) - 1
 
 
 def fair(queue: Any, running: Callable[[], list]) -> None:
@@ -77,6 +80,18 @@ def fair(queue: Any, running: Callable[[], list]) -> None:
     line = queue.event_queue_per_concurrency_id.get(DECODING)
     if line is not None and not isinstance(line.queue, FairLine):
         line.queue = FairLine(line.queue, running)
+        original = queue.broadcast_estimations
+
+        def broadcast_estimations(concurrency_id: str, after: int | None = None) -> None:
+            """Gradio tells their places to the jobs from the last one on (`after`), as if a job always joined at the
+            end: a job let in ahead, and every job behind it, must learn theirs too (else its client waits unsure,
+            as STARTING). Reads Gradio's Queue.broadcast_estimations."""
+            waiting = queue.event_queue_per_concurrency_id[concurrency_id].queue
+            if after is not None and isinstance(waiting, FairLine) and waiting.joined_at is not None:
+                after, waiting.joined_at = min(after, waiting.joined_at), None
+            original(concurrency_id, after)
+
+        queue.broadcast_estimations = broadcast_estimations
 
 
 # ---------------------------------------------------------------- a place held while a job is let in

@@ -117,7 +117,7 @@ def test_on_aarch64_the_portable_kernels_run_and_the_start_up_line_says_why(aarc
     assert kernel_ops.variant() == "portable" and kernel_ops.why_not() is None
     assert kernel_ops.describe() == (
         "CPU kernels: batch-invariant portable, the best this CPU runs "
-        "(avx512 and avx2 are x86-64 code; this CPU is aarch64)"
+        "(amx, avx512 and avx2 are x86-64 code; this CPU is aarch64)"
     )
 
 

@@ -223,7 +223,8 @@ def _passed(name: str) -> str:
     """Why auto passed over the variants it tries before `name` (on aarch64: the x86-64 ones), for describe()."""
     before = [v.name for v in VARIANTS[: VARIANTS.index(BY_NAME[name])] if v.auto and reason(v.name)]
     if before and not x86() and all(BY_NAME[n].x86 for n in before):
-        return f" ({' and '.join(before)} are x86-64 code; this CPU is {platform.machine()})"
+        named = ", ".join(before[:-1]) + " and " + before[-1] if len(before) > 1 else before[0]
+        return f" ({named} are x86-64 code; this CPU is {platform.machine()})"
     return "".join(f"; not {n}: {reason(n)}" for n in before)  # none where one that runs was set by use()
 
 

@@ -26,7 +26,6 @@ from playground.run.spec import DrafterSpec, PairSpec, RunSpec
         ("top_p", 0.0, "top_p"),
         ("top_p", 1.5, "top_p"),
         ("max_new_tokens", 0, "max_new_tokens"),
-        ("max_new_tokens", 2000, "max_new_tokens"),
         ("seed", -1, "seed"),
         ("seed", 2**70, "seed"),
         ("policy", "magic", "k policy"),
@@ -35,6 +34,12 @@ from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 def test_config_out_of_range_is_refused(field, value, words):
     with pytest.raises(PlaygroundError, match=words.replace("(", r"\(").replace(")", r"\)")):
         DecodeConfig(**{field: value})
+
+
+def test_a_run_over_the_servers_token_limit_is_refused():
+    """The server's limit (PLAYGROUND_MAX_NEW_TOKENS, 1,024 by default) is the run's to check, not the config's."""
+    with pytest.raises(PlaygroundError, match="max_new_tokens must be a whole number from 1 to 1024"):
+        RunSpec(PairSpec("p", "t"), decode=DecodeConfig(max_new_tokens=2000), prompt="hi")
 
 
 def test_config_in_range_is_normalised():

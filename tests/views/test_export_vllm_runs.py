@@ -51,6 +51,10 @@ def test_the_exported_vllm_snippet_prints_our_greedy_output(vllm_pair, runner, t
 
     code = vllm_code(spec)
     assert "speculative_config=" in code and vllm_config(spec)["num_speculative_tokens"] == K
+    # local folders export as placeholders (the server's folders are not the reader's): the reader puts theirs in
+    code = code.replace("path/to/your/target-model", spec.pair.target).replace(
+        "path/to/your/draft-model", spec.pair.draft
+    )
     script = tmp_path / "exported.py"
     script.write_text(code)
     # the script as a user runs it: vLLM's python, its own folder as the working directory (loopback only, offline)

@@ -47,11 +47,16 @@ def event(session: str | None, host: str = "10.0.0.1", api: str = "generate", at
 
 
 def gradio_queue(waiting=(), running=()) -> SimpleNamespace:
+    """A stand-in for Gradio's Queue: its lines, running jobs, and broadcast_estimations, which records from which
+    place on it was asked to tell the waiting jobs their places."""
+    told = []
     return SimpleNamespace(
         event_queue_per_concurrency_id={DECODING: SimpleNamespace(queue=list(waiting))},
         active_jobs=[list(running) if running else None, None],
         event_ids_to_events={},
         pending_messages_per_session={},
+        broadcast_estimations=lambda concurrency_id, after=None: told.append((concurrency_id, after)),
+        told=told,
     )
 
 
@@ -329,6 +334,10 @@ def test_the_waiting_line_is_round_robin_between_addresses():
     line.remove(line[0])  # Gradio takes the first when the device is free, and a withdrawn job leaves
     line.append(event("d1", "10.0.0.4"))
     assert [e.session_hash for e in line] == ["c1", "d1", "a2", "b2", "a3", "a4"]
+    queue.broadcast_estimations(DECODING, len(line) - 1)  # Gradio tells places from the last job on...
+    assert queue.told == [(DECODING, 1)]  # ...widened to d1's place, let in ahead of four
+    queue.broadcast_estimations(DECODING, len(line) - 1)  # a later broadcast with no job let in is Gradio's own
+    assert queue.told[-1] == (DECODING, len(line) - 1)
 
 
 class _Fn:

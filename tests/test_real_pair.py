@@ -18,6 +18,7 @@ from playground.bench import prompts as bench_prompts
 from playground.core.progress import printer
 from playground.run.runner import Runner, encode_prompt, new_tokens
 from playground.core.config import DecodeConfig, KPolicy
+from playground.core.treeshape import parse_tree
 from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 pytestmark = pytest.mark.real_model
@@ -93,6 +94,19 @@ def test_default_pair_is_exact_where_stock_bf16_flips_a_near_tie(real):
             ids, do_sample=False, max_new_tokens=64, pad_token_id=loaded.tokenizer.eos_token_id
         )
     assert new_tokens(base) == ref[0, ids.shape[1] :].tolist()
+
+
+def test_the_confidence_shaped_tree_is_lossless_on_the_real_pair(real):
+    """Issue 54: a confidence-shaped tree (verified in one call of the lean forward where the kernels run) keeps
+    the target alone's tokens, on the summarisation prompt where it branches most."""
+    runner, spec, loaded = real
+    tree = spec.with_decode(policy=KPolicy.FIXED, k=8, tree=parse_tree("confidence:16"))
+    s = replace(tree, prompt=bench_prompts.PROMPTS["summarisation"])
+    rounds, base = run_all(runner, s), run_all(runner, s.baseline())
+    verdict = sametext.compare_outputs(rounds, base, loaded.target_precision.value, exact=loaded.invariant)
+    assert verdict["equal"] or (not loaded.invariant and verdict["near_tie"]), verdict
+    trees = [r.tree for r in rounds if r.is_tree]
+    assert any(len(set(t.parents)) < len(t.parents) for t in trees), "no round's tree branched"  # a parent twice
 
 
 def test_default_pair_tokenizers_match(real):

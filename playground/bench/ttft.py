@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from playground import models
 from playground.engine import clock
 from playground.models import LoadedPair
 from playground.core.progress import Progress, quiet
@@ -91,11 +92,11 @@ def stock_model(pair_spec: PairSpec, pair: LoadedPair) -> torch.nn.Module:
     """A fresh load of the target's folder at the target's precision, on torch's kernels (transformers' defaults)."""
     from transformers import AutoModelForCausalLM
 
-    from playground.vllm.peer import model_folder
-
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pair.target_precision.value, torch.float32)
     return (
-        AutoModelForCausalLM.from_pretrained(model_folder(pair_spec.target), dtype=dtype).to(pair.target.device).eval()
+        AutoModelForCausalLM.from_pretrained(models.model_folder(pair_spec.target), dtype=dtype)
+        .to(pair.target.device)
+        .eval()
     )
 
 

@@ -39,9 +39,8 @@ from playground.bench.overhead import record_overhead
 from playground.trace.results import Result, columns, grid_frame, median_of_runs
 from playground.bench.prompts import load_prompts
 from playground.core.errors import PlaygroundError
-from playground.core.progress import Progress
 from playground.core.numbers import json_safe
-from playground.core.progress import printer, quiet
+from playground.core.progress import Progress, printer, quiet
 from playground.run.runner import Runner
 from playground.core.config import DecodeConfig, Precision
 from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name

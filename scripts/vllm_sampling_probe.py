@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from playground import models  # noqa: E402
 from playground.bench.prompts import PROMPTS  # noqa: E402
 from playground.vllm.engine import VLLMRequest, run_worker  # noqa: E402
-from playground.vllm.models import model_folder  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +30,7 @@ def main() -> None:
     parser.add_argument("--categories", nargs="+", default=["code", "story"])
     args = parser.parse_args()
     pair = models.get_pair(models.DEFAULT_PAIR)
-    target, draft = model_folder(pair.target), model_folder(pair.draft)
+    target, draft = models.model_folder(pair.target), models.model_folder(pair.draft)
     prompts = {c: PROMPTS[c] for c in args.categories}
     temperatures = (0.0, args.temperature)
     for method in ("target", "draft_model"):

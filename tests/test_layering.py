@@ -1,5 +1,6 @@
 """The layers, by folder: each package of playground/ imports only the packages below it (MAY_IMPORT, checked for
-every module, lazy and TYPE_CHECKING imports included), and no import circle, not even under TYPE_CHECKING. The pure
+every module, lazy and TYPE_CHECKING imports included; a package's __main__ is a program above them all), and no
+import circle, not even under TYPE_CHECKING. bench and vllm stand side by side: neither imports the other. The pure
 layers (core, env, trace, views; the decoding registry too) never load torch, transformers or gradio; the engine's
 layers (kernels, engine, models, decoding, run) never load gradio or plotly: each layer's modules are imported in a
 fresh interpreter of its own; only playground/ui/ imports gradio. The engine names no strategy, only the spec and the
@@ -38,10 +39,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     "decoding": {"core", "env", "kernels", "engine", "models"},
     "run": {"core", "env", "trace", "kernels", "engine", "models", "decoding"},
     "views": {"core", "trace", "decoding", "run"},
+    # bench and vllm side by side: neither imports the other (what both need is below: trace.results, trace.counters,
+    # models.model_folder); the ui and the program python -m playground.bench (PROGRAM) put them together
     "vllm": {"core", "env", "trace", "models", "decoding", "run", "views"},
-    "bench": {"core", "env", "trace", "kernels", "engine", "models", "decoding", "run", "views", "vllm"},
+    "bench": {"core", "env", "trace", "kernels", "engine", "models", "decoding", "run", "views"},
     "ui": {"core", "env", "trace", "kernels", "engine", "models", "decoding", "run", "views", "vllm", "bench"},
 }
+# A package's __main__ is a program (`python -m playground.bench`), not a module of its package's layer: it stands
+# above every layer and composes them (bench's command line with vLLM's peer, vllm.benchmark), so it may import any
+# package, and no module imports it.
+PROGRAM = "__main__"
 # The third-party packages a layer's modules never load when imported: the pure layers no torch, transformers or
 # gradio; the engine's layers no gradio or plotly; the registry (playground.decoding itself) no torch either.
 PURE = ("torch", "transformers", "gradio")
@@ -49,6 +56,10 @@ NO_UI = ("gradio", "plotly")
 FORBIDDEN = {"core": PURE, "env": PURE, "trace": PURE, "views": PURE} | {
     p: NO_UI for p in ("kernels", "engine", "models", "decoding", "run")
 }
+
+
+def is_program(module: str) -> bool:
+    return module.rsplit(".", 1)[-1] == PROGRAM
 
 
 def package_of(module: str) -> str:
@@ -93,14 +104,15 @@ def test_the_table_has_no_circle():
 
 
 def upward_imports(graph: dict[str, set[str]], table: dict[str, set[str]]) -> list[str]:
-    """Each import the table does not allow ("importer -> imported"), and each module of a package it lacks."""
+    """Each import the table does not allow ("importer -> imported"), and each module of a package it lacks; a
+    program (a package's __main__) may import any package, and no module may import a program."""
+
+    def allowed(m: str, t: str) -> bool:
+        return not is_program(t) and (is_program(m) or package_of(t) in table[package_of(m)] | {package_of(m)})
+
     unknown = [f"{m}: no line in the table" for m in sorted(graph) if package_of(m) not in table]
     return unknown + [
-        f"{m} -> {t}"
-        for m in sorted(graph)
-        if package_of(m) in table
-        for t in sorted(graph[m])
-        if package_of(t) != package_of(m) and package_of(t) not in table[package_of(m)]
+        f"{m} -> {t}" for m in sorted(graph) if package_of(m) in table for t in sorted(graph[m]) if not allowed(m, t)
     ]
 
 
@@ -115,11 +127,22 @@ def test_the_layering_check_sees_an_import_upward():
         "playground.core.b": {"playground.run.c"},  # the bottom imports the run: refused
         "playground.run.c": {"playground.core.a"},
         "playground.new.d": set(),  # a package the table does not know
+        "playground.core.__main__": {"playground.run.c"},  # a program: above every layer
+        "playground.run.e": {"playground.core.__main__"},  # a module importing a program: refused
     }
     assert upward_imports(graph, {"core": set(), "run": {"core"}}) == [
         "playground.new.d: no line in the table",
         "playground.core.b -> playground.run.c",
+        "playground.run.e -> playground.core.__main__",
     ]
+
+
+@pytest.mark.parametrize("package, other", [("bench", "vllm"), ("vllm", "bench")])
+def test_bench_and_vllm_load_nothing_of_each_other(package, other):
+    """Issue 56: bench and vllm import nothing of each other (MAY_IMPORT), checked as their modules run too:
+    importing every module of one (its program aside) loads no module of the other."""
+    modules = [m for m in modules_of(package) if not is_program(m)]
+    assert loaded_by(modules, (f"playground.{other}",)) == {}
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))

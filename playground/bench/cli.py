@@ -27,21 +27,20 @@ import math
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol, Sequence
 
 
 from playground import models
 from playground.bench import challenges_cli, likelihood, load, report, targets, ttft, variants
-from playground.vllm import models as vllm_models, peer as vllm_peer
 from playground.bench.flags import OPTIONS
 from playground.bench.grid import decode_grid, run_grid
 from playground.bench.machine import environment
 from playground.bench.overhead import record_overhead
-from playground.trace.results import columns, grid_frame, median_of_runs
+from playground.trace.results import Result, columns, grid_frame, median_of_runs
 from playground.bench.prompts import load_prompts
-from playground.vllm.engine import VLLMRequest, run_worker
 from playground.core.errors import PlaygroundError
 from playground.core.numbers import json_safe
-from playground.core.progress import printer, quiet
+from playground.core.progress import Progress, printer, quiet
 from playground.run.runner import Runner
 from playground.core.config import DecodeConfig, Precision
 from playground.run.spec import DrafterSpec, PairSpec, RunSpec, parse_drafter_name
@@ -58,7 +57,52 @@ MODULE_OPTIONS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+class Peer(Protocol):
+    """An engine benchmarked beside ours that bench imports nothing of (vLLM's: vllm.benchmark.VLLMPeer): the program,
+    playground/bench/__main__.py, hands it to main(). It adds its flags, checks before anything runs that it can
+    run, times its first token for --ttft, adds its rows to the grid's and writes its section of the report."""
+
+    name: str  # its engine's name: its row of the TTFT table
+    failed: str | None  # set when its rows could not be had: ours are still written, the exit code is 1
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        """Whether the arguments ask for it (--compare-vllm)."""
+        ...
+
+    def check(self, args: argparse.Namespace) -> None:
+        """Before anything runs: PlaygroundError, saying what to do, when it cannot run here."""
+        ...
+
+    def first_token(self, args: argparse.Namespace, pair: PairSpec) -> ttft.PeerTimer:
+        """--ttft: given {length: prompt token ids}, its seconds per length (bench.ttft.run_ttft's `peers`)."""
+        ...
+
+    def rows(
+        self,
+        args: argparse.Namespace,
+        runner: Runner,
+        results: Sequence[Result],
+        pairs: Sequence[PairSpec],
+        prompts: dict[str, str],
+        decodes: Sequence[DecodeConfig],
+        drafters: Sequence[DrafterSpec],
+        progress: Progress,
+    ) -> list[Result]:
+        """Its rows for the grid that ran (`results`: ours); none, and `failed` set, when it failed."""
+        ...
+
+    def section(self, results: Sequence[Result]) -> list[str]:
+        """Its lines of the report, after the geometric means."""
+        ...
+
+    def json(self) -> dict:
+        """Its keys in --json."""
+        ...
+
+
+def build_parser(peers: Sequence[Peer] = ()) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m playground.bench",
         description=__doc__.split("\n")[0],
@@ -69,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(flag, **keywords)
     for add_arguments in MODULE_OPTIONS:
         add_arguments(p)
+    for peer in peers:
+        peer.add_arguments(p)
     return p
 
 
@@ -100,28 +146,13 @@ def drafter_specs(names: list[str], draft_precisions: list[str] | None) -> list[
 STDOUT_COLUMNS = columns("cli")
 
 
-def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress) -> int:
-    """--ttft: the time-to-first-token table (bench/ttft.py), printed, and written with --json."""
+def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, peers: Sequence[Peer], progress) -> int:
+    """--ttft: the time-to-first-token table (bench/ttft.py), the asked peers' rows too, printed, and written with
+    --json."""
     if any(n < 8 for n in args.ttft) or args.ttft_reps < 1:
         raise PlaygroundError("--ttft takes prompt lengths of at least 8 tokens, --ttft-reps at least 1.")
-    vllm = None
-    if args.compare_vllm:
-
-        def vllm(ids: dict[str, list[int]]) -> dict[str, list[float]]:
-            precision = pair.target_precision or models.default_target_precision()
-            target = vllm_models.model_folder(pair.target)
-            request = VLLMRequest(
-                target=target,
-                dtype=vllm_peer.VLLM_DTYPES[precision],
-                max_tokens=1,
-                repeats=args.ttft_reps,
-                cpu_threads_bind=args.vllm_threads_bind,
-                max_model_len=vllm_models.max_model_len(target, ids, 1),
-            )
-            done = run_worker(request, ids)
-            return {key: [r.wall_s for r in done.results if r.id == key] for key in ids}
-
-    rows = ttft.run_ttft(runner, pair, sorted(set(args.ttft)), args.ttft_reps, vllm=vllm, progress=progress)
+    timers = {peer.name: peer.first_token(args, pair) for peer in peers}
+    rows = ttft.run_ttft(runner, pair, sorted(set(args.ttft)), args.ttft_reps, peers=timers, progress=progress)
     env = environment()
     print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
     print(ttft.markdown(rows))
@@ -191,47 +222,20 @@ def overhead_main(args: argparse.Namespace, runner: Runner, spec: RunSpec, progr
     return 0
 
 
-def other_mode(args: argparse.Namespace, runner: Runner, grid: Grid, progress) -> int | None:
-    """The modes that run instead of the grid, their exit code; None: run the grid."""
+def other_mode(args: argparse.Namespace, runner: Runner, grid: Grid, peers: Sequence[Peer], progress) -> int | None:
+    """The modes that run instead of the grid, their exit code; None: run the grid. The asked peers are checked
+    first: without vLLM's environment say so at once, before our grid."""
     if args.record_overhead is not None:
         return overhead_main(args, runner, grid.first(), progress)
-    if args.compare_vllm:
-        vllm_peer.vllm_python()  # before the grid: without vLLM's environment say so at once
+    for peer in peers:
+        peer.check(args)
     if args.ttft:
-        return ttft_main(args, runner, grid.pairs[0], progress)
+        return ttft_main(args, runner, grid.pairs[0], peers, progress)
     if args.under_load:  # the Run tab's comparison, quiet and with a CPU hog started halfway
         return load.main(args, runner, grid.first(), progress)
     if args.kernel_variants:
         return variants.main(args, grid.pairs[0].target, progress)
     return None
-
-
-def vllm_rows(args: argparse.Namespace, runner: Runner, results: list, grid: Grid, progress) -> tuple[list, str | None]:
-    """--compare-vllm: vLLM's rows added to results; (its engines, what failed or None). A vLLM failure keeps
-    our results: they are written, and the exit code says it failed."""
-    engine = vllm_peer.VLLMEngine(
-        threads_bind=args.vllm_threads_bind,
-        draft_sample_method=args.vllm_draft_sample,
-        fast_start=args.vllm_fast_start,
-    )
-    try:
-        rows, engines = vllm_peer.run_peer(
-            runner,
-            results,
-            grid.pairs,
-            grid.prompts,
-            grid.decodes,
-            grid.drafters,
-            engine,
-            methods=("draft_model", "ngram"),
-            progress=progress,
-        )
-    except PlaygroundError as exc:
-        failed = f"vLLM: {exc}"
-        print(f"error: {failed}", file=sys.stderr)
-        return [], failed
-    results += rows
-    return engines, None
 
 
 def print_results(frame, checked: list[dict], env: dict) -> None:
@@ -244,8 +248,9 @@ def print_results(frame, checked: list[dict], env: dict) -> None:
         )
 
 
-def write_json(args: argparse.Namespace, env: dict, checked: list[dict], results: list, engines: list, failed) -> None:
-    """--json: every result (its lists too), the targets checked, the environment and the arguments."""
+def write_json(args: argparse.Namespace, env: dict, checked: list[dict], results: list, peers: Sequence[Peer]) -> None:
+    """--json: every result (its lists too), the targets checked, the environment, the arguments and the asked
+    peers' keys."""
     rows = grid_frame(results).to_dict("records")
     doc = {
         "environment": env,
@@ -256,22 +261,24 @@ def write_json(args: argparse.Namespace, env: dict, checked: list[dict], results
             for row, r in zip(rows, results)
         ],
     }
-    if args.compare_vllm:
-        doc["vllm_engines"], doc["vllm_error"] = engines, failed
+    for peer in peers:
+        doc |= peer.json()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(json_safe(doc), indent=1, default=str))
     print(f"\nwrote {args.json}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, peers: Sequence[Peer] = ()) -> int:
+    """The benchmark's command line; `peers`: the engines run beside ours when asked (the program's: vLLM's)."""
+    args = build_parser(peers).parse_args(argv)
     progress = quiet if args.quiet else printer(sys.stderr)
     if args.challenges:  # the deployment challenges (batch size, context length, precision) instead of the grid
         return challenges_cli.main(args, command_line(argv), build_parser().get_default("k"), progress, environment)
+    asked = [peer for peer in peers if peer.asked(args)]
     runner = Runner()
     try:
         grid = read_grid(args)
-        code = other_mode(args, runner, grid, progress)
+        code = other_mode(args, runner, grid, asked, progress)
         if code is not None:
             return code
         if not 1 <= args.reps <= 20:
@@ -295,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     except PlaygroundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    engines, failed = vllm_rows(args, runner, results, grid, progress) if args.compare_vllm else ([], None)
+    for peer in asked:
+        results += peer.rows(args, runner, results, grid.pairs, grid.prompts, grid.decodes, grid.drafters, progress)
+        if peer.failed:
+            print(f"error: {peer.failed}", file=sys.stderr)
     if any(t > 0 for t in grid.temps):  # every engine's sampled rows, scored by the target (bench.likelihood)
         likelihood.score(runner, results, grid.pairs, grid.prompts, progress=progress)
     env = environment()
@@ -303,11 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     checked = targets.check(frame, grid.checks)
     print_results(frame, checked, env)
     if args.json:
-        write_json(args, env, checked, results, engines, failed)
+        write_json(args, env, checked, results, asked)
     if args.report:
         command = "python -m playground.bench " + command_line(argv)
-        report.write_report(
-            results, env, command, Path(args.report), args.targets, vllm_engines=engines, title=args.title
-        )
+        lines = [line for peer in asked for line in peer.section(results)]
+        report.write_report(results, env, command, Path(args.report), args.targets, peer_lines=lines, title=args.title)
         print(f"wrote {args.report}")
-    return 1 if failed else 0
+    return 1 if any(peer.failed for peer in asked) else 0

@@ -1,5 +1,6 @@
 """The benchmark's command line as a table: one row an option of `python -m playground.bench` (bench/cli.py builds
-the parser from it; the modes in their own modules add theirs). Defaults of decoding are DecodeConfig's and the
+the parser from it; the modes in their own modules add theirs, and so does each peer the program hands it: vLLM's
+flags are vllm.benchmark.OPTIONS). Defaults of decoding are DecodeConfig's and the
 default drafter's, read from their dataclasses."""
 
 from __future__ import annotations
@@ -107,37 +108,6 @@ OPTIONS: tuple[tuple[str, dict], ...] = (
     (
         "--compare-hf",
         dict(action="store_true", help="add HF generate (target alone, assisted, universal assisted, prompt lookup)"),
-    ),
-    (
-        "--compare-vllm",
-        dict(
-            action="store_true",
-            help="add vLLM (scripts/install.sh --vllm): its target alone, draft model at each fixed k and ngram "
-            "on the same pair, precision and prompt tokens; one engine per method, started here",
-        ),
-    ),
-    (
-        "--vllm-threads-bind",
-        dict(
-            metavar="CPUS",
-            help="vLLM's VLLM_CPU_OMP_THREADS_BIND, e.g. 0-1 (default: vLLM's 'auto', which keeps a core free)",
-        ),
-    ),
-    (
-        "--vllm-draft-sample",
-        dict(
-            choices=["greedy", "probabilistic"],
-            default="greedy",
-            help="vLLM's draft_sample_method: 'greedy' (vLLM's default: argmax drafts, p taken as one-hot) or "
-            "'probabilistic' (drafts sampled from p, as ours); it matters at T > 0 only (docs/vllm.md)",
-        ),
-    ),
-    (
-        "--vllm-fast-start",
-        dict(
-            action="store_true",
-            help="vLLM without torch.compile, in one process: starts in seconds, runs slower (tests)",
-        ),
     ),
     ("--no-record", dict(action="store_true", help="engine without the per-token p/q instrumentation")),
     (

@@ -21,7 +21,7 @@ from playground.trace import sametext
 from playground.engine import speed
 from playground.bench import hf
 from playground.trace.results import Result, nan
-from playground.vllm.metrics import SpecCounters
+from playground.trace.counters import SpecCounters
 from playground.engine import clock
 from playground.core.errors import PlaygroundError
 from playground.models import LoadedPair

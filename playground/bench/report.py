@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 
 from playground.core import numbers
 from playground.bench import likelihood, targets as targets_mod
-from playground.vllm import report as vllm_report
 from playground.trace.results import HF_SPECULATIVE, Result, columns, grid_frame
 from playground.bench.targets import geomean
 from playground.views.grid import BASELINE
@@ -166,13 +165,14 @@ def markdown(
     command: str,
     checked: list[dict],
     figure_names: Sequence[str] = (),
-    vllm_engines: Sequence[dict] = (),
+    peer_lines: Sequence[str] = (),
     title: str = "Benchmarks",
     docs: str = "",
 ) -> str:
-    """The report's text: how it was made, geometric means, ours against vLLM's (when it ran), the targets, the
-    calibration line, every run. title: its heading; docs: the way from the report's folder to docs/ ("../" for
-    docs/reports/), for its links to the guides."""
+    """The report's text: how it was made, geometric means, the peers' sections (`peer_lines`: ours against vLLM's,
+    vllm.report.section, when it ran; the command line's caller gives them), the targets, the calibration line,
+    every run. title: its heading; docs: the way from the report's folder to docs/ ("../" for docs/reports/), for
+    its links to the guides."""
     frame = runs_frame(results)
     many_pairs = frame["pair"].nunique() > 1
     head = [c for c in summary(frame).columns if many_pairs or c != "pair"]
@@ -190,7 +190,7 @@ def markdown(
         "",
         markdown_table(summary(frame), head),
         "",
-        *vllm_report.section(results, vllm_engines),
+        *peer_lines,
         *likelihood.section(results),
         "## Targets",
         "",
@@ -241,12 +241,12 @@ def write_report(
     command: str,
     path: str | Path,
     targets_path: str | Path | None = None,
-    vllm_engines: Sequence[dict] = (),
+    peer_lines: Sequence[str] = (),
     title: str = "Benchmarks",
 ) -> list[dict]:
     """docs/reports/benchmarks.md (or `path`), headed `title`, with its figures in figures/ next to it (named after the report unless it
     is benchmarks.md: figures/calibration-NAME.html); returns the checked targets. A file with the KEEP_ABOVE
-    line keeps what is above it."""
+    line keeps what is above it. peer_lines: the peers' sections (markdown's)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     folder = path.parent / "figures"
@@ -258,5 +258,5 @@ def write_report(
         fig.write_html(folder / f"{name}.html", include_plotlyjs="cdn")
     checked = targets_mod.check(frame, targets_mod.load_targets(targets_path))
     docs = "../" if path.parent.name == "reports" else ""  # the generated reports live in docs/reports/
-    path.write_text(_under_guide(path, markdown(results, env, command, checked, list(figs), vllm_engines, title, docs)))
+    path.write_text(_under_guide(path, markdown(results, env, command, checked, list(figs), peer_lines, title, docs)))
     return checked

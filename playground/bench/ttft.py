@@ -10,10 +10,11 @@ through the target's chat template), greedy, one new token:
 - "hf generate (same object)": `generate(max_new_tokens=1)` on the very same target object (its kernels).
 - "stock transformers": a fresh load of the same folder at the same precision with torch's kernels, then
   `generate(max_new_tokens=1)`.
-- "vllm" (--compare-vllm): vLLM's engine on the same folder, precision and prompt token ids, max_tokens=1;
-  its wall time per request (started here, one engine for all lengths).
+- a peer's row, named after it: "vllm" with --compare-vllm (vllm.benchmark.VLLMPeer.first_token: vLLM's engine on
+  the same folder, precision and prompt token ids, max_tokens=1; its wall time per request, one engine started
+  here for all lengths).
 
-Ours, HF and stock run in this process, in rotated order within each repeat; vLLM runs in its own process
+Ours, HF and stock run in this process, in rotated order within each repeat; a peer runs in its own process
 between the first and the second half of the repeats. Speed is reported, never asserted.
 """
 
@@ -22,10 +23,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 
+from playground import models
 from playground.engine import clock
 from playground.models import LoadedPair
 from playground.core.progress import Progress, quiet
@@ -35,13 +37,14 @@ from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
 REQUEST = "Summarise the following text in one sentence.\n\n"
-OURS, OURS_SPEC, HF_SAME, STOCK, VLLM = (
+OURS, OURS_SPEC, HF_SAME, STOCK = (
     "ours, target alone",
     "ours, speculative",
     "hf generate (same object)",
     "stock transformers",
-    "vllm",
 )
+# A peer's timing: given {length: prompt token ids}, its seconds per length (its repeats)
+PeerTimer = Callable[[dict[str, list[int]]], dict[str, list[float]]]
 
 
 @dataclass
@@ -91,11 +94,11 @@ def stock_model(pair_spec: PairSpec, pair: LoadedPair) -> torch.nn.Module:
     """A fresh load of the target's folder at the target's precision, on torch's kernels (transformers' defaults)."""
     from transformers import AutoModelForCausalLM
 
-    from playground.vllm.peer import model_folder
-
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(pair.target_precision.value, torch.float32)
     return (
-        AutoModelForCausalLM.from_pretrained(model_folder(pair_spec.target), dtype=dtype).to(pair.target.device).eval()
+        AutoModelForCausalLM.from_pretrained(models.model_folder(pair_spec.target), dtype=dtype)
+        .to(pair.target.device)
+        .eval()
     )
 
 
@@ -105,10 +108,11 @@ def run_ttft(
     lengths: list[int],
     reps: int = 3,
     stock: bool = True,
-    vllm: Callable[[dict[str, list[int]]], dict[str, list[float]]] | None = None,
+    peers: Mapping[str, PeerTimer] | None = None,
     progress: Progress = quiet,
 ) -> list[TTFTRow]:
-    """The rows for each prompt length. vllm: given {length: token ids}, vLLM's seconds per length (its repeats)."""
+    """The rows for each prompt length. peers: each peer's name -> its timing (vLLM's: "vllm", with --compare-vllm)."""
+    peers = dict(peers or {})
     target_alone = DrafterSpec.target_alone()
     default = DrafterSpec()
     with runner.session(RunSpec(pair_spec, default, prompt="x"), progress) as session:
@@ -123,7 +127,7 @@ def run_ttft(
         }
         other = stock_model(pair_spec, pair) if stock else None
         rows = {
-            (e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (OURS, OURS_SPEC, HF_SAME, STOCK, VLLM)
+            (e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (OURS, OURS_SPEC, HF_SAME, STOCK, *peers)
         }
         engines: list[tuple[str, Callable[[int], float]]] = [
             (OURS, lambda n: _first_round(session, specs[OURS][n])),
@@ -134,10 +138,11 @@ def run_ttft(
             _generate_one(other, prompts[lengths[0]][1][:16])  # its first-call costs, outside the timing
             engines.append((STOCK, lambda n: _generate_one(other, prompts[n][1])))
         for rep in range(reps):
-            if vllm is not None and rep == reps // 2:
-                progress("TTFT: vLLM on the same prompt token ids", 0.5)
-                for n, seconds in vllm({str(n): prompts[n][1] for n in lengths}).items():
-                    rows[(VLLM, int(n))].seconds += seconds
+            if rep == reps // 2:  # each peer once, halfway: all its repeats in one engine
+                for peer, time_them in peers.items():
+                    progress(f"TTFT: {peer} on the same prompt token ids", 0.5)
+                    for n, seconds in time_them({str(n): prompts[n][1] for n in lengths}).items():
+                        rows[(peer, int(n))].seconds += seconds
             for n in lengths:
                 order = engines[rep % len(engines) :] + engines[: rep % len(engines)]
                 for name, time_it in order:
@@ -154,7 +159,7 @@ def markdown(rows: list[TTFTRow]) -> str:
     """One line per engine, a column per prompt length: median seconds, and ours over each other engine."""
     lengths = sorted({r.tokens for r in rows})
     by = {(r.engine, r.tokens): r.median_s for r in rows}
-    names = [e for e in (OURS, OURS_SPEC, HF_SAME, STOCK, VLLM) if any(r.engine == e for r in rows)]
+    names = list(dict.fromkeys(r.engine for r in rows))  # ours, HF, stock, then the peers: run_ttft's order
     head = "| engine | " + " | ".join(f"{n} tokens" for n in lengths) + " |"
     lines = [head, "|" + "---|" * (len(lengths) + 1)]
     for name in names:

@@ -24,6 +24,7 @@ from playground.models.load import (
     load_model,
     load_precision,
     memory_budget,
+    model_folder,
     model_roots,
     resolve,
     torch_dtype,

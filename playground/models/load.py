@@ -141,6 +141,15 @@ def resolve(spec: str) -> str | Path:
     return spec
 
 
+def model_folder(spec: str) -> str:
+    """The folder a model spec names on disk, for a loader other than ours (vLLM, stock transformers): the converted
+    folder of a pack (converted now when it is not yet), a local folder, or a Hub id as it is."""
+    source = resolve(spec)
+    if isinstance(source, str) and source.startswith(PACK_PREFIX):
+        source = convert_pack(PACKS[source[len(PACK_PREFIX) :]])
+    return str(source)
+
+
 def load_model(
     spec: str, device: torch.device | None = None, precision: Precision | None = None, progress: Progress = quiet
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

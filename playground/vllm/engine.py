@@ -39,7 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 from playground import decoding
 from playground.core.config import DecodeConfig
 from playground.env import settings
-from playground.vllm.metrics import SpecCounters
+from playground.trace.counters import SpecCounters
 from playground.core.errors import Ended, PlaygroundError
 
 TARGET_ALONE = decoding.BASELINE.value  # a peer's adapter that runs the target alone (no speculative_config)

@@ -1,20 +1,10 @@
-"""What vLLM is given for our models: a model's folder (a pack's converted one, a local folder, a Hub id) and the
-context length its requests need."""
+"""What vLLM is given for our models beyond their folder (models.model_folder): the context length its requests
+need."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-from playground import models
-
-
-def model_folder(spec: str) -> str:
-    """What vLLM loads for a model spec: the converted folder of a pack, a local folder, or a Hub id."""
-    source = models.resolve(spec)
-    if isinstance(source, str) and source.startswith(models.PACK_PREFIX):
-        source = models.convert_pack(models.PACKS[source[len(models.PACK_PREFIX) :]])
-    return str(source)
 
 
 def max_model_len(folder: str, ids: dict[str, list[int]], max_new_tokens: int) -> int:

@@ -32,7 +32,7 @@ from playground.env import outbound, settings
 from playground.trace import sametext
 from playground.trace.results import Result
 from playground.vllm.engine import METHOD_LABELS, METHODS, VLLMRequest, VLLMRun, run_worker, vllm_python
-from playground.vllm.models import max_model_len, model_folder
+from playground.vllm.models import max_model_len
 from playground.vllm.server import ServerInfo, VLLMServer
 from playground.core.errors import PlaygroundError
 from playground.core.progress import Progress, quiet
@@ -319,8 +319,8 @@ def _run_here(
     catalog = models.pairs().get(pair.name)
     if not pair.draft or (catalog is not None and decoding.two_tokenizers(catalog.drafter)):
         methods = [m for m in methods if not _drafts(m)]  # vLLM's draft model needs the target's vocabulary
-    target = model_folder(pair.target)
-    draft = model_folder(pair.draft) if any(_drafts(m) for m in methods) else None
+    target = models.model_folder(pair.target)
+    draft = models.model_folder(pair.draft) if any(_drafts(m) for m in methods) else None
     plan = [("target", 0)] + [(m, k) for m in methods for k in setting.ks]
     d = setting.decode
     out = []

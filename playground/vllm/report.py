@@ -11,7 +11,7 @@ import pandas as pd
 from playground.trace import sametext
 from playground.trace.results import HF_TARGET_ALONE, Result
 from playground.vllm.engine import METHOD_LABELS
-from playground.vllm.metrics import SpecCounters
+from playground.trace.counters import SpecCounters
 from playground.vllm.peer import SERVER_TARGET, TARGET_ALONE
 from playground.core.numbers import fmt as _fmt
 

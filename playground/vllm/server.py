@@ -1,7 +1,7 @@
 """vLLM as an engine beyond this machine: an OpenAI-compatible vLLM server given by URL, read through
 its completions endpoint and its Prometheus `/metrics` (`vllm:spec_decode_*`), and `vllm serve` started
 from vLLM's environment on localhost (tests, local runs). Imports nothing of vllm; the results are
-vllm.engine's and vllm.metrics' (VLLMRun, SpecCounters), as from the worker.
+vllm.engine's VLLMRun and trace.counters' SpecCounters, as from the worker.
 
 Every request goes through playground.env.outbound (the allow-list, checked addresses, no redirect, one deadline per
 call, Stop); an unreachable URL, a server that is not vLLM and a model it does not serve each get a PlaygroundError
@@ -21,7 +21,8 @@ from playground.vllm.engine import (
     VLLMPromptResult,
     VLLMRun,
 )
-from playground.vllm.metrics import SpecCounters, has_vllm_metrics, parse_prometheus
+from playground.trace.counters import SpecCounters
+from playground.vllm.metrics import has_vllm_metrics, parse_prometheus
 from playground.env import outbound, settings
 from playground.core.errors import PlaygroundError
 

@@ -23,7 +23,8 @@ import pytest
 from tests.helpers import run_all, load_pair
 from playground import trace
 from playground.vllm import serve as vllm_serve, server as vllm_server
-from playground.vllm.metrics import SpecCounters, parse_prometheus
+from playground.trace.counters import SpecCounters
+from playground.vllm.metrics import parse_prometheus
 from playground.vllm.engine import Stopped, VLLMRequest, run_worker, vllm_python
 from playground.core.errors import PlaygroundError
 from playground.run.runner import encode_prompt, new_tokens

@@ -1,6 +1,6 @@
-"""vLLM's rows beside ours (playground/vllm/peer.py, report.py, `--compare-vllm`).
+"""vLLM's rows beside ours (playground/vllm/peer.py, report.py, benchmark.py, `--compare-vllm`).
 
-The command line end to end on the tiny vLLM pair (fp32, vLLM started fast: no torch.compile, one process):
+The command line (the program python -m playground.bench: bench's with vLLM's peer) end to end on the tiny vLLM pair (fp32, vLLM started fast: no torch.compile, one process):
 vLLM's target alone, draft model at our k and ngram with our max_ngram, greedy and T = 0.7, on our prompt
 tokens; greedy outputs equal to ours; counters beside ours under vLLM's names; the report's section. Against
 the session's vLLM server: the server's rows. Then the pure parts by hand: which k and methods vLLM runs,
@@ -11,12 +11,16 @@ run it skip (or fail under PLAYGROUND_REQUIRE_VLLM=1).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from playground import bench
 from playground.bench import report
+from playground.bench.__main__ import main as program
 from playground.vllm import peer as vllm_peer, report as vllm_report
 from playground.trace.results import Result
 from playground.vllm.peer import VLLMEngine, engine_choice, methods_for, vllm_ks
@@ -46,7 +50,7 @@ def test_compare_vllm_puts_vllms_rows_beside_ours(vllm_catalog, tmp_path, capsys
     out, md = tmp_path / "bench.json", tmp_path / "docs" / "vllm.md"
     md.parent.mkdir()
     md.write_text("# vLLM\n\nA guide.\n\n" + report.KEEP_ABOVE + "\n\nold report\n")
-    rc = bench.main(
+    rc = program(
         [
             "--pairs",
             PAIR,
@@ -116,9 +120,40 @@ def test_compare_vllm_without_its_environment_says_so_before_running_anything(
 ):
     monkeypatch.setenv("PLAYGROUND_VLLM_VENV", str(tmp_path / "nowhere"))
     start = time.monotonic()
-    assert bench.main(["--pairs", PAIR, "--k", "3", "--prompts", str(vllm_catalog), "--compare-vllm", "--quiet"]) == 2
+    assert program(["--pairs", PAIR, "--k", "3", "--prompts", str(vllm_catalog), "--compare-vllm", "--quiet"]) == 2
     assert "vLLM is not installed" in capsys.readouterr().err
     assert time.monotonic() - start < 30  # before our grid ran
+
+
+def test_the_program_takes_vllms_flags_and_benchs_own_command_line_does_not(capsys):
+    """`python -m playground.bench` (the program) offers vLLM's flags, as docs/ and scripts/ call them; bench's own
+    command line, which imports nothing of vllm, refuses them."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "playground.bench", "--help"], cwd=root, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for flag in ("--compare-vllm", "--vllm-threads-bind", "--vllm-draft-sample", "--vllm-fast-start", "--ttft"):
+        assert flag in done.stdout, flag
+    with pytest.raises(SystemExit) as refused:
+        bench.main(["--compare-vllm"])
+    assert refused.value.code == 2 and "--compare-vllm" in capsys.readouterr().err
+
+
+def test_ttft_with_compare_vllm_times_vllms_first_token_on_the_same_prompts(vllm_catalog, tmp_path, capsys):
+    """--ttft --compare-vllm (scripts/amx_device.sh's call): vLLM's row beside ours, each length timed --ttft-reps
+    times on the prompt token ids ours ran."""
+    require_vllm()
+    out = tmp_path / "ttft.json"
+    argv = ["--pairs", PAIR, "--target-precision", "fp32", "--ttft", "40", "20", "--ttft-reps", "2", "--compare-vllm"]
+    rc = program(argv + ["--vllm-threads-bind", "0-1", "--vllm-fast-start", "--json", str(out), "--quiet"])
+    assert rc == 0, capsys.readouterr().err[-3000:]
+    rows = json.loads(out.read_text())["ttft"]
+    vllm = [r for r in rows if r["engine"] == "vllm"]
+    ours = {r["tokens"] for r in rows if r["engine"] == "ours, target alone"}
+    assert {r["tokens"] for r in vllm} == ours and len(ours) == 2
+    assert all(len(r["seconds"]) == 2 and all(s > 0 for s in r["seconds"]) for r in vllm)
+    assert "| vllm | " in capsys.readouterr().out
 
 
 def test_a_server_gives_its_rows_on_our_prompt_tokens(vllm_server, vllm_pair, runner, allow_vllm):

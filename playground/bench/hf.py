@@ -1,4 +1,5 @@
-"""The peer: Hugging Face transformers `generate` on the very same loaded models.
+"""The peer: Hugging Face transformers `generate` on the very same loaded models, with the arguments the
+registry's one builder gives for our strategy (decoding.hf_generate, the export's too).
 
 - "hf target alone": the target's own greedy / sampling loop.
 - "hf assisted (same draft)": `assistant_model=pair.draft`, the very draft object our engine drafts
@@ -43,25 +44,26 @@ from playground.run.runner import WARM_PROMPT, encode_prompt
 from playground import decoding
 from playground.core.config import DecodeConfig, KPolicy
 from playground.run.spec import DrafterSpec
-from playground.trace.results import HF_ASSISTED, HF_CONFIDENCE, HF_DEFAULTS, HF_PROMPT_LOOKUP
+from playground.trace.results import HF_CONFIDENCE, HF_DEFAULTS, HF_PROMPT_LOOKUP
 from playground.trace.results import HF_SAME_DRAFT, HF_TARGET_ALONE, HF_UNIVERSAL
 
 
-# The transformers adapter (decoding.Peer.adapter: a strategy's Strategy.hf, where the bench runs it) each method runs
-ADAPTERS = {HF_TARGET_ALONE: "target alone", HF_PROMPT_LOOKUP: "prompt lookup", HF_UNIVERSAL: "universal"}
-
 ASSISTANT_FIELDS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+DRAFT, DRAFT_TOKENIZER = decoding.HFObject.DRAFT, decoding.HFObject.DRAFT_TOKENIZER
 
 
 @dataclass(frozen=True)
 class HFConfig:
-    """One HF configuration. k: num_assistant_tokens or prompt_lookup_num_tokens (None: HF's defaults)."""
+    """One HF configuration: a method (the row's name), what transformers runs for its strategy (configs_for: the
+    registry's builder, decoding.hf_generate) and the settings of the model that drafts. k: num_assistant_tokens or
+    prompt_lookup_num_tokens (None: HF's defaults)."""
 
     method: str
     k: int | None = None
     schedule: str = "constant"  # "constant" or "heuristic" (same draft only)
-    # prompt lookup: max_matching_ngram_size, by default our prompt lookup's own (its Options)
-    max_ngram: int = decoding.strategy(decoding.benched("hf", ADAPTERS[HF_PROMPT_LOOKUP])).options().max_ngram
+    drafter: Enum = decoding.BASELINE  # our drafter this one corresponds to (the strategy the arguments are of)
+    arguments: tuple[tuple[str, object], ...] = ()  # decoding.hf_generate's generate() arguments (none: no drafting)
+    drafts: decoding.HFObject | None = None  # the model whose generation_config takes k, the schedule, the threshold
     draft_precision: str = ""  # which draft object (same draft / HF defaults): the one loaded at this precision
     confidence: float = 0.0  # assistant_confidence_threshold (same draft, confidence)
 
@@ -75,36 +77,29 @@ class HFConfig:
             return KPolicy.CONFIDENCE.value
         return self.schedule if self.schedule != "constant" else str(self.k)
 
-    @property
-    def drafter(self) -> Enum:
-        """Our drafter this one corresponds to: the one the bench runs this method's adapter for (its Strategy.hf)."""
-        return decoding.benched("hf", ADAPTERS.get(self.method, "assisted"))
-
 
 def configs_for(drafter: DrafterSpec, decode: DecodeConfig, draft_precision: str = "") -> list[HFConfig]:
-    """The HF peers of one of our configurations, by its strategy's transformers adapter where the bench runs it
-    (Strategy.hf; none for early exit, staged drafting and token trees: HF has no such drafter; the
-    draft-confidence policy's peer is HF's assistant_confidence_threshold)."""
-    hf = decoding.strategy(drafter.kind).hf
-    peer = hf.adapter if hf.bench else ""
-    if decode.tree is not None:
+    """The HF peers of one of our configurations where the bench runs its strategy's transformers peer beside it
+    (Strategy.hf.bench; none for a token tree: HF has none), by what transformers runs for it
+    (decoding.hf_generate): the pair's draft with its own tokenizer, universal assisted generation; on the target's,
+    assisted generation with the same draft (our k and schedule, or under the draft-confidence policy our threshold:
+    HF's assistant_confidence_threshold) and with transformers' own defaults; no model but arguments, prompt lookup."""
+    if decode.tree is not None or not decoding.strategy(drafter.kind).hf.bench:
         return []
-    if peer == "assisted" and decode.policy is KPolicy.CONFIDENCE:
-        return [
-            HFConfig(HF_CONFIDENCE, decode.k, draft_precision=draft_precision, confidence=decode.confidence),
-            HFConfig(HF_DEFAULTS, draft_precision=draft_precision),
-        ]
-    if peer == "assisted":
-        schedule = "heuristic" if decode.policy is KPolicy.HEURISTIC else "constant"
-        return [
-            HFConfig(HF_SAME_DRAFT, decode.k, schedule, draft_precision=draft_precision),
-            HFConfig(HF_DEFAULTS, draft_precision=draft_precision),
-        ]
-    if peer == "universal":
-        return [HFConfig(HF_UNIVERSAL, decode.k, draft_precision=draft_precision)]
-    if peer == "prompt lookup":
-        return [HFConfig(HF_PROMPT_LOOKUP, decode.k, max_ngram=drafter.options.max_ngram)]
-    return []
+    run = decoding.hf_generate(drafter.kind, drafter.options, decode.k)
+    ours = {"drafter": drafter.kind, "arguments": tuple(run.arguments.items()), "drafts": run.drafts}
+    if run.drafts is not DRAFT:  # no model drafts: prompt lookup; no arguments either: the target alone's own row
+        return [HFConfig(HF_PROMPT_LOOKUP, decode.k, **ours)] if run.drafts is None and run.arguments else []
+    ours["draft_precision"] = draft_precision
+    if DRAFT_TOKENIZER in run.arguments.values():
+        return [HFConfig(HF_UNIVERSAL, decode.k, **ours)]
+    if decode.policy is KPolicy.CONFIDENCE:
+        same = HFConfig(HF_CONFIDENCE, decode.k, confidence=decode.confidence, **ours)
+    else:
+        same = HFConfig(
+            HF_SAME_DRAFT, decode.k, "heuristic" if decode.policy is KPolicy.HEURISTIC else "constant", **ours
+        )
+    return [same, HFConfig(HF_DEFAULTS, **ours)]
 
 
 @contextmanager
@@ -137,26 +132,20 @@ def generate(
         kwargs.update(do_sample=True, temperature=decode.temperature, top_p=decode.top_p, top_k=decode.top_k)
     else:
         kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-    assistant: dict = {}
-    if config.method in HF_ASSISTED:
-        if pair.draft is None:
-            raise ValueError(f"{config.method} needs a pair with a draft model")
-        kwargs["assistant_model"] = pair.draft
-        if config.method == HF_UNIVERSAL:
-            if pair.draft_tokenizer is None:
-                raise ValueError(f"{config.method} needs the draft's own tokenizer (a cross-tokenizer pair)")
-            kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
-        if config.method in (HF_SAME_DRAFT, HF_CONFIDENCE, HF_UNIVERSAL):
-            assistant = {
-                "num_assistant_tokens": config.k,
-                "num_assistant_tokens_schedule": config.schedule,
-                "assistant_confidence_threshold": config.confidence,
-            }
-        else:  # unset: transformers fills in its defaults (20, "constant", 0.4)
-            assistant = {name: None for name in ASSISTANT_FIELDS}
-    elif config.method == HF_PROMPT_LOOKUP:
-        kwargs.update(prompt_lookup_num_tokens=config.k, max_matching_ngram_size=config.max_ngram)
-    draft = pair.draft if assistant else None
+    objects = {
+        decoding.HFObject.DRAFT: pair.draft,
+        decoding.HFObject.TARGET: target,
+        decoding.HFObject.TOKENIZER: pair.tokenizer,
+        decoding.HFObject.DRAFT_TOKENIZER: pair.draft_tokenizer,
+    }
+    for name, value in config.arguments:
+        if isinstance(value, decoding.HFObject) and objects[value] is None:
+            raise ValueError(f"{config.method} needs {value.value}")
+        kwargs[name] = objects[value] if isinstance(value, decoding.HFObject) else value
+    draft = objects[config.drafts] if config.drafts is not None else None
+    assistant = {name: None for name in ASSISTANT_FIELDS}  # k None: unset, transformers fills in its defaults
+    if config.k is not None:
+        assistant = dict(zip(ASSISTANT_FIELDS, (config.k, config.schedule, config.confidence)))
     # The same target object in the same state as ours (its kernels included: --stock-kernels applies to both).
     with assistant_settings(draft, assistant) if draft is not None else _nothing():
         torch.manual_seed(decode.seed)

@@ -4,9 +4,9 @@ The way transformers' candidate generators and vLLM's proposers are separated fr
 proposes (a chain of draft tokens, or a token tree), the engine has the target verify it in one pass and keeps
 the accepted prefix, and the engine names no strategy. This module is the registry: each DrafterKind with the
 factory that builds its drafter, what it can do, its options (their command-line names, the page's widgets) and
-its peers (how transformers and vLLM run it, or "none"): the UI, the benchmark, the export and the spec read these
-instead of naming a kind. It imports no torch: each kind's entry, options and factory
-live in strategies/ (one module a kind; options.py: the generic types), a factory importing its drafter module
+its peers (how transformers and vLLM run it, or "none"; hf_generate and speculative_config build what each is
+given): the UI, the benchmark, the export and the spec read these instead of naming a kind. It imports no torch:
+each kind's entry, options and factory live in strategies/ (one module a kind; options.py: the generic types), a factory importing its drafter module
 when it is called.
 
     cache.py       the draft KV-cache helpers
@@ -29,7 +29,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from playground.core.config import DrafterKind
-from playground.decoding.options import NONE, Context, Peer, Strategy, Widget
+from playground.decoding.options import NONE, Context, HFGenerate, HFObject, Peer, Strategy, Widget
 from playground.decoding.strategies import MODULES
 from playground.core.errors import PlaygroundError, shown
 from playground.core.progress import Progress, quiet
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 __all__ = [
     "NONE",
     "Context",
+    "HFGenerate",
+    "HFObject",
     "Peer",
     "Strategy",
     "Widget",
@@ -56,6 +58,7 @@ __all__ = [
     "register",
     "make_drafter",
     "speculative_config",
+    "hf_generate",
 ]
 
 REGISTRY: dict[Enum, Strategy] = {m.STRATEGY.kind: m.STRATEGY for m in MODULES}
@@ -140,6 +143,23 @@ def speculative_config(kind: Enum | str, options: Any, k: int, draft: str | None
     if s.draft_model:
         config["model"] = draft
     return config | (s.vllm.config(options) if s.vllm.config else {})
+
+
+def hf_generate(kind: Enum | str, options: Any, k: int | None) -> HFGenerate:
+    """transformers' generate() for a strategy, the one builder (the export's snippet, the bench's HF peer), from its
+    Strategy.hf: assistant_model= the pair's draft where it drafts (Peer.drafts), with each model's tokenizer where the
+    draft has its own (universal assisted decoding), k where no model drafts (Peer.k), what its options add
+    (Peer.config), and the code that readies generate (Peer.setup). No arguments: the target alone."""
+    s = strategy(kind)
+    peer, arguments = s.hf, {}
+    if peer.drafts is HFObject.DRAFT:
+        arguments["assistant_model"] = HFObject.DRAFT
+        if two_tokenizers(kind):
+            arguments |= {"tokenizer": HFObject.TOKENIZER, "assistant_tokenizer": HFObject.DRAFT_TOKENIZER}
+    if peer.k:
+        arguments[peer.k] = k
+    arguments |= peer.config(options) if peer.config else {}
+    return HFGenerate(arguments, peer.drafts, peer.setup(options) if peer.setup else ())
 
 
 def make_drafter(

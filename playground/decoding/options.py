@@ -45,22 +45,51 @@ class Context:
 NONE = "none"  # a peer's adapter where it has no equivalent of a strategy
 
 
+class HFObject(Enum):
+    """What transformers' arguments for a strategy name besides numbers (HFGenerate): the export writes its variable,
+    the bench's HF peer passes the loaded object."""
+
+    DRAFT = "the pair's draft model"
+    TARGET = "the target"
+    TOKENIZER = "the target's tokenizer"
+    DRAFT_TOKENIZER = "the draft's own tokenizer"
+
+
+@dataclass(frozen=True)
+class HFGenerate:
+    """How transformers' generate() runs a strategy (decoding.hf_generate, the one builder: the export writes it as
+    code, the bench's HF peer calls generate with it). arguments: generate()'s keyword arguments for the drafting, each
+    a number or an HFObject; none: the target alone. drafts: the model whose generation_config takes k, the schedule and
+    the confidence threshold (num_assistant_tokens, ...). setup: code that readies generate() first (lade's patch of
+    it), numbers of the options only; the export writes it, the bench runs no strategy that has one."""
+
+    arguments: dict[str, Any]
+    drafts: HFObject | None = None
+    setup: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Peer:
     """How a peer runs a strategy (Strategy.hf: transformers' generate; Strategy.vllm: vLLM). adapter: the peer's way
-    to run it, by a name the peer's code knows (views/export_code.py writes its snippet, bench/hf.py and
-    vllm/peer.py run it): transformers' "assisted", "universal", "prompt lookup", "nearest prompt lookup",
-    "early exit", "lookahead" (lade); vLLM's methods "draft_model", "ngram", "suffix"; "target alone" (the peer
-    runs the target alone: no drafting); or "none" (no equivalent: the export's snippet is the note). note: what
-    the exported code does not do of the strategy, as comment lines ({tool}: "transformers" or "vLLM"). bench: the
-    benchmark runs the adapter beside ours (the same algorithm on the same models)."""
+    to run it, by name (the notes, the benchmark's rows, vllm/ runs vLLM's by it): transformers' "assisted",
+    "universal", "prompt lookup", "nearest prompt lookup", "early exit", "lookahead" (lade); vLLM's methods
+    "draft_model", "ngram", "suffix"; "target alone" (the peer runs the target alone: no drafting); or "none" (no
+    equivalent: the export's snippet is the note). note: what the exported code does not do of the strategy, or what
+    to know before running it, as comment lines ({tool}: "transformers" or "vLLM"). bench: the benchmark runs the
+    adapter beside ours (the same algorithm on the same models). What transformers runs is data here too (drafts, k,
+    config, setup), read by decoding.hf_generate; vLLM's speculative_config by decoding.speculative_config."""
 
     adapter: str = NONE
     note: str = ""
     bench: bool = False
-    # vLLM: what the strategy's Options add to speculative_config (decoding.speculative_config builds the rest)
+    # what the strategy's Options add: to vLLM's speculative_config, or to transformers' generate() arguments
     config: Callable[[Any], dict] | None = None
     requires: tuple[str, ...] = ()  # the Python packages the peer needs beside itself (vLLM's worker checks them)
+    # transformers: the model that drafts (DRAFT: assistant_model=, the pair's draft, with the tokenizers where it has
+    # its own; TARGET: its own first layers), its generation_config taking k and the schedule
+    drafts: HFObject | None = None
+    k: str = ""  # transformers: the generate() argument that takes k where no model drafts (prompt_lookup_num_tokens)
+    setup: Callable[[Any], tuple[str, ...]] | None = None  # transformers: HFGenerate.setup from the Options
 
 
 @dataclass(frozen=True)

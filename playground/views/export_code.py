@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Callable
+from dataclasses import replace
 
 from playground import decoding
-from playground.core.errors import PlaygroundError
 from playground.core.inputs import HUB_ID
 from playground.core.config import KPolicy, Precision
 from playground.run.spec import RunSpec
@@ -37,14 +36,12 @@ def hub_id(model: str, role: str = "model") -> str:
     return f"path/to/your/{role}-model" if local else model
 
 
-def _layer(spec: RunSpec, exit_layer: int | None) -> int:
-    layer = spec.drafter.options.exit_layer or exit_layer
-    if layer is None:
-        raise PlaygroundError(
-            "Exporting early exit needs the exit layer: pass the resolved layer "
-            "(a quarter of the target's layers by default)."
-        )
-    return int(layer)
+def _options(spec: RunSpec, exit_layer: int | None) -> object:
+    """The run's options, an early-exit layer they leave to the target (None) resolved to `exit_layer`."""
+    options = spec.drafter.options
+    if exit_layer is not None and getattr(options, "exit_layer", 0) is None:
+        return replace(options, exit_layer=exit_layer)
+    return options
 
 
 def _dtype(precision: Precision | None) -> str:
@@ -86,20 +83,54 @@ def _draft_lines(spec: RunSpec, draft_id: str, schedule: str) -> list[str]:
 
 def hf_generate_code(spec: RunSpec, exit_layer: int | None = None) -> str:
     """A runnable transformers snippet: speculative (assisted) generation with this run's models,
-    drafter, k, precisions and sampling. exit_layer: the resolved early-exit layer, needed when the
-    run's drafter is early exit and its options.exit_layer is None (the default layer)."""
+    drafter, k, precisions and sampling, as the registry's one builder says (decoding.hf_generate). exit_layer: the
+    resolved early-exit layer, needed when the run's drafter is early exit and its options.exit_layer is None (the
+    default layer)."""
     strategy = decoding.strategy(spec.drafter.kind)
-    drafting, speculative = HF_TEMPLATES.get(strategy.hf.adapter, _hf_plain)(spec, exit_layer)
+    run = decoding.hf_generate(spec.drafter.kind, _options(spec, exit_layer), spec.decode.k)
+    speculative = "".join(f"{name}={_argument(value)}, " for name, value in run.arguments.items())
     return (
         "\n".join(
             _hf_setup(spec, strategy)
             + _hf_notes(spec, strategy)
-            + drafting
+            + _hf_drafting(spec, run)
             + _hf_prompt(spec)
             + _hf_generate(spec, speculative)
         )
         + "\n"
     )
+
+
+# The snippet's variables for the objects transformers' arguments name (the draft and its tokenizer: _hf_drafting's)
+VARIABLES = {
+    decoding.HFObject.DRAFT: "assistant",
+    decoding.HFObject.TARGET: "model",
+    decoding.HFObject.TOKENIZER: "tok",
+    decoding.HFObject.DRAFT_TOKENIZER: "assistant_tok",
+}
+
+
+def _argument(value: object) -> str:
+    """A generate() argument as code: an object's variable, or a number of the spec (repr: a literal)."""
+    return VARIABLES[value] if isinstance(value, decoding.HFObject) else repr(value)
+
+
+def _hf_drafting(spec: RunSpec, run: decoding.HFGenerate) -> list[str]:
+    """The lines that set up the drafting: the draft (and its own tokenizer) loaded, k and the schedule on the
+    drafting model's generation_config, the code that readies generate()."""
+    lines = list(run.setup)
+    if run.drafts is decoding.HFObject.DRAFT:
+        lines += _draft_lines(spec, hub_id(spec.pair.draft, "draft"), _schedule(spec))
+    elif run.drafts is not None:  # the target drafts with its own first layers
+        model = VARIABLES[run.drafts]
+        lines += [
+            f"{model}.generation_config.num_assistant_tokens = {spec.decode.k}",
+            f"{model}.generation_config.num_assistant_tokens_schedule = {_schedule(spec)!r}",
+        ]
+    if decoding.HFObject.DRAFT_TOKENIZER in run.arguments.values():
+        draft_id = hub_id(spec.pair.draft, "draft")
+        lines.append(f"assistant_tok = AutoTokenizer.from_pretrained({draft_id!r})  # its own tokenizer")
+    return lines
 
 
 def _schedule(spec: RunSpec) -> str:
@@ -150,72 +181,6 @@ def _note(spec: RunSpec, peer: decoding.Peer, tool: str) -> list[str]:
         else ""
     )
     return ["# " + line for line in note.format(tool=tool).splitlines()]
-
-
-def _hf_assistant(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    return _draft_lines(spec, hub_id(spec.pair.draft, "draft"), _schedule(spec)), "assistant_model=assistant, "
-
-
-def _hf_universal(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    """transformers' universal assisted decoding (>= 4.46): the draft with its own tokenizer."""
-    lines = _draft_lines(spec, hub_id(spec.pair.draft, "draft"), _schedule(spec))
-    lines.append(
-        f"assistant_tok = AutoTokenizer.from_pretrained({hub_id(spec.pair.draft, 'draft')!r})  # its own tokenizer"
-    )
-    return lines, "assistant_model=assistant, tokenizer=tok, assistant_tokenizer=assistant_tok, "
-
-
-def _hf_prompt_lookup(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    return [], f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size={spec.drafter.options.max_ngram}, "
-
-
-def _hf_early_exit(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    lines = [
-        "# Early exit works best with models trained for it (LayerSkip, e.g. facebook/layerskip-llama3.2-1B).",
-        f"model.generation_config.num_assistant_tokens = {spec.decode.k}",
-        f"model.generation_config.num_assistant_tokens_schedule = {_schedule(spec)!r}",
-    ]
-    return lines, f"assistant_early_exit={_layer(spec, exit_layer)}, "
-
-
-def _hf_nearest_prompt_lookup(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    """Prompt lookup as the nearest transformers has (suffix decoding: n-grams of the prompt and the output), at our
-    prompt lookup's default n-gram size (the strategy's note says what differs)."""
-    return [], f"prompt_lookup_num_tokens={spec.decode.k}, max_matching_ngram_size=3, "
-
-
-def _hf_plain(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    """The target alone's generate: no drafting."""
-    return [], ""
-
-
-def _hf_lookahead(spec: RunSpec, exit_layer: int | None) -> tuple[list[str], str]:
-    """The reference implementation, hao-ai-lab/LookaheadDecoding (`pip install lade`), patches generate()."""
-    d = spec.drafter.options
-    pool = ", POOL_FROM_PROMPT=True" if d.lookahead_prompt_pool else ""
-    return [
-        "# Lookahead decoding's reference implementation (Fu et al. 2024): github.com/hao-ai-lab/LookaheadDecoding,",
-        "# `pip install lade`. It patches transformers' generate() and supports the transformers versions it pins:",
-        "# run it in an environment of its own. LEVEL is N, WINDOW_SIZE is W, GUESS_SET_SIZE is G.",
-        "import os",
-        'os.environ["USE_LADE"] = "1"',
-        "import lade",
-        "lade.augment_all()",
-        f"lade.config_lade(LEVEL={d.lookahead_ngram}, WINDOW_SIZE={d.lookahead_window}, "
-        f"GUESS_SET_SIZE={d.lookahead_guesses}, DEBUG=0{pool})",
-    ], ""
-
-
-# transformers' adapters (decoding.Peer.adapter, a strategy's Strategy.hf) -> (the lines that set up the drafting,
-# the generate arguments that turn it on); any other ("target alone", "none"): the target alone's generate
-HF_TEMPLATES: dict[str, Callable[[RunSpec, int | None], tuple[list[str], str]]] = {
-    "assisted": _hf_assistant,
-    "universal": _hf_universal,
-    "prompt lookup": _hf_prompt_lookup,
-    "nearest prompt lookup": _hf_nearest_prompt_lookup,
-    "early exit": _hf_early_exit,
-    "lookahead": _hf_lookahead,
-}
 
 
 def _hf_prompt(spec: RunSpec) -> list[str]:

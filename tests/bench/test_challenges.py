@@ -176,6 +176,8 @@ def test_the_challenges_and_vllm_read_the_defaults_instead_of_copying_them():
     lookup = decoding.strategy(decoding.benched("vllm", "ngram"))
     ngram = VLLMRequest(target="t", method="ngram").speculative_config()  # the registry's builder, at the defaults
     assert ngram["prompt_lookup_max"] == lookup.options().max_ngram
-    from playground.bench.hf import HF_PROMPT_LOOKUP, HFConfig
+    from playground.bench.hf import configs_for
+    from playground.run.spec import DrafterSpec
 
-    assert HFConfig(HF_PROMPT_LOOKUP).max_ngram == lookup.options().max_ngram  # HF's peer of it, too
+    (hf,) = configs_for(DrafterSpec(lookup.kind), DecodeConfig())  # HF's peer of it, too
+    assert dict(hf.arguments)["max_matching_ngram_size"] == lookup.options().max_ngram

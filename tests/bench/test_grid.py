@@ -137,11 +137,8 @@ def test_hf_peer_restores_the_drafts_generation_config(tiny_models, pair):
         for name, value in before.items():
             setattr(config, name, value)
         # the heuristic schedule writes its final num_assistant_tokens back into the draft's config
-        for c in (
-            hf.HFConfig(hf.HF_SAME_DRAFT, 2, "heuristic"),
-            hf.HFConfig(hf.HF_DEFAULTS),
-            hf.HFConfig(hf.HF_SAME_DRAFT, 3),
-        ):
+        heuristic, defaults = hf.configs_for(spec.drafter, DecodeConfig(k=2, policy=KPolicy.HEURISTIC))
+        for c in (heuristic, defaults, hf.configs_for(spec.drafter, DecodeConfig(k=3, policy=KPolicy.FIXED))[0]):
             tokens, seconds = hf.generate(loaded, c, spec.prompt, spec.decode)
             assert len(tokens) == 8 and seconds > 0
             assert {name: getattr(config, name) for name in before} == before
@@ -163,7 +160,7 @@ def test_hf_assisted_runs_with_the_same_draft_object(pair):
 
     loaded.draft.forward = spy
     try:
-        hf.generate(loaded, hf.HFConfig(hf.HF_SAME_DRAFT, 3), spec.prompt, spec.decode)
+        hf.generate(loaded, hf.configs_for(spec.drafter, spec.decode)[0], spec.prompt, spec.decode)  # the same draft
     finally:
         del loaded.draft.forward
     assert seen

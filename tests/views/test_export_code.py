@@ -12,7 +12,9 @@ import types
 
 import pytest
 
+from playground import decoding
 from playground.core.errors import PlaygroundError
+from playground.decoding.strategies import prompt_lookup
 from playground.core.config import DecodeConfig, DrafterKind, KPolicy
 from playground.run.spec import DrafterSpec, PairSpec, RunSpec, options_of
 from playground.views.export_code import hf_generate_code, hub_id, vllm_code, vllm_config, vllm_serve_command
@@ -64,6 +66,9 @@ class Recorder:
         self.llm: dict = {}
         self.params: dict = {}
         self.asked: list[str] = []
+        self.models: dict[str, FakeModel] = {}  # model id -> the model last loaded from it
+        self.tokenizers: dict[str, FakeTokenizer] = {}
+        self.generating: FakeModel | None = None  # the model whose generate() ran
 
 
 class FakeInputs(dict):
@@ -100,7 +105,7 @@ class FakeModel:
 
     def generate(self, **kw):
         kw.pop("input_ids", None)
-        self.rec.generate = kw
+        self.rec.generate, self.rec.generating = kw, self
         return FakeOutput()
 
 
@@ -129,10 +134,15 @@ def fake_modules(rec: Recorder) -> dict[str, types.ModuleType]:
 
     def load_model(model_id, dtype=None):
         rec.loaded[model_id] = dtype
-        return FakeModel(rec)
+        rec.models[model_id] = FakeModel(rec)
+        return rec.models[model_id]
+
+    def load_tokenizer(model_id):
+        rec.tokenizers[model_id] = FakeTokenizer(rec)
+        return rec.tokenizers[model_id]
 
     transformers.AutoModelForCausalLM = types.SimpleNamespace(from_pretrained=load_model)
-    transformers.AutoTokenizer = types.SimpleNamespace(from_pretrained=lambda model_id: FakeTokenizer(rec))
+    transformers.AutoTokenizer = types.SimpleNamespace(from_pretrained=load_tokenizer)
 
     vllm = types.ModuleType("vllm")
 
@@ -562,6 +572,12 @@ def test_a_suffix_run_exports_prompt_lookup_to_transformers_and_says_why(execute
     assert execute(code).generate["prompt_lookup_num_tokens"] == 6
 
 
+def test_suffixs_nearest_prompt_lookup_reads_prompt_lookups_own_default(execute, monkeypatch):
+    """Its n-gram size is prompt lookup's Options' default, not a copy of it (issue 56)."""
+    monkeypatch.setattr(prompt_lookup, "Options", lambda: types.SimpleNamespace(max_ngram=5))
+    assert execute(hf_generate_code(draftfree(DrafterKind.SUFFIX))).generate["max_matching_ngram_size"] == 5
+
+
 def test_a_lookahead_run_exports_the_reference_implementation_with_w_n_g(execute, monkeypatch):
     calls = {}
     lade = types.ModuleType("lade")
@@ -584,3 +600,35 @@ def test_a_lookahead_run_exports_the_reference_implementation_with_w_n_g(execute
     assert imported(code) <= ALLOWED_IMPORTS | {"lade", "os"} and "hao-ai-lab/LookaheadDecoding" in code
     vllm = vllm_code(spec)
     assert ast.parse(vllm).body == [] and "vLLM has no lookahead decoding" in vllm
+
+
+# ---------------------------------------------------------------- the registry's transformers peer, written out
+
+PLAIN = {"max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "repetition_penalty"}  # every run's
+
+
+@pytest.mark.parametrize("kind", list(decoding.REGISTRY))
+def test_the_hf_snippet_runs_what_the_registry_builds_for_each_strategy(execute, monkeypatch, kind):
+    """Each strategy's transformers peer (decoding.hf_generate, which the bench's HF peer runs too) is what its
+    exported snippet does: the same generate() arguments (a model or tokenizer: the one the snippet loaded), k and
+    the schedule on the drafting model's generation_config and on no other, its setup code."""
+    monkeypatch.setitem(sys.modules, "lade", types.SimpleNamespace(augment_all=lambda: None, config_lade=dict))
+    options = options_of(kind, dict(exit_layer=5, max_ngram=2, lookahead_window=4, suffix_depth=9))
+    spec = RunSpec(PairSpec("pair", TARGET, DRAFT), DrafterSpec(kind, options), DecodeConfig(k=6), "Hello")
+    built = decoding.hf_generate(kind, options, 6)
+    code = hf_generate_code(spec)
+    rec = execute(code)
+    objects = {
+        decoding.HFObject.DRAFT: rec.models.get(DRAFT),
+        decoding.HFObject.TARGET: rec.models[TARGET],
+        decoding.HFObject.TOKENIZER: rec.tokenizers[TARGET],
+        decoding.HFObject.DRAFT_TOKENIZER: rec.tokenizers.get(DRAFT),
+    }
+    sent = {name: value for name, value in rec.generate.items() if name not in PLAIN}
+    assert sent == {n: objects[v] if isinstance(v, decoding.HFObject) else v for n, v in built.arguments.items()}
+    assert rec.generating is rec.models[TARGET]
+    for model_id, model in rec.models.items():
+        drafting = built.drafts is not None and model is objects[built.drafts]
+        assert getattr(model.generation_config, "num_assistant_tokens", None) == (6 if drafting else None), model_id
+    assert set(rec.models) == ({TARGET, DRAFT} if built.drafts is decoding.HFObject.DRAFT else {TARGET})
+    assert all(line in code.splitlines() for line in built.setup)

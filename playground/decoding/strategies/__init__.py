@@ -9,7 +9,8 @@ options accordion under that note). build(options, pair, context) -> the Drafter
 STRATEGY: the capabilities, the command line's short name and positional option (Strategy.short, .positional; every
 Options field is an option there by its own name too), an optional session-state factory (Strategy.session),
 summary rows (Strategy.summary), and its peers (Strategy.hf, .vllm: which of transformers' or vLLM's adapters runs
-it, or "none", with the note the export shows; views/export_code.py and bench/ hold the adapters, by name).
+it, or "none", with the note the export shows, and as data what each runs: options.Peer, read by the registry's
+builders hf_generate and speculative_config; the export, the bench and vllm/ name no adapter).
 tests/test_new_strategy.py adds a small one ("repeat the last n-gram") from outside the package.
 
 Why not in the drafter modules (model.py, suffix.py, ...): those import torch, and the registry, the spec and the

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.core.config import DrafterKind, Precision
-from playground.decoding.options import NONE, Context, Peer, Strategy, precision_of
+from playground.decoding.options import NONE, Context, HFObject, Peer, Strategy, precision_of
 
 if TYPE_CHECKING:
     from playground.core.draft import Drafter
@@ -46,6 +46,6 @@ STRATEGY = Strategy(
     pair_draft=True,
     options=Options,
     positional="precision",
-    hf=Peer("universal", bench=True),  # transformers' universal assisted decoding
+    hf=Peer("universal", bench=True, drafts=HFObject.DRAFT),  # transformers' universal assisted decoding
     vllm=Peer(NONE, NO_VLLM),
 )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.core.config import DrafterKind, Precision
-from playground.decoding.options import Context, Peer, Strategy, Widget, precision_of, typed
+from playground.decoding.options import Context, HFObject, Peer, Strategy, Widget, precision_of, typed
 from playground.core.errors import PlaygroundError, shown
 from playground.core.numbers import is_int
 
@@ -80,6 +80,6 @@ STRATEGY = Strategy(
     widgets=WIDGETS,
     names=NAMES,
     positional="precision",
-    hf=Peer("assisted", bench=True),
+    hf=Peer("assisted", bench=True, drafts=HFObject.DRAFT),  # transformers' assisted generation
     vllm=Peer("draft_model", bench=True),
 )

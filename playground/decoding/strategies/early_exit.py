@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.core.config import DrafterKind
-from playground.decoding.options import NONE, Context, Peer, Strategy, Widget, typed
+from playground.decoding.options import NONE, Context, HFObject, Peer, Strategy, Widget, typed
 from playground.core.errors import PlaygroundError, shown
 from playground.core.numbers import is_int
 
@@ -21,6 +21,8 @@ NO_VLLM = (  # the vLLM export's whole snippet, as comments
     "vLLM has no early-exit (layer-skip) self-speculation for ordinary models.\n"
     "Use the draft model or prompt lookup drafter with vLLM, or HF's assistant_early_exit."
 )
+# the transformers export's note
+LAYERSKIP = "Early exit works best with models trained for it (LayerSkip, e.g. facebook/layerskip-llama3.2-1B)."
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,17 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     return EarlyExitDrafter(pair.target, o.exit_layer, run.confidence)
 
 
+def hf_arguments(o: Options) -> dict:
+    """transformers' generate() argument: the layer, which the target must be loaded (or its config read) to resolve
+    when the options leave it to the target (None: views/export_code.py's exit_layer, the Export tab's)."""
+    if o.exit_layer is None:
+        raise PlaygroundError(
+            "Exporting early exit needs the exit layer: pass the resolved layer "
+            "(a quarter of the target's layers by default)."
+        )
+    return {"assistant_early_exit": o.exit_layer}
+
+
 STRATEGY = Strategy(
     DrafterKind.EARLY_EXIT,
     build,
@@ -58,6 +71,6 @@ STRATEGY = Strategy(
     options=Options,
     widgets=WIDGETS,
     positional="exit_layer",  # "early exit:7"
-    hf=Peer("early exit"),  # transformers' assistant_early_exit
+    hf=Peer("early exit", LAYERSKIP, drafts=HFObject.TARGET, config=hf_arguments),  # transformers' assistant_early_exit
     vllm=Peer(NONE, NO_VLLM),
 )

@@ -47,6 +47,12 @@ NO_VLLM = (  # the vLLM export's whole snippet, as comments
     "(LookaheadDecodingConfig(max_window_size=W, max_ngram_size=N, max_verification_set_size=G))."
 )
 
+LADE = (  # the transformers export's note: lade's setup follows
+    "Lookahead decoding's reference implementation (Fu et al. 2024): github.com/hao-ai-lab/LookaheadDecoding,\n"
+    "`pip install lade`. It patches transformers' generate() and supports the transformers versions it pins:\n"
+    "run it in an environment of its own. LEVEL is N, WINDOW_SIZE is W, GUESS_SET_SIZE is G."
+)
+
 
 def width(w: int, n: int, g: int) -> int:
     """Tokens a full lookahead pass scores beyond the sequence: the window, (W - 1) + (N - 2) W, and at most G
@@ -87,6 +93,19 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     )
 
 
+def lade(o: Options) -> tuple[str, ...]:
+    """The transformers export's setup: lade patches generate() (its numbers: the validated options)."""
+    pool = ", POOL_FROM_PROMPT=True" if o.lookahead_prompt_pool else ""
+    return (
+        "import os",
+        'os.environ["USE_LADE"] = "1"',
+        "import lade",
+        "lade.augment_all()",
+        f"lade.config_lade(LEVEL={o.lookahead_ngram}, WINDOW_SIZE={o.lookahead_window}, "
+        f"GUESS_SET_SIZE={o.lookahead_guesses}, DEBUG=0{pool})",
+    )
+
+
 STRATEGY = Strategy(
     DrafterKind.LOOKAHEAD,
     build,
@@ -96,6 +115,6 @@ STRATEGY = Strategy(
     about=ABOUT,
     short="lookahead",
     names=NAMES,
-    hf=Peer("lookahead"),  # the reference implementation, lade, on transformers
+    hf=Peer("lookahead", LADE, setup=lade),  # the reference implementation, lade, on transformers
     vllm=Peer(NONE, NO_VLLM),
 )

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from playground.models import LoadedPair
 
 MAX_NGRAM, NGRAM = (1, 8), 3  # the longest n-gram matched: its range, its default
+K_ARGUMENT = "prompt_lookup_num_tokens"  # transformers' generate() argument that takes k (suffix's peer's too)
 # the page's control, staged drafting's too (its lookup's)
 WIDGETS = (
     Widget(
@@ -50,6 +51,6 @@ STRATEGY = Strategy(
     ran="draft: prompt lookup (no model)",
     options=Options,
     widgets=WIDGETS,
-    hf=Peer("prompt lookup", bench=True),
+    hf=Peer("prompt lookup", bench=True, k=K_ARGUMENT, config=lambda o: {"max_matching_ngram_size": o.max_ngram}),
     vllm=Peer("ngram", bench=True, config=lambda o: {"prompt_lookup_max": o.max_ngram, "prompt_lookup_min": 1}),
 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from playground.core.config import DrafterKind, Precision
-from playground.decoding.options import Context, Peer, Strategy, precision_of, typed, whole
+from playground.decoding.options import Context, HFObject, Peer, Strategy, precision_of, typed, whole
 from playground.decoding.strategies import prompt_lookup
 from playground.core.numbers import fmt
 
@@ -67,7 +67,7 @@ STRATEGY = Strategy(
     widgets=prompt_lookup.WIDGETS,  # prompt lookup's n-gram size: the page's one control serves both
     short="staged",  # its own name has a colon
     positional="precision",
-    hf=Peer("assisted", ALONE),
+    hf=Peer("assisted", ALONE, drafts=HFObject.DRAFT),
     vllm=Peer("draft_model", ALONE, bench=True),
     summary=summary,
 )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from playground.core.config import DrafterKind
 from playground.decoding.options import Context, Peer, Strategy, Widget, flag, real, typed, whole
+from playground.decoding.strategies import prompt_lookup
 
 if TYPE_CHECKING:
     from playground.core.draft import Drafter
@@ -87,6 +88,11 @@ def build(o: Options, pair: LoadedPair, run: Context) -> Drafter:
     return SuffixDrafter(o.suffix_depth, o.suffix_factor, o.suffix_min_prob, run.tree, memory, pair.target)
 
 
+def nearest_lookup(d: Options) -> dict:
+    """transformers' prompt lookup, the nearest it has, at our prompt lookup's own default n-gram size."""
+    return {"max_matching_ngram_size": prompt_lookup.Options().max_ngram}
+
+
 def vllm_config(d: Options) -> dict:
     """What suffix decoding's options set in vLLM's speculative_config (Arctic Inference's names)."""
     return {
@@ -108,7 +114,7 @@ STRATEGY = Strategy(
     about=ABOUT,
     short="suffix",
     names=NAMES,
-    hf=Peer("nearest prompt lookup", NEAREST),
+    hf=Peer("nearest prompt lookup", NEAREST, k=prompt_lookup.K_ARGUMENT, config=nearest_lookup),
     vllm=Peer(
         "suffix", config=vllm_config, requires=("arctic_inference",)
     ),  # vLLM >= 0.11: Snowflake's Arctic Inference

@@ -121,12 +121,17 @@ def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, progress
             done = run_worker(request, ids)
             return {key: [r.wall_s for r in done.results if r.id == key] for key in ids}
 
-    rows = ttft.run_ttft(runner, pair, sorted(set(args.ttft)), args.ttft_reps, vllm=vllm, progress=progress)
+    lengths, ab = sorted(set(args.ttft)), args.ttft_draft_ab
+    rows = ttft.run_ttft(runner, pair, lengths, args.ttft_reps, vllm=vllm, progress=progress, draft_ab=ab)
     env = environment()
     print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
     print(ttft.markdown(rows))
     if args.json:
-        doc = {"environment": env, "args": vars(args), "ttft": [asdict(r) | {"median_s": r.median_s} for r in rows]}
+        doc = {
+            "environment": env,
+            "args": vars(args),
+            "ttft": [asdict(r) | {"median_s": r.median_s, "draft_share": r.draft_share} for r in rows],
+        }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(json_safe(doc), indent=1))
         print(f"\nwrote {args.json}")

@@ -15,7 +15,7 @@ from tests.helpers import load_pair, profile, run_all
 from playground import models
 from playground.models import tiny
 from playground.trace import sametext
-from playground.kernels import model as kernel_model
+from playground.kernels import model as kernel_model, wide
 from playground.engine.batch import decode_batch
 from playground.run.runner import encode_prompt, new_tokens
 from playground.core.config import DecodeConfig, DrafterKind, KPolicy
@@ -88,7 +88,7 @@ def test_greedy_output_is_exactly_the_targets_with_the_invariant_kernels(runner,
 @pytest.mark.parametrize("decode", [dict(k=6, policy=KPolicy.CONFIDENCE), dict(tree="dynamic:6")])
 def test_greedy_output_with_a_quantised_draft_is_exactly_the_targets(runner, bf16_spec, precision, decode):
     """The draft's precision changes which tokens it proposes, never what the bf16 target keeps; nor does its long
-    prompt's pass on torch's matmul."""
+    prompt's pass on torch's matmul (from 128 rows here, on every CPU)."""
     for prompt in [*PROMPTS, LONG]:
         plain = bf16_spec(prompt, **decode)
         spec = RunSpec(
@@ -96,7 +96,8 @@ def test_greedy_output_with_a_quantised_draft_is_exactly_the_targets(runner, bf1
         )
         loaded = load_pair(runner, spec)
         assert loaded.draft.model.layers[0]._bi.qkv.precision == precision  # the kernels' quantised draft
-        rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
+        with wide.threshold(128):
+            rounds, base = run_all(runner, spec), run_all(runner, spec.baseline())
         verdict = sametext.compare_outputs(rounds, base, "bf16", exact=True)
         assert verdict["equal"], (prompt, verdict)
         assert new_tokens(base) == hf_greedy(loaded, prompt, len(new_tokens(base)))

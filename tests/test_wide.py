@@ -21,7 +21,16 @@ from tests.kernel_support import kernel_variant, require_kernels  # noqa: F401 (
 require_kernels()
 pytestmark = pytest.mark.usefixtures("kernel_variant")
 
-LONG = WIDE = wide.WIDE_ROWS
+WIDE, DEFAULT = 128, wide.WIDE_ROWS  # the tests' threshold on every CPU; the default, the CPU's
+LONG = WIDE + 60
+
+
+@pytest.fixture(autouse=True)
+def threshold():
+    with wide.threshold(WIDE):
+        yield
+
+
 QUANTISE = {"int8": kernel_model.quantize_int8, "int4": kernel_model.quantize_int4, "bf16": kernel_model.make_invariant}
 
 
@@ -65,7 +74,7 @@ def test_a_long_prompts_pass_is_deterministic_and_agrees_with_the_kernels(precis
     """The same prompt, fresh caches: the same logits bit for bit every time; against the kernels' pass, the same
     top-1 token at nearly every position (int8: bitwise the same); the next one-token steps, on the kernels again, read
     the keys and values the wide pass wrote (the same top-1 as the kernels' cache gives)."""
-    model, ids = _draft(precision), _prompt(LONG + 60)
+    model, ids = _draft(precision), _prompt(LONG)
     keep = ids.shape[1]
     runs = [LeanForward(model, wide=True) for _ in range(2)]
     first, again = (lean(ids, keep=keep) for lean in runs)
@@ -92,9 +101,9 @@ def test_few_row_passes_and_the_target_keep_the_kernels():
     """Chains' and trees' passes (up to MAX_TREE_NODES + 1 rows) stay under the threshold; a wide-enabled cache's pass
     of fewer rows is the kernels' own bitwise; wide.threshold(None) puts a long pass back too; the target's cache
     never goes wide."""
-    assert WIDE > max(K_MAX, MAX_TREE_NODES) + 1
+    assert min(WIDE, DEFAULT) > max(K_MAX, MAX_TREE_NODES) + 1
     model = _draft("int4")
-    for n, limit in ((WIDE - 1, WIDE), (LONG + 60, None)):
+    for n, limit in ((WIDE - 1, WIDE), (LONG, None)):
         ids = _prompt(n)
         with wide.threshold(limit):
             lean = LeanForward(model, wide=True)
@@ -102,14 +111,14 @@ def test_few_row_passes_and_the_target_keep_the_kernels():
     assert wide.WIDE_ROWS == WIDE  # the block's setting undone
     target = target_cache(model, 400)
     assert isinstance(target, LeanForward) and not target.wide
-    target(_prompt(LONG + 10))
+    target(_prompt(LONG))
     assert target.wide_passes == 0
 
 
 @torch.inference_mode()
 def test_an_int4_drafter_proposes_the_same_draft_for_the_same_long_prompt():
     """One process, one prompt: the drafter's prefill runs wide, and its draft is the same every time."""
-    drafter, ids = ModelDrafter(_draft("int4")), _prompt(LONG + 100, seed=2)
+    drafter, ids = ModelDrafter(_draft("int4")), _prompt(LONG + 40, seed=2)
     greedy = SamplingParams(temperature=0.0)
     drafts = []
     for _ in range(3):
@@ -128,7 +137,7 @@ def test_greedy_output_after_a_wide_draft_prefill_is_exactly_the_targets(precisi
     target = base.to(torch.bfloat16).eval()
     assert kernel_model.make_invariant(target)
     QUANTISE[precision](draft.to(torch.bfloat16).eval())  # the target with a noisy head: agrees often, not always
-    ids = _prompt(LONG + 40, seed=4)
+    ids = _prompt(LONG, seed=4)
     drafter = ModelDrafter(draft)
     decoder = SpeculativeDecoder(target, drafter, ids, DecodeConfig(k=4, max_new_tokens=30, temperature=0.0), set())
     rounds = list(decoder)

@@ -21,12 +21,14 @@ import torch
 
 from playground.core.config import K_MAX
 from playground.core.treeshape import MAX_TREE_NODES
-from playground.kernels.ops import CHUNK_I4, Proj, attention, library, rms_norm
+from playground.kernels.ops import CHUNK_I4, Proj, attention, cpu_flags, library, rms_norm
 
-# From this many rows a draft's pass runs here. Above every few-row pass (a chain's k + 1 <= K_MAX + 1, a token tree's
-# MAX_TREE_NODES + 1), which keep the kernels as they are; and where the dequantisation (about a few one-token steps'
-# worth of weight traffic) is paid back by the faster matmul several times over.
-WIDE_ROWS: int | None = 128
+# From this many rows a draft's pass runs here: above every few-row pass (a chain's k + 1 <= K_MAX + 1, a token tree's
+# MAX_TREE_NODES + 1), which keep the kernels as they are; and where the dequantisation (a few passes over the layer's
+# weights, whatever the rows) is paid back. Where oneDNN has AMX tiles the kernels' int4 linear takes several times its
+# time per row and the break-even is near 100 rows; with AVX512-BF16 alone (Zen 4) the gap per row is smaller and the
+# break-even several hundred rows (estimates from issue 53's table; scripts/draft_prefill.py --prompt N measures it).
+WIDE_ROWS: int | None = 128 if "amx_bf16" in cpu_flags() else 512
 assert WIDE_ROWS > max(K_MAX, MAX_TREE_NODES) + 1
 
 

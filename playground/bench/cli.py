@@ -152,12 +152,17 @@ def ttft_main(args: argparse.Namespace, runner: Runner, pair: PairSpec, peers: S
     if any(n < 8 for n in args.ttft) or args.ttft_reps < 1:
         raise PlaygroundError("--ttft takes prompt lengths of at least 8 tokens, --ttft-reps at least 1.")
     timers = {peer.name: peer.first_token(args, pair) for peer in peers}
-    rows = ttft.run_ttft(runner, pair, sorted(set(args.ttft)), args.ttft_reps, peers=timers, progress=progress)
+    lengths, ab = sorted(set(args.ttft)), args.ttft_draft_ab
+    rows = ttft.run_ttft(runner, pair, lengths, args.ttft_reps, peers=timers, progress=progress, draft_ab=ab)
     env = environment()
     print(f"\n{env['date']}  commit {env['commit']}  {env['device']}  torch {env['torch']}\n")
     print(ttft.markdown(rows))
     if args.json:
-        doc = {"environment": env, "args": vars(args), "ttft": [asdict(r) | {"median_s": r.median_s} for r in rows]}
+        doc = {
+            "environment": env,
+            "args": vars(args),
+            "ttft": [asdict(r) | {"median_s": r.median_s, "draft_share": r.draft_share} for r in rows],
+        }
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(json_safe(doc), indent=1))
         print(f"\nwrote {args.json}")

@@ -135,4 +135,12 @@ OPTIONS: tuple[tuple[str, dict], ...] = (
         ),
     ),
     ("--ttft-reps", dict(type=int, default=3, help="timings per engine and prompt length for --ttft (median)")),
+    (
+        "--ttft-draft-ab",
+        dict(
+            action="store_true",
+            help="with --ttft: also the speculative first round with the draft's long prompt pass on the kernels "
+            "(the old path, before kernels/wide.py), interleaved",
+        ),
+    ),
 )

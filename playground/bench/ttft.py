@@ -6,7 +6,10 @@ through the target's chat template), greedy, one new token:
 
 - "ours, target alone": the Runner's first round of the target alone (the prompt pass and its token).
 - "ours, speculative": the default configuration's first round: the draft's prompt pass, its draft, and the
-  target's pass over the prompt and the draft (the first round's tokens arrive together).
+  target's pass over the prompt and the draft (the first round's tokens arrive together). Its cell also gives the
+  draft's part of the round (its prompt pass and proposal: the round's draft_s) and that part's share.
+- "ours, speculative, old draft prefill" (--ttft-draft-ab): the same round with the draft's long prompt pass on the
+  kernels, as before kernels/wide.py (`wide.threshold(None)`), interleaved with the others.
 - "hf generate (same object)": `generate(max_new_tokens=1)` on the very same target object (its kernels).
 - "stock transformers": a fresh load of the same folder at the same precision with torch's kernels, then
   `generate(max_new_tokens=1)`.
@@ -29,6 +32,7 @@ import torch
 
 from playground import models
 from playground.engine import clock
+from playground.kernels import wide
 from playground.models import LoadedPair
 from playground.core.progress import Progress, quiet
 from playground.run.runner import Runner, Session, encode_prompt
@@ -37,14 +41,16 @@ from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
 REQUEST = "Summarise the following text in one sentence.\n\n"
-OURS, OURS_SPEC, HF_SAME, STOCK = (
+OURS, OURS_SPEC, OURS_OLD, HF_SAME, STOCK = (
     "ours, target alone",
     "ours, speculative",
+    "ours, speculative, old draft prefill",
     "hf generate (same object)",
     "stock transformers",
 )
 # A peer's timing: given {length: prompt token ids}, its seconds per length (its repeats)
 PeerTimer = Callable[[dict[str, list[int]]], dict[str, list[float]]]
+ENGINES = (OURS, OURS_SPEC, OURS_OLD, HF_SAME, STOCK)  # the table's order, the peers' rows after
 
 
 @dataclass
@@ -52,10 +58,18 @@ class TTFTRow:
     engine: str
     tokens: int  # the prompt's length in target tokens
     seconds: list[float] = field(default_factory=list)
+    draft_s: list[float] = field(default_factory=list)  # a speculative round's draft part, per timing
 
     @property
     def median_s(self) -> float:
         return statistics.median(self.seconds) if self.seconds else float("nan")
+
+    @property
+    def draft_share(self) -> float | None:
+        """The median of the draft's share of each timed round (None: not a speculative row)."""
+        if not self.draft_s:
+            return None
+        return statistics.median(d / s for d, s in zip(self.draft_s, self.seconds))
 
 
 def prompt_of(tokenizer, tokens: int) -> tuple[str, list[int]]:
@@ -75,11 +89,16 @@ def prompt_of(tokenizer, tokens: int) -> tuple[str, list[int]]:
     return prompt, encode_prompt(tokenizer, prompt)[0].tolist()
 
 
-def _first_round(session: Session, spec: RunSpec) -> float:
-    decoder = session.decoder(spec)  # warm (the session warmed this spec's target and drafter), outside the timing
-    start = clock(session.pair.target.device)
-    decoder.step()
-    return clock(session.pair.target.device) - start
+def _first_round(session: Session, spec: RunSpec, row: TTFTRow, old_draft: bool = False) -> None:
+    """Time one first round into row (seconds, and the draft's part where it drafts). old_draft: the draft's long
+    prompt pass on the kernels (wide.threshold(None)), as before kernels/wide.py."""
+    with wide.threshold(None if old_draft else wide.WIDE_ROWS):
+        decoder = session.decoder(spec)  # warm (the session warmed this spec's target and drafter), outside the timing
+        start = clock(session.pair.target.device)
+        record = decoder.step()
+        row.seconds.append(clock(session.pair.target.device) - start)
+    if record.k:
+        row.draft_s.append(record.draft_s)
 
 
 @torch.inference_mode()
@@ -88,6 +107,11 @@ def _generate_one(model: torch.nn.Module, ids: list[int]) -> float:
     start = clock(model.device)
     model.generate(feed, attention_mask=torch.ones_like(feed), max_new_tokens=1, do_sample=False)
     return clock(model.device) - start
+
+
+def _same_object(pair: LoadedPair, pair_spec: PairSpec, ids: list[int]) -> float:
+    pair.use_kernels(pair_spec.invariant)
+    return _generate_one(pair.target, ids)
 
 
 def stock_model(pair_spec: PairSpec, pair: LoadedPair) -> torch.nn.Module:
@@ -110,8 +134,10 @@ def run_ttft(
     stock: bool = True,
     peers: Mapping[str, PeerTimer] | None = None,
     progress: Progress = quiet,
+    draft_ab: bool = False,
 ) -> list[TTFTRow]:
-    """The rows for each prompt length. peers: each peer's name -> its timing (vLLM's: "vllm", with --compare-vllm)."""
+    """The rows for each prompt length. peers: each peer's name -> its timing (vLLM's: "vllm", with --compare-vllm).
+    draft_ab: also the speculative round with the old draft prefill (OURS_OLD), interleaved."""
     peers = dict(peers or {})
     target_alone = DrafterSpec.target_alone()
     default = DrafterSpec()
@@ -126,17 +152,17 @@ def run_ttft(
             for name, drafter, k in ((OURS, target_alone, 1), (OURS_SPEC, default, 8))
         }
         other = stock_model(pair_spec, pair) if stock else None
-        rows = {
-            (e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (OURS, OURS_SPEC, HF_SAME, STOCK, *peers)
-        }
-        engines: list[tuple[str, Callable[[int], float]]] = [
-            (OURS, lambda n: _first_round(session, specs[OURS][n])),
-            (OURS_SPEC, lambda n: _first_round(session, specs[OURS_SPEC][n])),
-            (HF_SAME, lambda n: (pair.use_kernels(pair_spec.invariant), _generate_one(pair.target, prompts[n][1]))[1]),
+        rows = {(e, n): TTFTRow(e, len(prompts[n][1])) for n in lengths for e in (*ENGINES, *peers)}
+        engines: list[tuple[str, Callable[[TTFTRow, int], None]]] = [
+            (OURS, lambda row, n: _first_round(session, specs[OURS][n], row)),
+            (OURS_SPEC, lambda row, n: _first_round(session, specs[OURS_SPEC][n], row)),
+            (HF_SAME, lambda row, n: row.seconds.append(_same_object(pair, pair_spec, prompts[n][1]))),
         ]
+        if draft_ab:
+            engines.insert(2, (OURS_OLD, lambda row, n: _first_round(session, specs[OURS_SPEC][n], row, True)))
         if other is not None:
             _generate_one(other, prompts[lengths[0]][1][:16])  # its first-call costs, outside the timing
-            engines.append((STOCK, lambda n: _generate_one(other, prompts[n][1])))
+            engines.append((STOCK, lambda row, n: row.seconds.append(_generate_one(other, prompts[n][1]))))
         for rep in range(reps):
             if rep == reps // 2:  # each peer once, halfway: all its repeats in one engine
                 for peer, time_them in peers.items():
@@ -149,16 +175,18 @@ def run_ttft(
                     progress(
                         f"TTFT: {name}, {rows[(name, n)].tokens} prompt tokens, repeat {rep + 1} of {reps}", rep / reps
                     )
-                    rows[(name, n)].seconds.append(time_it(n))
+                    time_it(rows[(name, n)], n)
         engines.clear()  # the stock model's last reference: freed before the report
         other = None
     return [row for row in rows.values() if row.seconds]
 
 
 def markdown(rows: list[TTFTRow]) -> str:
-    """One line per engine, a column per prompt length: median seconds, and ours over each other engine."""
+    """One line per engine, a column per prompt length: median seconds, and ours over each other engine; a speculative
+    row's cell adds the draft's part of the round (median seconds) and its median share."""
     lengths = sorted({r.tokens for r in rows})
     by = {(r.engine, r.tokens): r.median_s for r in rows}
+    draft = {(r.engine, r.tokens): r for r in rows if r.draft_s}
     names = list(dict.fromkeys(r.engine for r in rows))  # ours, HF, stock, then the peers: run_ttft's order
     head = "| engine | " + " | ".join(f"{n} tokens" for n in lengths) + " |"
     lines = [head, "|" + "---|" * (len(lengths) + 1)]
@@ -168,7 +196,10 @@ def markdown(rows: list[TTFTRow]) -> str:
             s, ours = by.get((name, n)), by.get((OURS, n))
             if s is None:
                 cells.append("–")
-            elif name in (OURS, OURS_SPEC) or ours is None:
+            elif (name, n) in draft:
+                row = draft[(name, n)]
+                cells.append(f"{s:.2f} s (draft {statistics.median(row.draft_s):.2f} s, {row.draft_share:.0%})")
+            elif name in (OURS, OURS_SPEC, OURS_OLD) or ours is None:
                 cells.append(f"{s:.2f} s")
             else:
                 cells.append(f"{s:.2f} s ({s / ours:.2f}x ours)")

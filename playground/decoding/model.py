@@ -35,7 +35,8 @@ class ModelDrafter(Drafter):
         self._cache, self._lean = None, None
         if self.lean and lean_why_not(self.model) is None:  # asked each time: a run may switch the kernels
             if getattr(self, "_forward", None) is None:
-                self._forward = LeanForward(self.model)  # its buffers, kept across resets
+                self._forward = LeanForward(self.model, wide=True)  # its buffers, kept across resets; a long
+                # prompt's pass on torch's matmul (kernels/wide.py: a draft needs determinism, not batch invariance)
             self._lean = self._forward
             self._lean.reset()
         else:

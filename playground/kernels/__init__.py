@@ -19,6 +19,8 @@ stacked, the Linears keeping views of them).
   as "invariant"); `make_invariant(model, False)` puts torch's kernels back.
 - `model.quantize_int8(model)`: a bf16 draft's weights in int8, its layers fused the same way;
   `model.quantize_int4(model, group_size=32, head=True)`: in int4 (groups of 32 along K, a bf16 scale each).
+- `wide`: a draft's passes of many rows (a long prompt's prefill) on torch's matmul: deterministic, not
+  batch-invariant (a draft's tokens change only the speed); `step.LeanForward(model, wide=True)` takes it.
 
 One C source per instruction set, each built once into the cache with a C compiler and chosen at run time from the
 CPU's flags (`ops.VARIANTS`, forced by PLAYGROUND_KERNELS): avx512.c (AVX512-BF16 and -VNNI), avx2.c (AVX2 and FMA),

@@ -23,7 +23,7 @@ import types
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from playground.kernels import model as fused
+from playground.kernels import model as fused, wide as wide_pass
 from playground.kernels.ops import Proj, library, why_not as kernels_why_not
 
 _i64, _ptr, _f32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
@@ -139,9 +139,11 @@ def why_not(model: torch.nn.Module) -> str | None:
 
 class LeanForward:
     """One sequence's KV cache in buffers of its own and the lean forward over it. `length` positions are held;
-    `crop(n)` keeps the first n. Not thread-safe (one per drafter)."""
+    `crop(n)` keeps the first n. Not thread-safe (one per drafter). wide: a draft's, whose passes of at least
+    wide.WIDE_ROWS rows run on torch's matmul (kernels/wide.py: deterministic, not batch-invariant; never the target's);
+    `wide_passes` counts them."""
 
-    def __init__(self, model: torch.nn.Module, capacity: int = 512):
+    def __init__(self, model: torch.nn.Module, capacity: int = 512, wide: bool = False):
         why = why_not(model)
         if why:
             raise RuntimeError(why)
@@ -149,6 +151,7 @@ class LeanForward:
         layers = inner.layers
         f = layers[0]._bi
         self.model, self.length, self.vocab = model, 0, None
+        self.wide, self.wide_passes = wide, 0
         self._head = _head(model)
         self._layers = (_Layer * len(layers))()
         for c, l in zip(self._layers, layers):
@@ -218,6 +221,10 @@ class LeanForward:
         if self.length + S > self.capacity:
             self._grow(self.length + S)
         pos = self.length
+        if self.wide and wide_pass.rows() is not None and S >= wide_pass.rows():
+            self.wide_passes += 1
+            result = wide_pass.forward(self, tokens, n, logits)
+            return result if keep else result[0]
         hidden = torch.empty(n, self._model.hidden, dtype=torch.bfloat16)
         out = torch.empty(n, self._head.n, dtype=torch.bfloat16) if logits else None
         rc = library().bi_model_step(

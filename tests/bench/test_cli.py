@@ -304,6 +304,7 @@ def test_cli_ttft_times_the_first_token_of_every_engine_on_prompts_of_the_asked_
             "80",
             "--ttft-reps",
             "2",
+            "--ttft-draft-ab",
             "--json",
             str(out),
             "--quiet",
@@ -311,14 +312,19 @@ def test_cli_ttft_times_the_first_token_of_every_engine_on_prompts_of_the_asked_
     )
     assert rc == 0
     rows = json.loads(out.read_text())["ttft"]
-    engines = {"ours, target alone", "ours, speculative", "hf generate (same object)", "stock transformers"}
+    spec = {"ours, speculative", "ours, speculative, old draft prefill"}  # the second: --ttft-draft-ab's
+    engines = {"ours, target alone", "hf generate (same object)", "stock transformers", *spec}
     assert {r["engine"] for r in rows} == engines
+    for r in rows:  # a speculative round's draft part, per timing, and its share of the round
+        drafts = len(r["draft_s"]) == 2 and all(0 < d < s for d, s in zip(r["draft_s"], r["seconds"]))
+        assert drafts and 0 < r["draft_share"] < 1 if r["engine"] in spec else r["draft_share"] is None
     lengths = sorted({r["tokens"] for r in rows})
     assert len(lengths) == 2 and 70 < lengths[0] <= 80 and 150 < lengths[1] <= 160  # the prompts' real lengths
     assert all(len(r["seconds"]) == 2 and all(s > 0 for s in r["seconds"]) for r in rows)
     table = capsys.readouterr().out
     assert f"| engine | {lengths[0]} tokens | {lengths[1]} tokens |" in table
     assert "x ours)" in table.split("| hf generate (same object) |")[1].splitlines()[0]
+    assert "%)" in table.split("| ours, speculative |")[1].splitlines()[0]  # (draft 0.01 s, 12%)
 
 
 def test_cli_ttft_refuses_a_prompt_too_short_to_time(catalog, capsys):

@@ -6,9 +6,9 @@ holds (docs/memory.md). On the tiny pairs (built under a temporary folder), two 
 - session: a Run tab run of 256 tokens compared with the target alone (its trace, its download files) and a
   step-through of the draft model (24 rounds).
 
-Real size: the Python objects the session holds (tracemalloc: what building it allocated and kept, after the same
-session was built once to warm every cache up), its tensors (each storage once, found by walking it) and its
-download files. The count: what the ledger holds for the session after charge(), less the fixed SESSION_BYTES;
+Real size: what Python frees when the session is closed and its latest run dropped (tracemalloc runs while it is
+built, after the same session was built once to warm every cache up), its tensors (each storage once, found by
+walking it) and its download files. The count: what the ledger holds for the session after charge(), less the fixed SESSION_BYTES;
 its time: the median of 5 charges. Runs on any commit that has ui/budget.py (before and after issue 55).
 
     python scripts/budget_count.py
@@ -121,19 +121,25 @@ def measure(runner, scenario: str) -> dict:
     build(runner, scenario)  # warm: models, kernels, caches of every kind
     gc.collect()
     tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
     state = build(runner, scenario)
-    gc.collect()
-    python = tracemalloc.get_traced_memory()[0] - before
-    tracemalloc.stop()
-    files = state.downloads.nbytes()
-    real = python + tensor_bytes(state) + files
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
         state.ledger.charge(state)
         times.append(time.perf_counter() - t0)
     count = state.ledger.total() - budget.SESSION_BYTES
+    files = state.downloads.nbytes()
+    junk = [tuple(range(n)) for n in range(1, 20) for _ in range(2_100)]  # CPython's tuple free lists, filled
+    del junk
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    tensors = tensor_bytes(state)
+    state.close()  # what dropping everything the session keeps frees (tests/ui/test_budget_kept.py measures so)
+    state.run = None
+    gc.collect()
+    python = before - tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    real = python + tensors + files
     return dict(real=real, count=count, ms=1e3 * statistics.median(times), python=python, files=files)
 
 

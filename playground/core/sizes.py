@@ -17,23 +17,34 @@ SHARED = (bool, type(None))  # singletons: nobody's own bytes
 INLINE = 8
 
 
-def plain_bytes(value: Any) -> int:
-    """Bytes of a plain value and of everything in it (no object is expected twice: plain data is a tree)."""
+def plain_bytes(value: Any, seen: set[int] | None = None) -> int:
+    """Bytes of a plain value and of everything in it. Plain data is a tree but for its ints, which a value often
+    holds twice (a round's new tokens are its draft's): each int object is counted once (`seen`: their ids)."""
     kind = type(value)
     if kind is int:
-        return 0 if -5 <= value <= 256 else sys.getsizeof(value)  # CPython shares the small ints
+        if -5 <= value <= 256:
+            return 0  # CPython shares the small ints
+        seen = set() if seen is None else seen
+        if id(value) in seen:
+            return 0
+        seen.add(id(value))
+        return sys.getsizeof(value)
+    if kind is str and len(value) <= 1 and (not value or ord(value) < 256):
+        return 0  # CPython shares the empty string and the one-character latin-1 strings
     if kind in (float, str, bytes, complex) or kind in SHARED:
         return 0 if kind in SHARED else sys.getsizeof(value)
+    seen = set() if seen is None else seen
     if kind in (list, tuple, set, frozenset):
-        return sys.getsizeof(value) + sum(plain_bytes(item) for item in value)
+        return sys.getsizeof(value) + sum(plain_bytes(item, seen) for item in value)
     if isinstance(value, dict):  # an OrderedDict's getsizeof holds its links too
-        return sys.getsizeof(value) + sum(plain_bytes(k) + plain_bytes(v) for k, v in value.items())
+        return sys.getsizeof(value) + sum(plain_bytes(k, seen) + plain_bytes(v, seen) for k, v in value.items())
     own = getattr(value, "nbytes", None)
     if callable(own):
         return own()
     if is_dataclass(value):
         names = [f.name for f in fields(value)]
-        return sys.getsizeof(value) + INLINE * (len(names) + 3) + sum(plain_bytes(getattr(value, n)) for n in names)
+        parts = sum(plain_bytes(getattr(value, n), seen) for n in names)
+        return sys.getsizeof(value) + INLINE * (len(names) + 3) + parts
     return sys.getsizeof(value)
 
 

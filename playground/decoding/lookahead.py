@@ -26,6 +26,7 @@ The k policy does not apply: a draft is at most N - 1 tokens deep (fewer at the 
 from __future__ import annotations
 
 import random
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -47,18 +48,31 @@ INIT_SEED = 0  # the first level-0 guesses are prompt tokens picked with this se
 
 class Pool:
     """The n-gram pool: per first token, at most `size` continuations (N - 1 tokens), each with where it came
-    from and the round it was added; adding one again makes it the most recent."""
+    from and the round it was added; adding one again makes it the most recent. Its bytes are counted as it
+    changes (nbytes): the sessions' budget reads them without a walk."""
 
     def __init__(self, size: int):
         self.size = size
         self.grams: dict[int, OrderedDict[tuple[int, ...], tuple[str, int]]] = {}
+        self._bytes = 0  # its tables' and n-grams' bytes, kept up to date by add()
 
     def add(self, key: int, continuation: tuple[int, ...], source: str, round_: int) -> None:
-        grams = self.grams.setdefault(key, OrderedDict())
-        grams.pop(continuation, None)
+        grams, before = self.grams.get(key), 0
+        if grams is None:
+            table = sys.getsizeof(self.grams)
+            grams = self.grams[key] = OrderedDict()
+            # a sequence n-gram's key is the sequence's own int, counted with the n-gram that ends there
+            self._bytes += sys.getsizeof(self.grams) - table + (int_bytes(key) if source != SEQUENCE else 0)
+        else:
+            before = sys.getsizeof(grams)
+        if (old := grams.pop(continuation, None)) is not None:
+            self._bytes -= gram_bytes(continuation, *old)
         grams[continuation] = (source, round_)
+        self._bytes += gram_bytes(continuation, source, round_)
         if len(grams) > self.size:
-            grams.popitem(last=False)
+            gone, old = grams.popitem(last=False)
+            self._bytes -= gram_bytes(gone, *old)
+        self._bytes += sys.getsizeof(grams) - before  # its table and links (an OrderedDict's getsizeof has them)
 
     def get(self, key: int) -> list[tuple[tuple[int, ...], str, int]]:
         """The continuations of `key`, the least recently added first (lade's order)."""
@@ -68,8 +82,24 @@ class Pool:
         return sum(len(g) for g in self.grams.values())
 
     def nbytes(self) -> int:
-        """Bytes of its n-grams (at most `size` per first token: a short walk)."""
-        return plain_bytes(self.grams)
+        """Bytes of its n-grams and tables, as counted when they were added: no walk."""
+        return self._bytes + sys.getsizeof(self.grams)
+
+
+def int_bytes(token: int) -> int:
+    """An int's own bytes: 0 for CPython's shared small ints."""
+    return 0 if -5 <= token <= 256 else sys.getsizeof(token)
+
+
+def gram_bytes(continuation: tuple[int, ...], source: str, round_: int) -> int:
+    """An n-gram entry's own objects: its continuation, its (source, round) pair, the round and the continuation's
+    ints; the source is one of two shared strings. A sequence n-gram holds the sequence's own ints, which its
+    neighbours hold too: it owns only its last (the others are its predecessors')."""
+    tokens = continuation[-1:] if source == SEQUENCE else continuation
+    return sys.getsizeof(continuation) + sum(int_bytes(t) for t in tokens) + PAIR_BYTES + int_bytes(round_)
+
+
+PAIR_BYTES = sys.getsizeof(("", 0))
 
 
 def window_layout(levels: list[list[int]]) -> tuple[list[int], list[int], torch.Tensor, list[int]]:

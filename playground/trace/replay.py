@@ -21,7 +21,11 @@ class RecordingTokenizer:
         key = (tuple(int(i) for i in ids), bool(skip_special_tokens))
         if key not in self.answers:
             text = self.answers[key] = self._tokenizer.decode(list(key[0]), skip_special_tokens=key[1], **kwargs)
-            self._bytes += plain_bytes(key) + plain_bytes(text)
+            # ids that are ints already are the caller's (the run's records'): int() gave the same objects back
+            shared = all(type(i) is int for i in ids)
+            self._bytes += (
+                sys.getsizeof(key) + (sys.getsizeof(key[0]) if shared else plain_bytes(key)) + plain_bytes(text)
+            )
         return self.answers[key]
 
     def nbytes(self) -> int:

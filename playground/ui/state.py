@@ -80,15 +80,16 @@ class StepThrough:
     pair: LoadedPair  # kept in use while a round runs
     decoder: SpeculativeDecoder
     context: list[int] = field(default_factory=list)  # output ids so far
+    _context_bytes: Tally = field(default_factory=Tally, init=False, repr=False)  # each id counted once (nbytes)
 
     @property
     def tokenizer(self) -> Any:
         return self.pair.tokenizer
 
     def nbytes(self) -> int:
-        """Bytes it keeps: the decoder's (SpeculativeDecoder.nbytes: its caches, rounds and drafter) and the output;
-        the pair is shared."""
-        return self.decoder.nbytes() + plain_bytes(self.context)
+        """Bytes it keeps: the decoder's (SpeculativeDecoder.nbytes: its caches, rounds and drafter) and the output
+        (its new ids counted as they come); the pair is shared."""
+        return self.decoder.nbytes() + self._context_bytes.of(self.context)
 
 
 class Downloads:

@@ -1,5 +1,5 @@
-"""The lean forward (kernels/step.c's one call per pass) on two (or more) kernel sources in one process, step by
-step interleaved (issues 43, 56).
+"""The lean forward (playground/kernels/step.c's one call per pass) on two (or more) kernel sources in one process,
+step by step interleaved (issues 43, 56).
 
     flock /tmp/cpu.lock python scripts/kernels_ab.py int4 200 /path/to/old/kernels playground/kernels
     python scripts/kernels_ab.py bf16 60 /tmp/old/playground/kernels playground/kernels \\

@@ -24,8 +24,9 @@ stacked, the Linears keeping views of them).
 
 One C source per instruction set, each built once into the cache with a C compiler and chosen at run time from the
 CPU's flags (`ops.VARIANTS`, forced by PLAYGROUND_KERNELS): avx512.c (AVX512-BF16 and -VNNI), avx2.c (AVX2 and FMA),
-portable.c (plain C: aarch64 and any other CPU). Each is batch-invariant on its own; two variants may differ from
-each other in the last bits. Where none runs (no compiler, PLAYGROUND_KERNELS=off) `ops.why_not()` says why and
+portable.c (plain C: aarch64 and any other CPU). portable.c is the base: the others include it and replace only the
+hot kernels (the linears, attention). Each is batch-invariant on its own; two variants may differ from each other in
+the last bits. Where none runs (no compiler, PLAYGROUND_KERNELS=off) `ops.why_not()` says why and
 models keep torch's kernels; `ops.describe()` is the start-up's line. fp32 models are left alone (torch's fp32 path
 is exact between passes here). CUDA is not covered: docs/exactness.md.
 """

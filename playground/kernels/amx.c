@@ -1,5 +1,6 @@
 /* Batch-invariant bf16 kernels for Intel Xeons with AMX (Sapphire Rapids and later): avx512.c for everything
- * (attention, norms, rotary, the int8 draft's VNNI linear), with the bf16 linear in the tiles' arithmetic.
+ * (attention, the int8 and int4 drafts' VNNI linears; the norms, rotary and SiLU are portable.c's, which avx512.c
+ * includes), with the bf16 linear in the tiles' arithmetic.
  *
  * The tiles' arithmetic (tdpbf16ps, checked against real tiles: tests/data/amx/README.md): per instruction and
  * element of C, an even and an odd float32 sum start at zero and add the 16 products of their parity in order of k,
@@ -39,6 +40,13 @@
 #define VEC_ROWS 1
 
 static inline float daz(float f) { return fabsf(f) < FLT_MIN ? 0.0f : f; }
+
+/* One value rounded as the epilogue's vcvtneps2bf16 rounds it: to nearest even, an input below float32's normal
+ * range to zero (portable.c's to_bf16 rounds it to a bf16 subnormal instead). */
+static inline uint16_t to_bf16_cvt(float f) {
+  __m256bh h = _mm512_cvtneps_pbh(_mm512_set1_ps(f));
+  return (uint16_t)_mm256_extract_epi16((__m256i)h, 0);
+}
 
 /* One tdpbf16ps as the hardware computes it: C (16 x 16 fp32) += A (16 x 32 bf16) B (16 pairs x 16 x 2 bf16). */
 static void tile_dp_exact(float *C, const uint16_t *A, const uint16_t *B) {
@@ -211,7 +219,7 @@ static inline __attribute__((always_inline)) void tiles(const wsrc *s, int64_t n
 TILES(1, 1) TILES(1, 2) TILES(2, 1) TILES(2, 2)
 
 /* One C tile (weight rows n0.., input rows m0..) to out: transposed, + bias, rounded, + residual, rounded. */
-static void finish(const float *cbuf, int64_t m0, int64_t M, int64_t n0, int64_t N, const uint16_t *bias,
+static void finish_tile(const float *cbuf, int64_t m0, int64_t M, int64_t n0, int64_t N, const uint16_t *bias,
                    const uint16_t *resid, uint16_t *out) {
   __m512 r[16];
   for (int i = 0; i < 16; i++) r[i] = _mm512_load_ps(cbuf + 16 * i);
@@ -243,7 +251,7 @@ static void group(const wsrc *s, int64_t b0, int64_t b1, int64_t nblocks, int64_
       else (nm == 2 ? tiles_1_2 : tiles_1_1)(s, n0, xp, mt0, pf, pfl, cbuf);
       for (int i = 0; i < nn; i++)
         for (int j = 0; j < nm; j++)
-          finish(cbuf + 256 * (2 * j + i), 16 * (mt0 + j), M, n0 + 16 * i, N, bias, resid, out);
+          finish_tile(cbuf + 256 * (2 * j + i), 16 * (mt0 + j), M, n0 + 16 * i, N, bias, resid, out);
     }
   }
 }
@@ -372,7 +380,7 @@ static void linear_vec(const uint16_t *x, int64_t M, int64_t K, const uint16_t *
         unsigned csr = _mm_getcsr();
         _mm_setcsr(csr | MXCSR_DAZ_FTZ);
         VEC_[mb](xf + (m - m0) * KC * 32, KC, w + n0 * K, K, nv, pf && m == m0, acc);
-        _mm_setcsr(csr); /* the epilogue as finish()'s, outside DAZ and FTZ */
+        _mm_setcsr(csr); /* the epilogue as finish_tile()'s, outside DAZ and FTZ */
         for (int i = 0; i < mb; i++) {
           __m256bh v = _mm512_cvtneps_pbh(_mm512_add_ps(acc[i], bv));
           if (resid)
@@ -428,8 +436,8 @@ void bi_linear_ref(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, i
   }
   for (int64_t m = 0; m < M; m++)
     for (int64_t n = 0; n < N; n++) {
-      uint16_t v = to_bf16(dot_exact(x + m * K, w + n * K, K) + (bias ? from_bf16(bias[n]) : 0.0f));
-      out[m * N + n] = resid ? to_bf16(from_bf16(v) + from_bf16(resid[m * N + n])) : v;
+      uint16_t v = to_bf16_cvt(dot_exact(x + m * K, w + n * K, K) + (bias ? from_bf16(bias[n]) : 0.0f));
+      out[m * N + n] = resid ? to_bf16_cvt(from_bf16(v) + from_bf16(resid[m * N + n])) : v;
     }
 }
 

@@ -1,4 +1,8 @@
-/* Batch-invariant bf16 kernels for the target on x86-64 CPUs with AVX512-BF16.
+/* Batch-invariant bf16 kernels for x86-64 CPUs with AVX512-BF16 and -VNNI: portable.c's definitions, with what a
+ * step or a prefill spends its time in written for AVX512: the bf16 linear (vdpbf16ps), the draft's int8 and int4
+ * linears (vpdpbusd) and their per-call quantisation of the input rows, the attention, and read_sum (the bandwidth
+ * probe). The norms, the rotary embedding and SiLU are portable.c's (GCC vectorises them with this file's flags;
+ * their bits are portable.c's definition, as in every variant with fused multiply-adds).
  *
  * Every output element is computed by one fixed sequence of operations that depends only on its own
  * inputs: a row of the linear layer never sees how many other rows share the call, and a query of the
@@ -7,14 +11,17 @@
  * inside a verification pass of k + 1 tokens, a token tree or a batch.
  *
  * bf16 values travel as uint16_t. Accumulation is fp32 (vdpbf16ps), rounding to bf16 is
- * round-to-nearest-even (vcvtneps2bf16).
+ * round-to-nearest-even (vcvtneps2bf16 in this file's kernels, which flushes a float32 below the normal range to
+ * zero; portable.c's to_bf16 in the rest, which rounds it to a bf16 subnormal).
  */
+#define BI_OWN_LINEARS
+#define BI_OWN_LINEAR_REF
+#define BI_OWN_ATTENTION
+#define BI_OWN_QUANTIZE
+#define BI_OWN_READ_SUM
 #include <immintrin.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <omp.h>
+
+#include "portable.c" /* from_bf16, to_bf16, the norms, rotary, SiLU, and step.c (unless BI_STEP_AFTER) */
 
 #define NB 6 /* the most weight rows per register block */
 #define MB 8 /* the most input rows per register block */
@@ -39,23 +46,8 @@ static inline __m512bh load_bf16(const uint16_t *p, int64_t left) {
   return (__m512bh)_mm512_maskz_loadu_epi16((__mmask32)((1u << left) - 1u), p);
 }
 
-static inline uint16_t to_bf16(float f) {
-  __m512 v = _mm512_set1_ps(f);
-  __m256bh h = _mm512_cvtneps_pbh(v);
-  uint16_t out[16];
-  _mm256_storeu_si256((__m256i *)out, (__m256i)h);
-  return out[0];
-}
-
 static inline __m512 widen(__m256bh h) { /* 16 bf16 -> 16 fp32, exactly */
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16));
-}
-
-static inline float from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
 }
 
 
@@ -550,97 +542,14 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
 }
 
 /* ------------------------------------------------------------------------------------------------
- * RMSNorm as Llama / Qwen2 / Qwen3 / Mistral compute it: h = x in fp32, h * rsqrt(mean(h^2) + eps),
- * rounded to bf16, times the bf16 weight (rounded to bf16). One row at a time, the sum of squares in a
- * fixed order (16 lanes over the row, then the fixed tree): a row never depends on the other rows.
- * x, out: (M, D) bf16 contiguous, w: (D,) bf16.
- */
-void bi_rmsnorm(const uint16_t *x, int64_t M, int64_t D, const uint16_t *w, float eps, uint16_t *out) {
-#pragma omp parallel for schedule(static) if (M > 4)
-  for (int64_t m = 0; m < M; m++) {
-    const uint16_t *row = x + m * D;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t d = 0; d < D; d += 16) {
-      __mmask16 mask = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1u);
-      __m512 h = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, row + d)), 16));
-      acc = _mm512_fmadd_ps(h, h, acc);
-    }
-    float inv = 1.0f / sqrtf(reduce1(acc) / (float)D + eps);
-    __m512 vinv = _mm512_set1_ps(inv);
-    for (int64_t d = 0; d < D; d += 16) {
-      __mmask16 mask = D - d >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (D - d)) - 1u);
-      __m512 h = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, row + d)), 16));
-      __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, w + d)), 16));
-      __m256bh hb = _mm512_cvtneps_pbh(_mm512_mul_ps(h, vinv)); /* h * rsqrt(...) rounded to bf16 */
-      __m512 hr = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hb), 16));
-      _mm256_mask_storeu_epi16(out + m * D + d, mask, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(wv, hr)));
-    }
-  }
-}
-
-/* ------------------------------------------------------------------------------------------------
- * The rest of a Llama / Qwen2 decoder layer, so that a layer is a few calls instead of forty torch ops.
- */
-
-/* Rotary embedding and the split into heads. qkv: (B * S, (H + 2 Hkv) D), the fused projection's output;
- * cos, sin: (B, S, D) bf16. Writes q: (B, H, S, D), k, v: (B, Hkv, S, D), contiguous; q and k rotated:
- * x * cos + rotate_half(x) * sin in fp32, rounded once. */
-void bi_rotary_split(const uint16_t *qkv, int64_t B, int64_t S, int64_t H, int64_t Hkv, int64_t D,
-                     const uint16_t *cos, const uint16_t *sin, uint16_t *q, uint16_t *k, uint16_t *v) {
-  int64_t W = (H + 2 * Hkv) * D, half = D / 2, heads = H + 2 * Hkv;
-#pragma omp parallel for schedule(static) if (B * S * heads > 64)
-  for (int64_t task = 0; task < B * S * heads; task++) {
-    int64_t bs = task / heads, h = task % heads, b = bs / S, s = bs % S;
-    const uint16_t *src = qkv + bs * W + h * D;
-    uint16_t *dst = h < H ? q + ((b * H + h) * S + s) * D
-                  : h < H + Hkv ? k + ((b * Hkv + (h - H)) * S + s) * D
-                  : v + ((b * Hkv + (h - H - Hkv)) * S + s) * D;
-    if (h >= H + Hkv) { memcpy(dst, src, D * sizeof(uint16_t)); continue; }
-    const uint16_t *c = cos + bs * D, *sn = sin + bs * D;
-    for (int64_t d = 0; d < D; d += 16) { /* chunks never straddle the two halves */
-      int64_t end = d < half ? half : D;
-      int64_t n = end - d < 16 ? end - d : 16;
-      __mmask16 m = (__mmask16)((1u << n) - 1u);
-      /* rotate_half: -x[d + half] for d < half, x[d - half] after */
-      int64_t o = d < half ? d + half : d - half;
-      __m512 x = widen((__m256bh)_mm256_maskz_loadu_epi16(m, src + d));
-      __m512 r = widen((__m256bh)_mm256_maskz_loadu_epi16(m, src + o));
-      if (d < half) r = _mm512_sub_ps(_mm512_setzero_ps(), r);
-      __m512 y = _mm512_fmadd_ps(x, widen((__m256bh)_mm256_maskz_loadu_epi16(m, c + d)),
-                                 _mm512_mul_ps(r, widen((__m256bh)_mm256_maskz_loadu_epi16(m, sn + d))));
-      _mm256_mask_storeu_epi16(dst + d, m, (__m256i)_mm512_cvtneps_pbh(y));
-      d += n - 16; /* the next chunk starts where this one ended */
-    }
-  }
-}
-
-/* exp(x) for any x (clamped to [-87, 88]), the same code in every lane. */
-static inline __m512 exp_any(__m512 x) {
-  return exp_le0(_mm512_min_ps(x, _mm512_set1_ps(88.0f)));
-}
-
-/* out[m, i] = silu(gu[m, i]) * gu[m, I + i] in fp32, rounded once; gu: (M, 2I), out: (M, I), bf16. */
-void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
-#pragma omp parallel for schedule(static) if (M * I > 65536)
-  for (int64_t m = 0; m < M; m++) {
-    for (int64_t i = 0; i < I; i += 16) {
-      __mmask16 k = I - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (I - i)) - 1u);
-      __m512 g = widen((__m256bh)_mm256_maskz_loadu_epi16(k, gu + m * 2 * I + i));
-      __m512 u = widen((__m256bh)_mm256_maskz_loadu_epi16(k, gu + m * 2 * I + I + i));
-      __m512 e = exp_any(_mm512_sub_ps(_mm512_setzero_ps(), g));
-      __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-      _mm256_mask_storeu_epi16(out + m * I + i, k, (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(s, u)));
-    }
-  }
-}
-
-/* ------------------------------------------------------------------------------------------------
  * int8 weights for a draft (AVX512-VNNI): W (N, K) int8 with a scale per row, x quantised per row to
  * uint8 (zero point 128) at each call. acc = sum_k xq[k] w[k] in int32 is exact, so this linear is
  * batch-invariant too; y = sx * sw[n] * (acc - 128 rowsum[n]) + bias[n].
  */
 
-/* x: (M, K) bf16 -> xq: (M, Kp) uint8 (K padded with the zero point to Kp, a multiple of 64), sx: (M,). */
+/* x: (M, K) bf16 -> xq: (M, Kp) uint8 (K padded with the zero point to Kp, a multiple of 64), sx: (M,).
+ * portable.c's values for finite inputs (the same max, scale, and rounding to nearest even), 16 at a time: every
+ * int8 and int4 pass calls it, and portable.c's max is a scalar loop GCC does not vectorise (a NaN's order). */
 void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8_t *xq, float *sx) {
   for (int64_t m = 0; m < M; m++) {
     const uint16_t *row = x + m * K;
@@ -718,7 +627,7 @@ static __m512i block_i8_2x8(const uint8_t *xq, int64_t Kp, const int8_t *w, int6
 
 /* One row's nb outputs from its integer sums (lanes 0..nb-1 of r): sx sw[n] (acc - 128 rowsum[n]) (+ bias)
  * rounded to bf16 (+ resid, rounded again), the same operations for every element whatever its block. */
-static inline void finish_i8(__m512i r, float sx, const float *sw, const int32_t *rowsum, const uint16_t *bias,
+static inline void finish_i8x16(__m512i r, float sx, const float *sw, const int32_t *rowsum, const uint16_t *bias,
                              const uint16_t *resid, uint16_t *out, int nb) {
   __mmask16 cols = (__mmask16)((1u << nb) - 1u);
   __m512i centred = _mm512_sub_epi32(r, _mm512_mullo_epi32(_mm512_set1_epi32(128), _mm512_maskz_loadu_epi32(cols, rowsum)));
@@ -755,13 +664,13 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
         __m512i r = nh == 8 ? block_i8_2x8(xq + m * Kp, Kp, wb + 8 * h * K, K) : block_i8(xq + m * Kp, Kp, wb + 8 * h * K, K, 2, nh);
         for (int i = 0; i < 2; i++) {
           __m512i ri = i ? _mm512_alignr_epi32(r, r, 8) : r;
-          finish_i8(ri, sx[m + i], sw + c, rowsum + c, bias ? bias + c : NULL, resid ? resid + (m + i) * N + c : NULL,
+          finish_i8x16(ri, sx[m + i], sw + c, rowsum + c, bias ? bias + c : NULL, resid ? resid + (m + i) * N + c : NULL,
                     out + (m + i) * N + c, nh);
         }
       }
     if (m < M) {
       __m512i r = nb == 16 ? block_i8_1x16(xq + m * Kp, Kp, wb, K) : block_i8(xq + m * Kp, Kp, wb, K, 1, nb);
-      finish_i8(r, sx[m], sw + n0, rowsum + n0, bias ? bias + n0 : NULL, resid ? resid + m * N + n0 : NULL,
+      finish_i8x16(r, sx[m], sw + n0, rowsum + n0, bias ? bias + n0 : NULL, resid ? resid + m * N + n0 : NULL,
                 out + m * N + n0, nb);
     }
   }
@@ -784,7 +693,7 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
 #define I4_NB 8 /* the most weight rows per int4 register block */
 
 /* x: (M, K) bf16 -> xs: (M, Kp) int8 (zeros past K), nc: (M, Kp / 4) int32, -8 times the sum of each 4 x, sx. */
-static void quantize_rows_i4(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, int8_t *xs, int32_t *nc, float *sx) {
+static void quantize_rows_i4_vnni(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, int8_t *xs, int32_t *nc, float *sx) {
   bi_quantize_rows(x, M, K, Kp, (uint8_t *)xs, sx); /* uint8 with zero point 128: flip the top bit for int8 */
   const __m512i top = _mm512_set1_epi8((char)0x80), eight = _mm512_set1_epi8(8);
   for (int64_t i = 0; i < M * Kp; i += 64) {
@@ -904,7 +813,7 @@ void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int
   int8_t *xs = (int8_t *)scratch;
   int32_t *nc = (int32_t *)(scratch + M * Kp);
   float *sx = (float *)(scratch + 2 * M * Kp);
-  quantize_rows_i4(x, M, K, Kp, xs, nc, sx);
+  quantize_rows_i4_vnni(x, M, K, Kp, xs, nc, sx);
   int64_t nblocks = (N + nbv - 1) / nbv;
   for (int64_t m0 = 0; m0 < M; m0 += MC) {
     int64_t mc = M - m0 < MC ? M - m0 : MC;
@@ -921,7 +830,3 @@ void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int
   }
   if (scratch != small) free(scratch);
 }
-
-#ifndef BI_STEP_AFTER /* amx.c includes step.c itself, after its own bi_linear */
-#include "step.c" /* a whole forward in one call (kernels/step.py) */
-#endif

@@ -34,8 +34,8 @@ class Variant:
 
 
 # The first variant this CPU runs is the one chosen (PLAYGROUND_KERNELS=auto); PLAYGROUND_KERNELS=<name> forces one.
-# amx includes avx512.c (its linear in the tiles' arithmetic, everything else avx512's); the library hash covers every
-# source. amx loads only where its start-up check passes (bi_kernel_check: the tiles against their exact model).
+# avx2 and avx512 include portable.c and replace its hot kernels; amx includes avx512.c (its linear in the tiles'
+# arithmetic, everything else avx512's). The library hash covers every source. amx loads only where its start-up check passes (bi_kernel_check: the tiles against their exact model).
 AMX_FLAGS = ("-march=x86-64-v4", "-mavx512bf16", "-mavx512vnni", "-mamx-tile", "-mamx-bf16")
 AVX512_NEEDS = ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni")
 VARIANTS = (

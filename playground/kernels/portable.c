@@ -4,8 +4,13 @@
  * sequence of operations that depends only on its own inputs, so a position's logits are bitwise the same
  * whatever pass it sits in. Here the sequence is written in plain C over small lane arrays: the compiler may
  * vectorise the lanes (they are independent), but it never reorders a sum (no -ffast-math, -ffp-contract=off),
- * so the bits do not depend on how it vectorised. avx2.c includes this file and replaces the linears with
- * AVX2 code that computes the same sequence.
+ * so the bits do not depend on how it vectorised.
+ *
+ * This file is the base of every variant: avx2.c and avx512.c include it and replace only what they make faster,
+ * each guarded by a macro the variant defines before the include (BI_OWN_LINEARS: the bf16, int8 and int4 linears;
+ * BI_OWN_LINEAR_REF: bi_linear_ref, where the variant's linear has another order; BI_OWN_ATTENTION: both
+ * attentions; BI_OWN_QUANTIZE: bi_quantize_rows; BI_OWN_EXP, BI_OWN_SILU; BI_OWN_READ_SUM). What a variant does not
+ * replace (the norms, rotary, SiLU where it keeps this one) is this file's code, the same definition everywhere.
  *
  * bf16 values travel as uint16_t; accumulation is fp32; rounding to bf16 is round-to-nearest-even.
  * MADD is a fused multiply-add where the CPU has one (aarch64, x86-64 with FMA), else a multiply and an add;
@@ -88,6 +93,7 @@ static inline void dot(float *lanes, const uint16_t *x, const uint16_t *w, int64
   memcpy(lanes, &acc, sizeof acc);
 }
 
+#ifndef BI_OWN_LINEAR_REF
 /* The definition, one element at a time (tests compare bi_linear with it, bitwise). */
 void bi_linear_ref(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
                    const uint16_t *resid, uint16_t *out) {
@@ -99,6 +105,7 @@ void bi_linear_ref(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, i
       out[m * N + n] = finish(acc, bias ? bias + n : NULL, resid ? resid + m * N + n : NULL);
     }
 }
+#endif
 
 #ifndef BI_OWN_LINEARS
 /* x: (M, K), w: (N, K), bias: (N,) or NULL, resid: (M, N) or NULL, out: (M, N), bf16, contiguous. Blocks of 4
@@ -123,6 +130,7 @@ void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64
  * y = sx * sw[n] * (acc - 128 rowsum[n]) + bias[n], the same float operations for every element.
  */
 
+#ifndef BI_OWN_QUANTIZE
 /* x: (M, K) bf16 -> xq: (M, Kp) uint8 (K padded with the zero point to Kp), sx: (M,). */
 void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8_t *xq, float *sx) {
   for (int64_t m = 0; m < M; m++) {
@@ -140,6 +148,9 @@ void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8
     }
   }
 }
+#else
+void bi_quantize_rows(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, uint8_t *xq, float *sx);
+#endif
 
 /* One element from its centred integer sum (acc - 128 rowsum[n]). */
 static inline uint16_t finish_i8(int32_t centred, float sx, float sw, const uint16_t *bias, const uint16_t *resid) {
@@ -185,7 +196,7 @@ void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int6
 typedef int32_t i32x8 __attribute__((vector_size(32)));
 
 /* x: (M, K) bf16 -> xs: (M, Kp) int8 (zeros past K), nc: (M, Kp / 4), -8 times the sum of each 4 x, sx: (M,). */
-static void quantize_rows_i4(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, int8_t *xs, int32_t *nc, float *sx) {
+static inline void quantize_rows_i4(const uint16_t *x, int64_t M, int64_t K, int64_t Kp, int8_t *xs, int32_t *nc, float *sx) {
   uint8_t *u = (uint8_t *)xs;
   bi_quantize_rows(x, M, K, Kp, u, sx);
   for (int64_t i = 0; i < M * Kp; i++) xs[i] = (int8_t)((int)u[i] - 128);
@@ -252,6 +263,7 @@ void bi_linear_i4(const uint16_t *x, int64_t M, int64_t K, const uint8_t *w, int
 }
 #endif
 
+#ifndef BI_OWN_READ_SUM
 /* Read bandwidth: sum a buffer of n floats with every thread, reps times. */
 double read_sum(const float *buf, int64_t n, int reps) {
   double total = 0;
@@ -269,6 +281,7 @@ double read_sum(const float *buf, int64_t n, int reps) {
   }
   return total;
 }
+#endif
 
 /* ------------------------------------------------------------------------------------------------
  * Attention, one query at a time, over the keys it may see, listed in increasing order (the mask's allowed
@@ -296,6 +309,15 @@ static inline float exp_clamped(float x) {
   return p * scale;
 }
 
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+
+static inline f32x8 widen8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
+  u16x8 h;
+  memcpy(&h, p, sizeof h);
+  return (f32x8)(__builtin_convertvector(h, u32x8) << 16);
+}
+
+#ifndef BI_OWN_ATTENTION
 #ifndef BI_OWN_EXP
 /* s[j] = exp_clamped(s[j] - mx) for j < n (avx2.c: 8 at a time, by the same operations lane-wise). */
 static void exp_shifted(float *s, int64_t n, float mx) {
@@ -303,17 +325,9 @@ static void exp_shifted(float *s, int64_t n, float mx) {
 }
 #endif
 
-typedef uint16_t u16x8 __attribute__((vector_size(16)));
-
 #ifndef EXACT_MADD8 /* acc + a * b, a * b exact (two bf16): avx2.c makes it one fused multiply-add, the same bits */
 #define EXACT_MADD8(acc, a, b) ((acc) + (a) * (b))
 #endif
-
-static inline f32x8 widen8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
-  u16x8 h;
-  memcpy(&h, p, sizeof h);
-  return (f32x8)(__builtin_convertvector(h, u32x8) << 16);
-}
 
 /* 16 bf16 as 8 pairs: the odd elements and the even ones, as fp32 (AND 0xFFFF0000, shift left by 16: exact). */
 static inline void split16(const uint16_t *p, f32x8 *odd, f32x8 *even) {
@@ -504,6 +518,7 @@ void bi_attention(const uint16_t *q, const int64_t *sq, const uint16_t *k, const
     free(keys);
   }
 }
+#endif /* BI_OWN_ATTENTION */
 
 /* ------------------------------------------------------------------------------------------------
  * RMSNorm (Llama / Qwen2 / Mistral): h * rsqrt(mean(h^2) + eps) rounded to bf16, times the weight, rounded.
@@ -566,4 +581,6 @@ void bi_silu_mul(const uint16_t *gu, int64_t M, int64_t I, uint16_t *out) {
 }
 #endif
 
-#include "step.c" /* a whole forward in one call (kernels/step.py); avx2.c gets it through this file */
+#ifndef BI_STEP_AFTER /* amx.c includes step.c itself, after its own bi_linear */
+#include "step.c"    /* a whole forward in one call (kernels/step.py); avx2.c and avx512.c get it through this file */
+#endif

@@ -1,7 +1,7 @@
 /* A whole forward of a Llama-family model (Llama, Qwen2, Mistral decoder layers, fused as kernels/model.py fuses
  * them) for one sequence in one call: the embedding rows, every layer, the final norm and the head, with the KV
- * cache in buffers the caller owns (a crop is a length change). Included at the end of each kernel variant
- * (avx512.c; portable.c, which avx2.c includes): it calls that variant's kernels, in the order and with the
+ * cache in buffers the caller owns (a crop is a length change). Included at the end of portable.c, which every
+ * variant includes (amx.c includes it itself, after its own linear): it calls that variant's kernels, in the order and with the
  * arguments kernels/model.py's _layer_forward gives them, so its outputs are bitwise those of HF's wrapper
  * around the fused layers; only the Python between the calls is gone (about 220 ctypes calls and HF's
  * wrapper per step: docs/levers.md, issue 43).
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The variant's kernels (defined above, or after this file where avx2.c replaces the linears). */
+/* The variant's kernels (defined above, or after this file where avx2.c and avx512.c replace them). */
 void bi_linear(const uint16_t *x, int64_t M, int64_t K, const uint16_t *w, int64_t N, const uint16_t *bias,
                const uint16_t *resid, uint16_t *out);
 void bi_linear_i8(const uint16_t *x, int64_t M, int64_t K, const int8_t *w, int64_t N, const float *sw,

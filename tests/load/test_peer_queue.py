@@ -200,16 +200,19 @@ def test_one_address_with_several_sessions_makes_another_wait_at_most_one_of_its
     end = time.monotonic() + 60
     while job_b.status().code.name not in ("IN_QUEUE", *QUEUED) and not job_b.done() and time.monotonic() < end:
         time.sleep(0.01)  # B has joined the line (on a loaded machine that can take seconds after submit)
-    running = {i for i, job in enumerate(a_jobs) if job.status().code.name in QUEUED or job.done()}
+    started = {i for i, job in enumerate(a_jobs) if job.status().code.name in QUEUED or job.done()}
+    running = {i for i in started if not a_jobs[i].done()}  # a short first run may be over already: not running
     since: list[int] = []  # A's runs that started after B joined and before B started
     end = time.monotonic() + 300
     while job_b.status().code.name not in QUEUED and not job_b.done() and time.monotonic() < end:
         for i, job in enumerate(a_jobs):
-            if i not in running and i not in since and (job.status().code.name in QUEUED or job.done()):
+            if i not in started and i not in since and (job.status().code.name in QUEUED or job.done()):
                 since.append(i)
         time.sleep(0.02)
     job_b.result(timeout=120)
     for client in sessions:  # A's waiting and running runs end: the test need not wait for them
         client.predict(api_name="/stop")
-    print(f"\nA's runs running when B joined: {sorted(running)}; A's started before B: {since}")
-    assert len(running) == 1 and since == [], (running, since)  # B waited for the one run that was running
+    print(
+        f"\nA's runs running when B joined: {sorted(running)} (over: {sorted(started - running)}); A's started before B: {since}"
+    )
+    assert len(running) <= 1 and since == [], (running, since)  # B waited for at most the one run that was running

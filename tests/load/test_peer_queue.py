@@ -188,13 +188,15 @@ def test_another_users_run_never_waits_on_a_vllm_server(app_and_fakes, mode):
 def test_one_address_with_several_sessions_makes_another_wait_at_most_one_of_its_runs(app_and_fakes):
     """Issue 55: 300-token runs resubmitted from 4 sessions of one address made other users wait 17-23 s, about 4 of
     its runs. Now the device's waiting line is round-robin between addresses: B's run starts once A's running one
-    ends, before A's waiting ones."""
+    ends, before A's waiting ones (at most one of A's runs, running or first in line, goes before B)."""
     app = app_and_fakes[0]
     sessions = [Client(app, verbose=False, headers={"X-Forwarded-For": "10.3.3.3"}) for _ in range(4)]
     a_jobs = []
-    for client in sessions:
-        a_jobs.append(client.submit(*args(max_new=100, k=1), api_name="/generate"))
-        time.sleep(0.3)  # they join in order: the first runs, the others wait
+    for client in sessions:  # they join in order, each once the one before is in: the first runs, the others wait
+        a_jobs.append(client.submit(*args(max_new=300, k=1), api_name="/generate"))
+        end = time.monotonic() + 60
+        while a_jobs[-1].status().code.name not in ("IN_QUEUE", *QUEUED) and time.monotonic() < end:
+            time.sleep(0.01)
     b = Client(app, verbose=False, headers={"X-Forwarded-For": "10.4.4.4"})
     job_b = b.submit(*args(max_new=8), api_name="/generate")
     end = time.monotonic() + 60
@@ -215,4 +217,6 @@ def test_one_address_with_several_sessions_makes_another_wait_at_most_one_of_its
     print(
         f"\nA's runs running when B joined: {sorted(running)} (over: {sorted(started - running)}); A's started before B: {since}"
     )
-    assert len(running) <= 1 and since == [], (running, since)  # B waited for at most the one run that was running
+    # B waited for at most one of A's runs: the one running when B joined, or (the device busy with another's run)
+    # the one of A's that was first in line
+    assert len(running) + len(since) <= 1, (running, since)

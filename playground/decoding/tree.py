@@ -272,8 +272,8 @@ def tree_record(tree: Tree, path: list[int], token: int, q_rows: torch.Tensor) -
     tried = tree.children[last]
     order = path + tried + [i for i in range(len(tree)) if i not in set(path) | set(tried)]
     where = {node: i for i, node in enumerate(order)}
-    rows = torch.tensor([tree.parents[i] + 1 for i in order], device=q_rows.device)
-    tokens = torch.tensor([tree.tokens[i] for i in order], device=q_rows.device)
+    rows = torch.tensor([tree.parents[i] + 1 for i in order], dtype=torch.long, device=q_rows.device)  # long if empty
+    tokens = torch.tensor([tree.tokens[i] for i in order], dtype=torch.long, device=q_rows.device)
     floats = torch.cat([tree.p_rows[rows, tokens], q_rows[rows, tokens], q_rows[last, token].view(1)]).tolist()
     T = len(order)
     return RoundRecord(

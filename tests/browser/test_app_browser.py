@@ -189,8 +189,8 @@ def test_without_the_comparison_the_prediction_says_its_costs_are_the_start_ups(
 
 def test_stop_mid_run_then_run_again(page):
     # a prompt whose greedy continuation on the tiny pair runs all 400 tokens (others reach end of text first:
-    # "The quick brown fox ..." after 86, while the browser still showed round 20 of the run)
-    page.locator("#prompt textarea").fill("def fib(n):")
+    # "def fib(n):" after 116, and once the run ended before the Stop reached it)
+    page.locator("#prompt textarea").fill("Once upon a time")
     page.locator("#compare-box input[type=checkbox]").uncheck()
     set_number(page, "k", 1)
     set_number(page, "max-new", 400)

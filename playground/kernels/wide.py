@@ -1,9 +1,8 @@
 """A draft's passes of many rows (a long prompt's prefill) on torch's matmul instead of the batch-invariant kernels.
 
 Why: a draft's tokens change only the speed, never the output (the target verifies them), so a draft needs
-determinism, not batch invariance. The kernels' int4 and int8 linears are made for a few rows: a 2,000-token prompt
-took the int4 draft about 8.5 s on an AMX host (issue 53), where oneDNN (AMX tiles on Intel, AVX512-BF16 on Zen 4)
-takes a fraction of it. Here a layer's projection is dequantised to a bf16 temporary (one layer's at a time: no second
+determinism, not batch invariance. The kernels' int4 and int8 linears are made for a few rows, and a long prompt's
+pass on them is slower than oneDNN's (AMX tiles on Intel, AVX512-BF16 on Zen 4; the gap: docs/exactness.md). Here a layer's projection is dequantised to a bf16 temporary (one layer's at a time: no second
 copy of the weights) and multiplied by `torch.nn.functional.linear`; an int8 projection multiplies its quantised rows
 by `torch._int_mm` (integer sums, exact in any order), so its outputs are the kernels' own. Norms, rotary embedding,
 attention and SiLU stay on the kernels (row by row already). One process, one prompt: the same draft tokens every time.

@@ -2,10 +2,11 @@
 
 Why: a draft's tokens change only the speed, never the output (the target verifies them), so a draft needs
 determinism, not batch invariance. The kernels' int4 and int8 linears are made for a few rows, and a long prompt's
-pass on them is slower than oneDNN's (AMX tiles on Intel, AVX512-BF16 on Zen 4; the gap: docs/exactness.md). Here a layer's projection is dequantised to a bf16 temporary (one layer's at a time: no second
-copy of the weights) and multiplied by `torch.nn.functional.linear`; an int8 projection multiplies its quantised rows
-by `torch._int_mm` (integer sums, exact in any order), so its outputs are the kernels' own. Norms, rotary embedding,
-attention and SiLU stay on the kernels (row by row already). One process, one prompt: the same draft tokens every time.
+pass on them is slower than oneDNN's (AMX tiles on Intel, AVX512-BF16 on Zen 4; the gap: docs/exactness.md). Here a
+layer's projection is dequantised to a bf16 temporary (one layer's at a time: no second copy of the weights) and
+multiplied by `torch.nn.functional.linear`; an int8 projection multiplies its quantised rows by `torch._int_mm`
+(integer sums, exact in any order), so its outputs are the kernels' own. Norms, rotary embedding, attention and SiLU
+stay on the kernels (row by row already). One process, one prompt: the same draft tokens every time.
 
 `LeanForward(model, wide=True)` (a draft's, never the target's) runs its passes of at least WIDE_ROWS rows here;
 `threshold(None)` puts every pass back on the kernels (an A/B: bench --ttft-draft-ab).

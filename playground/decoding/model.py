@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from transformers import PreTrainedModel
 
@@ -13,6 +16,34 @@ from playground.decoding.vocab import SubsetHead
 from playground.kernels.step import LeanForward, why_not as lean_why_not
 from playground.core.config import SamplingParams
 from playground.engine.sampling import choose, wide
+
+
+# The prompt as a draft model reads it: its first HEAD tokens (the system prompt, the request, the opening of what it
+# is about) and its last TAIL (the newest lines and the chat template's turn), one contiguous context at positions
+# 0, 1, ... of its own cache. A draft's tokens change only the speed, never the output (the target verifies them), so a
+# long prompt's draft pass needs only what predicts the answer; the whole prompt's pass would cost the target's prompt
+# pass times the draft's share of the multiply-adds. Head-heavy, as measured (docs/levers.md, "The draft's prompt
+# window"). None: the whole prompt (window(None): an A/B, bench --ttft-draft-ab, scripts/draft_window.py).
+WINDOW: tuple[int, int] | None = (448, 64)
+
+
+@contextlib.contextmanager
+def window(head_tail: tuple[int, int] | None) -> Iterator[None]:
+    """WINDOW set to head_tail (None: drafts read the whole prompt) for the block's duration (for drafts begun in it)."""
+    global WINDOW
+    previous, WINDOW = WINDOW, head_tail
+    try:
+        yield
+    finally:
+        WINDOW = previous
+
+
+def skipped_span(length: int, head_tail: tuple[int, int] | None) -> tuple[int, int]:
+    """(start, n): the positions start .. start + n - 1 of a prompt of `length` tokens that a draft does not read."""
+    if head_tail is None or length <= sum(head_tail):
+        return 0, 0
+    head, tail = head_tail
+    return head, length - head - tail
 
 
 class ModelDrafter(Drafter):
@@ -41,19 +72,35 @@ class ModelDrafter(Drafter):
             self._lean.reset()
         else:
             self._cache = draft_cache(self.model)
-        self.cached = 0  # positions of the sequence held in the cache
+        self.cached = 0  # positions of the draft's context (context()) held in the cache
         self.proposal_start = 0
+        self.skip = (0, 0)  # the prompt's span that the draft does not read (skipped_span), set by its first draft
+
+    @property
+    def skipped(self) -> int:
+        """How many positions of the sequence are not in the draft's context (its positions are the sequence's less
+        these after the skipped span)."""
+        return self.skip[1]
+
+    def context(self, ids: torch.Tensor) -> torch.Tensor:
+        """The sequence ids (1, L) as the draft reads it: without the prompt's skipped span (WINDOW), which the first
+        draft after a reset sets from the prompt's length."""
+        if self.cached == 0:
+            self.skip = skipped_span(ids.shape[1], WINDOW)
+        start, n = self.skip
+        return ids if n == 0 else torch.cat([ids[:, :start], ids[:, start + n :]], dim=1)
 
     @torch.inference_mode()
     def propose(self, ids: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None) -> Draft:
         if k == 0:
             self.proposal_start = self.cached  # nothing proposed: observe() keeps the cache as it is
             return ChainDraft(ids.new_empty(0), None)
+        if self.head is not None:
+            self.head.add(ids)
+        ids = self.context(ids)
         length = ids.shape[1]
         feed = ids[:, self.cached :]
         tokens, logits = [], []
-        if self.head is not None:
-            self.head.add(ids)
         for _ in range(k):
             step_logits = self._logits(feed)
             token = choose(step_logits, params, generator)

@@ -57,7 +57,8 @@ class StagedDrafter(ModelDrafter):
         self.proposed = self.kept = self.passes = 0
         if k == 0:
             return super().propose(ids, 0, params, generator)  # nothing proposed
-        seq = ids[0].tolist()
+        seq = ids[0].tolist()  # prompt lookup reads the whole sequence, the draft model its context
+        ids = self.context(ids)
         drafted: list[int] = []
         rows: list[torch.Tensor] = []  # the draft's logits at each drafted position
         feed = ids[:, self.cached :]

@@ -369,7 +369,9 @@ class TreeDrafter(Drafter):
             return self.drafter.propose(ids, 0, params, generator)
         self.plan = self.sizer.plan() if self.sizer is not None else None  # on the round's clock, as drafting is
         self.growth = Growth(self.costs, self.shape.nodes) if self.costs is not None else None
-        tree = draft_tree(self.drafter, ids, self.shape, k, params, generator, self.plan, self.growth)
+        tree = draft_tree(
+            self.drafter, self.drafter.context(ids), self.shape, k, params, generator, self.plan, self.growth
+        )
         self.last = TreeDraft(torch.tensor(tree.tokens, dtype=torch.long, device=ids.device), None, tree, ids.shape[1])
         return self.last
 
@@ -383,7 +385,7 @@ class TreeDrafter(Drafter):
         if self.sizer is not None:  # the acceptance by rank learns from the round
             self.sizer.observe(visits(self.last.tree.children, self.last.tree.parents, self.last.path))
         # The draft's cache keeps exactly the accepted path's nodes it has run: gathered into place, the rest cropped.
-        length = self.last.length
+        length = self.last.length - self.drafter.skipped  # the draft's context's length when it drafted
         fed = [length + i for i in self.last.path if i < self.last.tree.fed]
         keep_path(getattr(self.drafter, "lean_forward", None) or self.drafter.cache, length, fed)
         self.drafter.cached = length + len(fed)

@@ -9,7 +9,7 @@ multiplied by `torch.nn.functional.linear`; an int8 projection multiplies its qu
 stay on the kernels (row by row already). One process, one prompt: the same draft tokens every time.
 
 `LeanForward(model, wide=True)` (a draft's, never the target's) runs its passes of at least WIDE_ROWS rows here;
-`threshold(None)` puts every pass back on the kernels (an A/B: bench --ttft-draft-ab).
+`threshold(None)` puts every pass back on the kernels (an A/B: scripts/draft_prefill.py).
 """
 
 from __future__ import annotations

@@ -312,7 +312,7 @@ def test_cli_ttft_times_the_first_token_of_every_engine_on_prompts_of_the_asked_
     )
     assert rc == 0
     rows = json.loads(out.read_text())["ttft"]
-    spec = {"ours, speculative", "ours, speculative, old draft prefill"}  # the second: --ttft-draft-ab's
+    spec = {"ours, speculative", "ours, speculative, whole prompt drafted"}  # the second: --ttft-draft-ab's
     engines = {"ours, target alone", "hf generate (same object)", "stock transformers", *spec}
     assert {r["engine"] for r in rows} == engines
     for r in rows:  # a speculative round's draft part, per timing, and its share of the round

@@ -55,7 +55,7 @@ from playground.engine.acceptance import accept_tree
 from playground.engine.sampling import logits_to_probs
 from playground.kernels.step import LeanForward, TargetCache
 from playground.core.treeshape import MAX_TREE_WIDTH, TreeShape
-from playground.engine.treesize import Calibration, Growth, Plan, RunCosts, Sizer, TreeCosts, sized_extras, visits
+from playground.engine.treesize import Growth, Plan, RunCosts, Sizer, TreeCosts, sized_extras, visits
 from playground.core.config import DecodeConfig, SamplingParams
 from playground.core.draft import Draft, Drafter, Tree
 
@@ -200,16 +200,6 @@ def draft_tree(
     return Tree(tokens, parents, depths, torch.cat(p_rows + [rows.new_zeros(unfed, rows.shape[-1])]), fed)
 
 
-def path_probabilities(tree: Tree) -> list[float]:
-    """Each node's path probability as drafted: the product of the draft's p along its path (its own p is its parent's
-    row's at its token)."""
-    out: list[float] = []
-    for i, (token, parent) in enumerate(zip(tree.tokens, tree.parents)):
-        own = float(tree.p_rows[parent + 1, token])
-        out.append(own if parent < 0 else out[parent] * own)
-    return out
-
-
 def _draft_pass(drafter, feed: torch.Tensor, position: int = 0, ancestry: torch.Tensor | None = None) -> torch.Tensor:
     """The draft's logits after feed (1, S) on top of its cache: the last row's (1, V) for the sequence (ancestry
     None), else every row's (S, V) for one depth of nodes at `position`, each seeing the sequence and its ancestry
@@ -352,7 +342,6 @@ class TreeDrafter(Drafter):
         self.drafter, self.shape, self.name = drafter, shape, drafter.name
         self.sizer = Sizer(shape.nodes, costs) if shape.sized else None
         self.costs = RunCosts(costs) if shape.confidence else None  # the warm-up's, then the run's own rounds'
-        self.calibration = Calibration() if shape.confidence else None  # the run's own rounds'
         self.growth: Growth | None = None  # this round's (a confidence-shaped tree)
         self.plan: Plan | None = None  # this round's (a sized shape)
         self.last: TreeDraft | None = None
@@ -369,7 +358,6 @@ class TreeDrafter(Drafter):
             self.sizer.reset()
         if self.costs is not None:  # each run learns its own costs (the load may have changed)
             self.costs = RunCosts(self.costs.costs)
-            self.calibration = Calibration()
 
     def depth(self, k: int) -> int:
         """The tree's shape sets the depth, whatever the k policy says (a sized tree's plan, within it)."""
@@ -380,7 +368,7 @@ class TreeDrafter(Drafter):
             self.last = None
             return self.drafter.propose(ids, 0, params, generator)
         self.plan = self.sizer.plan() if self.sizer is not None else None  # on the round's clock, as drafting is
-        self.growth = Growth(self.costs, self.shape.nodes, calibrate=self.calibration) if self.costs else None
+        self.growth = Growth(self.costs, self.shape.nodes) if self.costs is not None else None
         tree = draft_tree(
             self.drafter, self.drafter.context(ids), self.shape, k, params, generator, self.plan, self.growth
         )
@@ -396,11 +384,6 @@ class TreeDrafter(Drafter):
             return
         if self.sizer is not None:  # the acceptance by rank learns from the round
             self.sizer.observe(visits(self.last.tree.children, self.last.tree.parents, self.last.path))
-        if self.calibration is not None:  # each node's path probability against what the target kept
-            kept = set(self.last.path)
-            self.calibration.observe(
-                path_probabilities(self.last.tree), [i in kept for i in range(len(self.last.tree))]
-            )
         # The draft's cache keeps exactly the accepted path's nodes it has run: gathered into place, the rest cropped.
         length = self.last.length - self.drafter.skipped  # the draft's context's length when it drafted
         fed = [length + i for i in self.last.path if i < self.last.tree.fed]

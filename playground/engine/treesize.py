@@ -30,9 +30,8 @@ run is reproducible, as THEORY's k is.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Sequence
 
 from playground.core.records import SizedExtras
 from playground.core.treeshape import MAX_TREE_DEPTH, MAX_TREE_WIDTH
@@ -342,51 +341,20 @@ class RunCosts:
         self.rounds += 1
 
 
-class Calibration:
-    """A node's chance of being kept as this run's rounds found it, given its path probability s (the draft's word):
-    per bucket of s (halvings: (1/2, 1], (1/4, 1/2], ...), the kept share of the nodes drafted there, shrunk towards s
-    by PRIOR nodes' weight (a bucket that has seen few nodes keeps the draft's word). A draft that is sure more often
-    than it is right (or less) then grows its trees by what the target keeps."""
-
-    BUCKETS = 8  # the last takes every s under 2^-7
-    PRIOR = 8.0
-
-    def __init__(self) -> None:
-        self.kept = [0] * self.BUCKETS
-        self.seen = [0] * self.BUCKETS
-
-    def _bucket(self, s: float) -> int:
-        return min(self.BUCKETS - 1, max(0, math.ceil(-math.log2(max(s, 1e-12))) - 1))
-
-    def __call__(self, s: float) -> float:
-        b = self._bucket(s)
-        return (self.kept[b] + self.PRIOR * s) / (self.seen[b] + self.PRIOR)
-
-    def observe(self, scores: Sequence[float], kept: Sequence[bool]) -> None:
-        """A round's nodes: each one's path probability as drafted, and whether the target kept it."""
-        for s, k in zip(scores, kept):
-            b = self._bucket(s)
-            self.seen[b] += 1
-            self.kept[b] += bool(k)
-
-
 @dataclass
 class Growth:
     """One round's confidence-shaped tree as it grows, depth by depth: a node joins while its path probability
-    (the product of the draft's p along its path: its chance of being kept, as the draft sees it; calibrated by the
-    run's rounds where `calibrate` is given) pays for its row, i.e. while it raises the expected tokens per second,
-    (gain + s) / (time + dt) >= gain / time."""
+    (the product of the draft's p along its path: its chance of being kept, as the draft sees it) pays for its row,
+    i.e. while it raises the expected tokens per second, (gain + s) / (time + dt) >= gain / time."""
 
     costs: RunCosts
     budget: int
     nodes: int = 0
     gain: float = 1.0  # expected tokens kept: the target's own, plus each node's path probability
     passes: list[int] | None = None  # rows of each draft pass so far (the root's first)
-    calibrate: Callable[[float], float] | None = None  # a path probability -> the chance it is kept (Calibration)
 
     def __post_init__(self) -> None:
         self.passes = self.passes or [1]
-        self.calibrate = self.calibrate or (lambda s: s)
 
     def time(self) -> float:
         return sum(self.costs.draft(w) for w in self.passes) + self.costs.verify(1 + self.nodes)
@@ -398,7 +366,7 @@ class Growth:
     def take(self, scores: Sequence[float]) -> int:
         """How many of a depth's candidates (their path probabilities, best first) join the tree."""
         taken = 0
-        for s in sorted(map(self.calibrate, scores), reverse=True):
+        for s in sorted(scores, reverse=True):
             if not self._pays(s, 0.0):
                 break
             self.gain, self.nodes, taken = self.gain + s, self.nodes + 1, taken + 1
@@ -407,7 +375,7 @@ class Growth:
     def expand(self, best: float, width: int) -> bool:
         """Whether a draft pass over the newest depth (width nodes, the best at path probability `best`) can pay:
         its best child would be kept at most with probability `best`. Counts the pass when it does."""
-        if not self._pays(self.calibrate(best), self.costs.draft(width)):
+        if not self._pays(best, self.costs.draft(width)):
             return False
         self.passes.append(width)
         return True

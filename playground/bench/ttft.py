@@ -41,7 +41,7 @@ from playground.run.spec import DrafterSpec, PairSpec, RunSpec
 
 DOCUMENT = Path(__file__).with_name("long_document.txt")
 REQUEST = "Summarise the following text in one sentence.\n\n"
-OURS, OURS_SPEC, OURS_OLD, HF_SAME, STOCK = (
+OURS, OURS_SPEC, OURS_WHOLE, HF_SAME, STOCK = (
     "ours, target alone",
     "ours, speculative",
     "ours, speculative, whole prompt drafted",
@@ -50,7 +50,7 @@ OURS, OURS_SPEC, OURS_OLD, HF_SAME, STOCK = (
 )
 # A peer's timing: given {length: prompt token ids}, its seconds per length (its repeats)
 PeerTimer = Callable[[dict[str, list[int]]], dict[str, list[float]]]
-ENGINES = (OURS, OURS_SPEC, OURS_OLD, HF_SAME, STOCK)  # the table's order, the peers' rows after
+ENGINES = (OURS, OURS_SPEC, OURS_WHOLE, HF_SAME, STOCK)  # the table's order, the peers' rows after
 
 
 @dataclass
@@ -137,7 +137,7 @@ def run_ttft(
     draft_ab: bool = False,
 ) -> list[TTFTRow]:
     """The rows for each prompt length. peers: each peer's name -> its timing (vLLM's: "vllm", with --compare-vllm).
-    draft_ab: also the speculative round with the draft reading the whole prompt (OURS_OLD), interleaved."""
+    draft_ab: also the speculative round with the draft reading the whole prompt (OURS_WHOLE), interleaved."""
     peers = dict(peers or {})
     target_alone = DrafterSpec.target_alone()
     default = DrafterSpec()
@@ -159,7 +159,7 @@ def run_ttft(
             (HF_SAME, lambda row, n: row.seconds.append(_same_object(pair, pair_spec, prompts[n][1]))),
         ]
         if draft_ab:
-            engines.insert(2, (OURS_OLD, lambda row, n: _first_round(session, specs[OURS_SPEC][n], row, True)))
+            engines.insert(2, (OURS_WHOLE, lambda row, n: _first_round(session, specs[OURS_SPEC][n], row, True)))
         if other is not None:
             _generate_one(other, prompts[lengths[0]][1][:16])  # its first-call costs, outside the timing
             engines.append((STOCK, lambda row, n: row.seconds.append(_generate_one(other, prompts[n][1]))))
@@ -199,7 +199,7 @@ def markdown(rows: list[TTFTRow]) -> str:
             elif (name, n) in draft:
                 row = draft[(name, n)]
                 cells.append(f"{s:.2f} s (draft {statistics.median(row.draft_s):.2f} s, {row.draft_share:.0%})")
-            elif name in (OURS, OURS_SPEC, OURS_OLD) or ours is None:
+            elif name in (OURS, OURS_SPEC, OURS_WHOLE) or ours is None:
                 cells.append(f"{s:.2f} s")
             else:
                 cells.append(f"{s:.2f} s ({s / ours:.2f}x ours)")
